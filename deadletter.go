@@ -1,0 +1,138 @@
+package inbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/inboxkit/inbox/store"
+)
+
+// ErrDeadLetterNotFound is returned for a dead letter ID that does not
+// exist (or belongs to another consumer).
+var ErrDeadLetterNotFound = errors.New("inbox: dead letter not found")
+
+// DeadLetter is a message that failed for good, kept with its payload
+// until it is replayed or discarded. Its inbox row is marked dead, so that
+// redeliveries are duplicates.
+type DeadLetter struct {
+	// ID identifies the dead letter (not the message).
+	ID       int64
+	Message  Message
+	Error    string
+	Attempts int
+	FailedAt time.Time
+}
+
+// DeadLetterQuery selects dead letters.
+type DeadLetterQuery struct {
+	// AfterID lists dead letters whose ID is greater: pass the last ID of a
+	// page for the next. Default 0, from the first.
+	AfterID int64
+	// Limit is the most listed. Default 100.
+	Limit int
+}
+
+// DeadLetters lists the consumer's dead letters in ID order.
+func (ib *Inbox[TTx]) DeadLetters(ctx context.Context, q *DeadLetterQuery) ([]DeadLetter, error) {
+	p := &store.DeadLetterListParams{Consumer: ib.consumer, Limit: 100}
+	if q != nil {
+		p.AfterID = q.AfterID
+		if q.Limit > 0 {
+			p.Limit = q.Limit
+		}
+	}
+	rows, err := ib.driver.DeadLetterList(ctx, p)
+	if err != nil {
+		return nil, fmt.Errorf("inbox: listing dead letters: %w", err)
+	}
+	out := make([]DeadLetter, 0, len(rows))
+	for _, r := range rows {
+		dl, err := deadLetterFrom(r)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, dl)
+	}
+	return out, nil
+}
+
+func deadLetterFrom(r *store.DeadLetter) (DeadLetter, error) {
+	h, err := decodeHeaders(r.Headers)
+	if err != nil {
+		return DeadLetter{}, fmt.Errorf("inbox: dead letter %d: %w", r.ID, err)
+	}
+	return DeadLetter{
+		ID:       r.ID,
+		Message:  Message{ID: string(r.Key.MessageID), Type: r.Type, Payload: r.Payload, Headers: h},
+		Error:    r.Error,
+		Attempts: r.Attempts,
+		FailedAt: r.FailedAt,
+	}, nil
+}
+
+// Replay processes dead letter id again through h, in one transaction that
+// also removes the dead letter, forgets the failed attempts and marks the
+// message processed. If h fails, nothing changes and the dead letter stays.
+// Two replays of one dead letter at once run h once: the other gets
+// ErrDeadLetterNotFound.
+func (ib *Inbox[TTx]) Replay(ctx context.Context, id int64, h Handler[TTx]) (Outcome, error) {
+	start := time.Now()
+	tx, err := ib.driver.Begin(ctx, &store.BeginParams{LockTimeout: ib.cfg.LockTimeout})
+	if err != nil {
+		return ib.retryNow(), fmt.Errorf("inbox: replay: %w", err)
+	}
+	rollback := func(out Outcome, err error) (Outcome, error) {
+		_ = ib.driver.Rollback(ctx, tx)
+		return out, err
+	}
+	r, err := ib.driver.DeadLetterTake(ctx, tx, ib.consumer, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return rollback(Outcome{Status: Duplicate}, ErrDeadLetterNotFound)
+	}
+	if err != nil {
+		return rollback(ib.retryNow(), fmt.Errorf("inbox: replay: %w", err))
+	}
+	dl, err := deadLetterFrom(r)
+	if err != nil {
+		return rollback(Outcome{Status: Invalid}, err)
+	}
+	msg := dl.Message
+	if herr := callHandler(ctx, tx, &msg, h); herr != nil {
+		return rollback(Outcome{Status: Retry, Err: herr}, herr)
+	}
+	p := ib.claimParams(&msg)
+	if err := ib.driver.InboxMarkProcessed(ctx, tx, p); err != nil {
+		return rollback(ib.retryNow(), fmt.Errorf("inbox: replay: %w", err))
+	}
+	if err := ib.driver.AttemptsDelete(ctx, tx, p.Key); err != nil {
+		return rollback(ib.retryNow(), fmt.Errorf("inbox: replay: %w", err))
+	}
+	if err := ib.driver.Commit(ctx, tx); err != nil {
+		return rollback(ib.retryNow(), fmt.Errorf("inbox: replay: commit: %w", err))
+	}
+	return ib.finish(ctx, &msg, start, Outcome{Status: Processed}, nil)
+}
+
+// Discard deletes dead letter id for good. Its inbox row stays marked dead,
+// so that redeliveries of the message are still duplicates.
+func (ib *Inbox[TTx]) Discard(ctx context.Context, id int64) error {
+	tx, err := ib.driver.Begin(ctx, &store.BeginParams{LockTimeout: ib.cfg.LockTimeout})
+	if err != nil {
+		return fmt.Errorf("inbox: discard: %w", err)
+	}
+	_, err = ib.driver.DeadLetterTake(ctx, tx, ib.consumer, id)
+	if err != nil {
+		_ = ib.driver.Rollback(ctx, tx)
+		if errors.Is(err, store.ErrNotFound) {
+			return ErrDeadLetterNotFound
+		}
+		return fmt.Errorf("inbox: discard: %w", err)
+	}
+	if err := ib.driver.Commit(ctx, tx); err != nil {
+		_ = ib.driver.Rollback(ctx, tx)
+		return fmt.Errorf("inbox: discard: commit: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,185 @@
+// Package pgsql holds the PostgreSQL SQL of the inbox: migrations and
+// queries, shared by store/pgxstore and the PostgreSQL dialect of
+// store/sqlstore so that there is one copy. Placeholders are $n.
+package pgsql
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"hash/fnv"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/inboxkit/inbox/internal/migrate"
+	"github.com/inboxkit/inbox/store"
+)
+
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+// Queries are the statements of one set of tables.
+type Queries struct {
+	Tables     store.Tables
+	Migrations []store.Migration
+
+	// LockKey is the advisory lock key of the tables, for Prune.
+	LockKey int64
+	// MigrateLockKey is the advisory lock key of Migrate, per schema so
+	// that CREATE SCHEMA never races either.
+	MigrateLockKey int64
+
+	// SetLockTimeout sets the lock timeout for the rest of the
+	// transaction: $1 a duration such as "5000ms".
+	SetLockTimeout string
+	// Claim: $1 consumer, $2 message_id, $3 type, $4 fingerprint. Returns
+	// one row (claimed, fingerprint, dead), or none for a duplicate whose
+	// claim raced with ours (fingerprint unknown).
+	Claim string
+	// AttemptAdd: $1 consumer, $2 message_id, $3 error. Returns attempts.
+	AttemptAdd string
+	// AttemptsDelete: $1 consumer, $2 message_id.
+	AttemptsDelete string
+	// DeadLetterAdd: $1 consumer, $2 message_id, $3 type, $4 fingerprint,
+	// $5 payload, $6 headers, $7 error, $8 attempts. Returns the dead
+	// letter's id, or no row when the inbox row exists.
+	DeadLetterAdd string
+	// DeadLetterList: $1 consumer, $2 after id, $3 limit.
+	DeadLetterList string
+	// DeadLetterTake: $1 consumer, $2 id. Returns the deleted row.
+	DeadLetterTake string
+	// InboxMarkProcessed: $1 consumer, $2 message_id, $3 type, $4 fingerprint.
+	InboxMarkProcessed string
+	// TryLock: $1 key. Returns whether the transaction got the lock.
+	TryLock string
+	// Lock: $1 key. Waits for the lock, for the transaction.
+	Lock string
+	// PruneInbox, PruneAttempts: $1 retention in microseconds, $2 limit.
+	PruneInbox, PruneAttempts string
+	// Durability returns synchronous_commit and fsync.
+	Durability string
+	// CreateSchema creates Tables.Schema if set; empty otherwise.
+	CreateSchema string
+	// CreateMigrations creates the migrations table if missing.
+	CreateMigrations string
+	// AppliedVersions lists the applied migration versions.
+	AppliedVersions string
+	// RecordMigration: $1 version, $2 name.
+	RecordMigration string
+}
+
+// DeadLetterColumns is the column order of DeadLetterList and DeadLetterTake.
+const deadLetterColumns = `id, consumer, message_id, message_type, payload, headers, error, attempts, failed_at`
+
+// New returns the queries of tables t, which must be valid.
+func New(t store.Tables) (*Queries, error) {
+	if err := t.Validate(); err != nil {
+		return nil, err
+	}
+	ms, err := migrate.Load(migrationFS, "migrations", t, store.QuoteDouble)
+	if err != nil {
+		return nil, err
+	}
+	inbox := t.Name("inbox", store.QuoteDouble)
+	attempts := t.Name("inbox_attempts", store.QuoteDouble)
+	dead := t.Name("inbox_dead_letters", store.QuoteDouble)
+	migrations := t.Name("inbox_migrations", store.QuoteDouble)
+	q := &Queries{
+		Tables:         t,
+		Migrations:     ms,
+		LockKey:        lockKey("prune", t.Schema, t.Prefix),
+		MigrateLockKey: lockKey("migrate", t.Schema),
+		SetLockTimeout: `SELECT set_config('lock_timeout', $1, true)`,
+		Claim: `WITH ins AS (
+	INSERT INTO ` + inbox + ` (consumer, message_id, message_type, fingerprint) VALUES ($1, $2, $3, $4)
+	ON CONFLICT DO NOTHING RETURNING true
+)
+SELECT true, NULL::bytea, false FROM ins
+UNION ALL
+SELECT false, fingerprint, dead FROM ` + inbox + `
+WHERE consumer = $1 AND message_id = $2 AND NOT EXISTS (SELECT FROM ins)`,
+		AttemptAdd: `INSERT INTO ` + attempts + ` AS a (consumer, message_id, attempts, last_error) VALUES ($1, $2, 1, $3)
+ON CONFLICT (consumer, message_id) DO UPDATE
+SET attempts = a.attempts + 1, last_failed_at = now(), last_error = EXCLUDED.last_error
+RETURNING attempts`,
+		AttemptsDelete: `DELETE FROM ` + attempts + ` WHERE consumer = $1 AND message_id = $2`,
+		DeadLetterAdd: `WITH ins AS (
+	INSERT INTO ` + inbox + ` (consumer, message_id, message_type, fingerprint, dead) VALUES ($1, $2, $3, $4, true)
+	ON CONFLICT DO NOTHING RETURNING true
+)
+INSERT INTO ` + dead + ` (consumer, message_id, message_type, payload, headers, error, attempts)
+SELECT $1, $2, $3, $5, $6, $7, $8 FROM ins
+RETURNING id`,
+		DeadLetterList: `SELECT ` + deadLetterColumns + ` FROM ` + dead + `
+WHERE consumer = $1 AND id > $2 ORDER BY id LIMIT $3`,
+		DeadLetterTake: `DELETE FROM ` + dead + ` WHERE consumer = $1 AND id = $2 RETURNING ` + deadLetterColumns,
+		InboxMarkProcessed: `INSERT INTO ` + inbox + ` (consumer, message_id, message_type, fingerprint) VALUES ($1, $2, $3, $4)
+ON CONFLICT (consumer, message_id) DO UPDATE SET dead = false`,
+		TryLock: `SELECT pg_try_advisory_xact_lock($1)`,
+		Lock:    `SELECT pg_advisory_xact_lock($1)`,
+		PruneInbox: `DELETE FROM ` + inbox + ` WHERE (consumer, message_id) IN (
+	SELECT consumer, message_id FROM ` + inbox + `
+	WHERE received_at < now() - $1::bigint * interval '1 microsecond'
+	ORDER BY received_at LIMIT $2)`,
+		PruneAttempts: `DELETE FROM ` + attempts + ` WHERE (consumer, message_id) IN (
+	SELECT consumer, message_id FROM ` + attempts + `
+	WHERE last_failed_at < now() - $1::bigint * interval '1 microsecond'
+	ORDER BY last_failed_at LIMIT $2)`,
+		Durability:       `SELECT current_setting('synchronous_commit'), current_setting('fsync')`,
+		CreateMigrations: `CREATE TABLE IF NOT EXISTS ` + migrations + ` (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`,
+		AppliedVersions:  `SELECT version FROM ` + migrations,
+		RecordMigration:  `INSERT INTO ` + migrations + ` (version, name) VALUES ($1, $2)`,
+	}
+	if t.Schema != "" {
+		q.CreateSchema = `CREATE SCHEMA IF NOT EXISTS ` + store.QuoteDouble(t.Schema)
+	}
+	return q, nil
+}
+
+func lockKey(parts ...string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte("inboxkit/inbox"))
+	for _, p := range parts {
+		h.Write([]byte{0})
+		h.Write([]byte(p))
+	}
+	return int64(h.Sum64())
+}
+
+// DurabilityWarnings turns the values of the Durability query into
+// warnings.
+func DurabilityWarnings(synchronousCommit, fsync string) []string {
+	var w []string
+	if synchronousCommit == "off" {
+		w = append(w, "PostgreSQL runs with synchronous_commit=off: a crash can lose the last committed claims and business writes after the broker was acked; set it to on")
+	}
+	if fsync == "off" {
+		w = append(w, "PostgreSQL runs with fsync=off: a crash can lose or corrupt committed claims; set it to on")
+	}
+	return w
+}
+
+// Classify wraps in *store.RetryableError the errors after which a new
+// attempt may succeed: serialization failure (40001), deadlock (40P01), lock
+// timeout (55P03), a connection exception (08xxx) or server shutdown
+// (57P01..57P03), and any error that is not from the server, such as a
+// broken connection (the outcome of a COMMIT is then unknown).
+func Classify(err error) error {
+	if err == nil {
+		return nil
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch c := pgErr.Code; {
+		case c == "40001", c == "40P01", c == "55P03", strings.HasPrefix(c, "08"),
+			c == "57P01", c == "57P02", c == "57P03":
+			return store.Retryable(err)
+		}
+		return err
+	}
+	if errors.Is(err, context.Canceled) {
+		return err
+	}
+	return store.Retryable(err)
+}

@@ -1,0 +1,69 @@
+// Package testenv finds the services that tests run against. A missing
+// service skips the test with a clear message, or fails it when
+// INBOX_REQUIRE_SERVICES=1 (as in CI).
+package testenv
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Required reports whether INBOX_REQUIRE_SERVICES=1.
+func Required() bool { return os.Getenv("INBOX_REQUIRE_SERVICES") == "1" }
+
+// Unavailable skips tb, or fails it when services are required.
+func Unavailable(tb testing.TB, service string, err error) {
+	tb.Helper()
+	if Required() {
+		tb.Fatalf("%s is required (INBOX_REQUIRE_SERVICES=1) but unavailable: %v", service, err)
+	}
+	tb.Skipf("%s unavailable, skipping (set INBOX_REQUIRE_SERVICES=1 to fail instead): %v", service, err)
+}
+
+// PostgresDSN returns INBOX_POSTGRES_DSN or the default local DSN.
+func PostgresDSN() string {
+	if dsn := os.Getenv("INBOX_POSTGRES_DSN"); dsn != "" {
+		return dsn
+	}
+	return "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+}
+
+// PostgresPool returns a pool on PostgresDSN, closed when tb ends, with
+// room for maxConns connections; it skips or fails tb when PostgreSQL does
+// not answer.
+func PostgresPool(tb testing.TB, maxConns int32) *pgxpool.Pool {
+	tb.Helper()
+	cfg, err := pgxpool.ParseConfig(PostgresDSN())
+	if err != nil {
+		tb.Fatalf("INBOX_POSTGRES_DSN: %v", err)
+	}
+	cfg.MaxConns = maxConns
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err == nil {
+		err = pool.Ping(ctx)
+	}
+	if err != nil {
+		if pool != nil {
+			pool.Close()
+		}
+		Unavailable(tb, "PostgreSQL at "+cfg.ConnConfig.Host, err)
+	}
+	tb.Cleanup(pool.Close)
+	return pool
+}
+
+// Name returns prefix followed by 12 random hex digits, for schemas and
+// other per-test names.
+func Name(prefix string) string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return prefix + hex.EncodeToString(b)
+}

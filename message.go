@@ -1,0 +1,129 @@
+package inbox
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"unicode/utf8"
+)
+
+// Limits on what a message and a consumer may be.
+const (
+	// MaxIDLen is the longest message ID, in bytes.
+	MaxIDLen = 1024
+	// MaxConsumerLen is the longest consumer name, in bytes.
+	MaxConsumerLen = 128
+	// MaxTypeLen is the longest message type, in bytes.
+	MaxTypeLen = 255
+)
+
+// Message is one message as the broker delivered it.
+type Message struct {
+	// ID is the producer's ID for the message, the same on every
+	// redelivery: opaque bytes, 1 to MaxIDLen long. It is compared byte by
+	// byte: NUL bytes and invalid UTF-8 are allowed, and "a", "A" and "a "
+	// are three IDs.
+	ID string
+	// Type names the kind of message, for dead letters and metrics;
+	// optional, valid UTF-8 without NUL bytes, at most MaxTypeLen bytes.
+	Type string
+	// Payload is the body. It is not stored except in a dead letter; its
+	// SHA-256 is stored with the claim to detect a reused ID.
+	Payload []byte
+	// Headers are kept with a dead letter.
+	Headers map[string]string
+}
+
+func (m *Message) validate() error {
+	switch {
+	case len(m.ID) == 0:
+		return invalid("empty ID")
+	case len(m.ID) > MaxIDLen:
+		return invalid(fmt.Sprintf("ID is %d bytes, more than the limit of %d", len(m.ID), MaxIDLen))
+	case len(m.Type) > MaxTypeLen:
+		return invalid(fmt.Sprintf("type is %d bytes, more than the limit of %d", len(m.Type), MaxTypeLen))
+	case !utf8.ValidString(m.Type):
+		return invalid("type is not valid UTF-8")
+	case containsNUL(m.Type):
+		return invalid("type contains a NUL byte")
+	}
+	return nil
+}
+
+func validateConsumer(c string) error {
+	switch {
+	case len(c) == 0:
+		return invalid("empty consumer")
+	case len(c) > MaxConsumerLen:
+		return invalid(fmt.Sprintf("consumer is %d bytes, more than the limit of %d", len(c), MaxConsumerLen))
+	}
+	return nil
+}
+
+func containsNUL(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func fingerprint(payload []byte) []byte {
+	sum := sha256.Sum256(payload)
+	return sum[:]
+}
+
+// IdempotencyKey returns the key to send with an external call (an HTTP
+// request, a payment) that a handler makes for msg, so that the external
+// system can deduplicate it: such calls are outside the inbox's transaction
+// and may repeat when a handler is retried. The key is the same for the same
+// message ID and purpose on every delivery and every process, and differs
+// between purposes: use one purpose per kind of call ("charge", "email").
+// It is 64 lowercase hex digits (a SHA-256).
+func IdempotencyKey(msg Message, purpose string) string {
+	h := sha256.New()
+	var n [8]byte
+	h.Write([]byte("inbox.IdempotencyKey v1\x00"))
+	binary.BigEndian.PutUint64(n[:], uint64(len(msg.ID)))
+	h.Write(n[:])
+	h.Write([]byte(msg.ID))
+	binary.BigEndian.PutUint64(n[:], uint64(len(purpose)))
+	h.Write(n[:])
+	h.Write([]byte(purpose))
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// encodeHeaders stores headers losslessly for a dead letter: values as
+// base64 (JSON's encoding of []byte), so that binary values survive.
+func encodeHeaders(h map[string]string) []byte {
+	if len(h) == 0 {
+		return nil
+	}
+	m := make(map[string][]byte, len(h))
+	for k, v := range h {
+		m[k] = []byte(v)
+	}
+	b, err := json.Marshal(m)
+	if err != nil { // cannot happen for map[string][]byte
+		return nil
+	}
+	return b
+}
+
+func decodeHeaders(b []byte) (map[string]string, error) {
+	if len(b) == 0 {
+		return nil, nil
+	}
+	var m map[string][]byte
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("decoding dead letter headers: %w", err)
+	}
+	h := make(map[string]string, len(m))
+	for k, v := range m {
+		h[k] = string(v)
+	}
+	return h, nil
+}

@@ -1,0 +1,125 @@
+package inbox
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/inboxkit/inbox/store"
+)
+
+// PruneStore is the part of a store driver a Pruner uses; every
+// store.Driver has it.
+type PruneStore interface {
+	Prune(ctx context.Context, p *store.PruneParams) (*store.PruneResult, error)
+}
+
+// PrunerConfig configures a Pruner. Zero values mean defaults.
+type PrunerConfig struct {
+	// Retention is how long an inbox row is kept after its message was
+	// first received, by the database's clock. It must be longer than the
+	// broker's redelivery window: a message redelivered after its row was
+	// pruned is processed again. Default 7 days; less than 1 hour is an
+	// error.
+	Retention time.Duration
+	// Interval is the time between two prunes in Run. Default 1 min.
+	Interval time.Duration
+	// BatchSize is the most rows one DELETE removes. Default 1000.
+	BatchSize int
+	// Pause is the wait between two batches, to leave the database room.
+	// Default 100 ms.
+	Pause time.Duration
+	// Hooks may implement PrunedHook. Default none.
+	Hooks []any
+	// Logger receives errors of Run. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Pruner deletes inbox rows (and attempt records) older than the retention,
+// for every consumer of the tables. Pruners in several processes are safe:
+// one at a time works on a table. Dead letters are never pruned.
+type Pruner struct {
+	store PruneStore
+	cfg   PrunerConfig
+	hooks hookSet
+}
+
+// NewPruner returns a Pruner on s (any store driver).
+func NewPruner(s PruneStore, cfg *PrunerConfig) (*Pruner, error) {
+	var c PrunerConfig
+	if cfg != nil {
+		c = *cfg
+	}
+	if s == nil {
+		return nil, fmt.Errorf("%w: nil store", ErrInvalidConfig)
+	}
+	if c.Retention == 0 {
+		c.Retention = DefaultRetention
+	}
+	if c.Retention < MinRetention {
+		return nil, fmt.Errorf("%w: Retention %v is shorter than the minimum %v", ErrInvalidConfig, c.Retention, MinRetention)
+	}
+	if c.Interval <= 0 {
+		c.Interval = DefaultPruneInterval
+	}
+	if c.BatchSize <= 0 {
+		c.BatchSize = DefaultPruneBatchSize
+	}
+	if c.Pause <= 0 {
+		c.Pause = DefaultPrunePause
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return &Pruner{store: s, cfg: c, hooks: newHookSet(c.Hooks)}, nil
+}
+
+// Prune deletes every row older than the retention, in batches of
+// BatchSize with Pause between them, and returns how many it deleted. It
+// stops early, without error, when another pruner is working on the table.
+func (p *Pruner) Prune(ctx context.Context) (int, error) {
+	start := time.Now()
+	total, err := p.prune(ctx)
+	e := &PruneEvent{Deleted: total, Duration: time.Since(start), Err: err}
+	for _, h := range p.hooks.pruned {
+		h.OnPruned(ctx, e)
+	}
+	return total, err
+}
+
+func (p *Pruner) prune(ctx context.Context) (int, error) {
+	total := 0
+	for {
+		res, err := p.store.Prune(ctx, &store.PruneParams{Retention: p.cfg.Retention, Limit: p.cfg.BatchSize})
+		if err != nil {
+			return total, fmt.Errorf("inbox: prune: %w", err)
+		}
+		total += res.Deleted
+		if res.Busy || res.Deleted < p.cfg.BatchSize {
+			return total, nil
+		}
+		select {
+		case <-ctx.Done():
+			return total, ctx.Err()
+		case <-time.After(p.cfg.Pause):
+		}
+	}
+}
+
+// Run prunes at once and then every Interval until ctx is done, logging
+// errors; it returns nil when ctx is done.
+func (p *Pruner) Run(ctx context.Context) error {
+	t := time.NewTicker(p.cfg.Interval)
+	defer t.Stop()
+	for {
+		if _, err := p.Prune(ctx); err != nil && ctx.Err() == nil {
+			p.cfg.Logger.ErrorContext(ctx, "inbox: prune failed", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,304 @@
+// Package pgxstore runs the inbox on PostgreSQL through a pgx v5 connection
+// pool. Its transactions are pgx.Tx:
+//
+//	driver, err := pgxstore.New(pool, nil)
+//	ib, err := inbox.New(ctx, driver, &inbox.Config{Consumer: "billing"})
+//	outcome, err := ib.Process(ctx, msg, func(ctx context.Context, tx pgx.Tx, msg *inbox.Message) error {
+//		_, err := tx.Exec(ctx, "UPDATE accounts SET balance = balance + $1 WHERE id = $2", amount, account)
+//		return err
+//	})
+//
+// Process sends BEGIN, the lock timeout and the claim in one round trip (a
+// pgx batch), so that a message costs the round trips of the bare business
+// transaction, and a duplicate two (the batch and ROLLBACK).
+package pgxstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/inboxkit/inbox/internal/pgsql"
+	"github.com/inboxkit/inbox/store"
+)
+
+// Config configures a Driver. The zero value means the defaults.
+type Config struct {
+	// Tables names the schema and table prefix. Default: no prefix, the
+	// connection's search_path.
+	Tables store.Tables
+}
+
+// Driver is a store.Driver[pgx.Tx] on a pgxpool.Pool.
+type Driver struct {
+	pool *pgxpool.Pool
+	q    *pgsql.Queries
+}
+
+var _ store.Driver[pgx.Tx] = (*Driver)(nil)
+
+// New returns a Driver on pool. It checks the table names and runs no SQL.
+func New(pool *pgxpool.Pool, cfg *Config) (*Driver, error) {
+	if pool == nil {
+		return nil, errors.New("pgxstore: nil pool")
+	}
+	var c Config
+	if cfg != nil {
+		c = *cfg
+	}
+	q, err := pgsql.New(c.Tables)
+	if err != nil {
+		return nil, fmt.Errorf("pgxstore: %w", err)
+	}
+	return &Driver{pool: pool, q: q}, nil
+}
+
+// Dialect returns "postgres".
+func (d *Driver) Dialect() string { return "postgres" }
+
+func lockTimeout(t time.Duration) string {
+	ms := t.Milliseconds()
+	if ms <= 0 {
+		ms = 1 // 0 would mean no timeout
+	}
+	return strconv.FormatInt(ms, 10) + "ms"
+}
+
+// begin queues BEGIN and the lock timeout in b.
+func (d *Driver) begin(b *pgx.Batch, lt time.Duration) {
+	b.BeginTx(pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	b.Queue(d.q.SetLockTimeout, lockTimeout(lt))
+}
+
+// send sends b, which began a transaction, and returns it open, or an
+// error with nothing left open.
+func (d *Driver) send(ctx context.Context, b *pgx.Batch) (pgx.Tx, error) {
+	br := d.pool.SendBatch(ctx, b)
+	tx := br.Tx()
+	if err := br.Close(); err != nil {
+		_ = tx.Rollback(ctx)
+		return nil, pgsql.Classify(err)
+	}
+	return tx, nil
+}
+
+// Begin opens a READ COMMITTED transaction with the lock timeout, in one
+// round trip.
+func (d *Driver) Begin(ctx context.Context, p *store.BeginParams) (pgx.Tx, error) {
+	b := &pgx.Batch{}
+	d.begin(b, p.LockTimeout)
+	return d.send(ctx, b)
+}
+
+func (d *Driver) queueClaim(b *pgx.Batch, p *store.ClaimParams, res *store.ClaimResult) {
+	b.Queue(d.q.Claim, p.Consumer, p.MessageID, p.Type, p.Fingerprint).QueryRow(func(row pgx.Row) error {
+		err := row.Scan(&res.Claimed, &res.Fingerprint, &res.Dead)
+		if errors.Is(err, pgx.ErrNoRows) { // a duplicate that committed while we waited
+			return nil
+		}
+		return err
+	})
+}
+
+// BeginClaim sends BEGIN, the lock timeout and the claim in one round trip.
+func (d *Driver) BeginClaim(ctx context.Context, p *store.ClaimParams) (pgx.Tx, *store.ClaimResult, error) {
+	res := &store.ClaimResult{}
+	b := &pgx.Batch{}
+	d.begin(b, p.LockTimeout)
+	d.queueClaim(b, p, res)
+	tx, err := d.send(ctx, b)
+	if err != nil {
+		return nil, nil, err
+	}
+	return tx, res, nil
+}
+
+// Claim sends the savepoint, the lock timeout (for the rest of tx) and the
+// claim in one round trip.
+func (d *Driver) Claim(ctx context.Context, tx pgx.Tx, p *store.ClaimParams) (*store.ClaimResult, error) {
+	res := &store.ClaimResult{}
+	b := &pgx.Batch{}
+	if p.Savepoint != "" {
+		b.Queue("SAVEPOINT " + store.QuoteDouble(p.Savepoint))
+	}
+	b.Queue(d.q.SetLockTimeout, lockTimeout(p.LockTimeout))
+	d.queueClaim(b, p, res)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return nil, pgsql.Classify(err)
+	}
+	return res, nil
+}
+
+// Commit commits tx.
+func (d *Driver) Commit(ctx context.Context, tx pgx.Tx) error {
+	return pgsql.Classify(tx.Commit(ctx))
+}
+
+// Rollback rolls tx back; a closed tx is not an error.
+func (d *Driver) Rollback(ctx context.Context, tx pgx.Tx) error {
+	if tx == nil {
+		return nil
+	}
+	if err := tx.Rollback(ctx); err != nil && !errors.Is(err, pgx.ErrTxClosed) {
+		return pgsql.Classify(err)
+	}
+	return nil
+}
+
+// RollbackToSavepoint rolls tx back to the savepoint name.
+func (d *Driver) RollbackToSavepoint(ctx context.Context, tx pgx.Tx, name string) error {
+	_, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT "+store.QuoteDouble(name))
+	return pgsql.Classify(err)
+}
+
+// AttemptAdd counts a failed attempt.
+func (d *Driver) AttemptAdd(ctx context.Context, tx pgx.Tx, p *store.AttemptParams) (int, error) {
+	var n int
+	err := tx.QueryRow(ctx, d.q.AttemptAdd, p.Consumer, p.MessageID, p.Error).Scan(&n)
+	return n, pgsql.Classify(err)
+}
+
+// AttemptsDelete forgets a message's failed attempts.
+func (d *Driver) AttemptsDelete(ctx context.Context, tx pgx.Tx, key store.Key) error {
+	_, err := tx.Exec(ctx, d.q.AttemptsDelete, key.Consumer, key.MessageID)
+	return pgsql.Classify(err)
+}
+
+// DeadLetterAdd writes a dead letter and the dead-marked inbox row.
+func (d *Driver) DeadLetterAdd(ctx context.Context, tx pgx.Tx, p *store.DeadLetterParams) (bool, error) {
+	var id int64
+	err := tx.QueryRow(ctx, d.q.DeadLetterAdd, p.Consumer, p.MessageID, p.Type, p.Fingerprint,
+		p.Payload, p.Headers, p.Error, p.Attempts).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, pgsql.Classify(err)
+}
+
+func scanDeadLetter(row pgx.Row) (*store.DeadLetter, error) {
+	dl := &store.DeadLetter{}
+	err := row.Scan(&dl.ID, &dl.Key.Consumer, &dl.Key.MessageID, &dl.Type, &dl.Payload, &dl.Headers,
+		&dl.Error, &dl.Attempts, &dl.FailedAt)
+	return dl, err
+}
+
+// DeadLetterList lists dead letters.
+func (d *Driver) DeadLetterList(ctx context.Context, p *store.DeadLetterListParams) ([]*store.DeadLetter, error) {
+	rows, err := d.pool.Query(ctx, d.q.DeadLetterList, p.Consumer, p.AfterID, max(p.Limit, 1))
+	if err != nil {
+		return nil, pgsql.Classify(err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*store.DeadLetter, error) {
+		return scanDeadLetter(row)
+	})
+	return out, pgsql.Classify(err)
+}
+
+// DeadLetterTake deletes and returns a dead letter.
+func (d *Driver) DeadLetterTake(ctx context.Context, tx pgx.Tx, consumer []byte, id int64) (*store.DeadLetter, error) {
+	dl, err := scanDeadLetter(tx.QueryRow(ctx, d.q.DeadLetterTake, consumer, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, store.ErrNotFound
+	}
+	if err != nil {
+		return nil, pgsql.Classify(err)
+	}
+	return dl, nil
+}
+
+// InboxMarkProcessed records a message as processed.
+func (d *Driver) InboxMarkProcessed(ctx context.Context, tx pgx.Tx, p *store.ClaimParams) error {
+	_, err := tx.Exec(ctx, d.q.InboxMarkProcessed, p.Consumer, p.MessageID, p.Type, p.Fingerprint)
+	return pgsql.Classify(err)
+}
+
+// Prune deletes one batch of old rows, under an advisory lock per table.
+func (d *Driver) Prune(ctx context.Context, p *store.PruneParams) (*store.PruneResult, error) {
+	res := &store.PruneResult{}
+	err := pgx.BeginTxFunc(ctx, d.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+		var ok bool
+		if err := tx.QueryRow(ctx, d.q.TryLock, d.q.LockKey).Scan(&ok); err != nil {
+			return err
+		}
+		if !ok {
+			res.Busy = true
+			return nil
+		}
+		for _, sql := range []string{d.q.PruneInbox, d.q.PruneAttempts} {
+			tag, err := tx.Exec(ctx, sql, p.Retention.Microseconds(), max(p.Limit, 1))
+			if err != nil {
+				return err
+			}
+			res.Deleted += int(tag.RowsAffected())
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, pgsql.Classify(err)
+	}
+	return res, nil
+}
+
+// Migrate applies the missing migrations under an advisory lock.
+func (d *Driver) Migrate(ctx context.Context) error {
+	err := pgx.BeginTxFunc(ctx, d.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, d.q.Lock, d.q.MigrateLockKey); err != nil {
+			return err
+		}
+		if d.q.CreateSchema != "" {
+			if _, err := tx.Exec(ctx, d.q.CreateSchema); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.Exec(ctx, d.q.CreateMigrations); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, d.q.AppliedVersions)
+		if err != nil {
+			return err
+		}
+		applied, err := pgx.CollectRows(rows, pgx.RowTo[int])
+		if err != nil {
+			return err
+		}
+		done := make(map[int]bool, len(applied))
+		for _, v := range applied {
+			done[v] = true
+		}
+		for _, m := range d.q.Migrations {
+			if done[m.Version] {
+				continue
+			}
+			if _, err := tx.Exec(ctx, m.SQL); err != nil {
+				return fmt.Errorf("migration %d (%s): %w", m.Version, m.Name, err)
+			}
+			if _, err := tx.Exec(ctx, d.q.RecordMigration, m.Version, m.Name); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("pgxstore: migrate: %w", pgsql.Classify(err))
+	}
+	return nil
+}
+
+// Migrations returns the SQL of every migration.
+func (d *Driver) Migrations() []store.Migration {
+	return append([]store.Migration(nil), d.q.Migrations...)
+}
+
+// DurabilityWarnings warns of synchronous_commit=off and fsync=off.
+func (d *Driver) DurabilityWarnings(ctx context.Context) ([]string, error) {
+	var sc, fsync string
+	if err := d.pool.QueryRow(ctx, d.q.Durability).Scan(&sc, &fsync); err != nil {
+		return nil, pgsql.Classify(err)
+	}
+	return pgsql.DurabilityWarnings(sc, fsync), nil
+}

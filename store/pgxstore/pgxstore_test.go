@@ -1,0 +1,65 @@
+package pgxstore_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/inboxkit/inbox/internal/testenv"
+	"github.com/inboxkit/inbox/store"
+	"github.com/inboxkit/inbox/store/pgxstore"
+	"github.com/inboxkit/inbox/store/storetest"
+)
+
+var harness = storetest.Harness[pgx.Tx]{Open: open}
+
+// open makes a fresh schema with a ledger table and a Driver on it.
+func open(tb testing.TB, tables store.Tables) (*storetest.Env[pgx.Tx], error) {
+	tb.Helper()
+	ctx := context.Background()
+	pool := testenv.PostgresPool(tb, 20)
+	schema := testenv.Name("inboxtest_")
+	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _, _ = pool.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE") })
+	ledger := schema + ".ledger"
+	if _, err := pool.Exec(ctx, "CREATE TABLE "+ledger+" (key text NOT NULL, at timestamptz NOT NULL DEFAULT now())"); err != nil {
+		tb.Fatal(err)
+	}
+	if tables.Schema == "" {
+		tables.Schema = schema
+	}
+	d, err := pgxstore.New(pool, &pgxstore.Config{Tables: tables})
+	if err != nil {
+		return nil, err
+	}
+	inboxTable := tables.Name("inbox", store.QuoteDouble)
+	return &storetest.Env[pgx.Tx]{
+		Driver: d,
+		Write: func(ctx context.Context, tx pgx.Tx, key string) error {
+			_, err := tx.Exec(ctx, "INSERT INTO "+ledger+" (key) VALUES ($1)", key)
+			return err
+		},
+		Count: func(ctx context.Context, key string) (n int, err error) {
+			err = pool.QueryRow(ctx, "SELECT count(*) FROM "+ledger+" WHERE key = $1", key).Scan(&n)
+			return n, err
+		},
+		Backdate: func(ctx context.Context, k store.Key, age time.Duration) error {
+			tag, err := pool.Exec(ctx, "UPDATE "+inboxTable+" SET received_at = now() - $3::bigint * interval '1 microsecond' WHERE consumer = $1 AND message_id = $2",
+				k.Consumer, k.MessageID, age.Microseconds())
+			if err == nil && tag.RowsAffected() != 1 {
+				err = fmt.Errorf("backdate: %d rows", tag.RowsAffected())
+			}
+			return err
+		},
+		BeginPlain: func(ctx context.Context) (pgx.Tx, error) { return pool.Begin(ctx) },
+	}, nil
+}
+
+func TestStore(t *testing.T) { storetest.Run(t, harness) }
+
+func BenchmarkStore(b *testing.B) { storetest.Bench(b, harness) }

@@ -1,0 +1,145 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"strings"
+	"time"
+
+	"github.com/inboxkit/inbox/store"
+)
+
+// Dialect is the SQL dialect of a database: SQLite (later MySQL and
+// PostgreSQL). Its zero value is no dialect.
+type Dialect struct{ d dialect }
+
+// String returns the dialect's name, as Driver.Dialect does.
+func (d Dialect) String() string {
+	if d.d == nil {
+		return "none"
+	}
+	return d.d.name()
+}
+
+// dialect is everything that differs between databases: the SQL, in one
+// file per dialect (sqlite.go, ...), and a few behaviours. Package sqlstore's
+// logic (sqlstore.go) is written once against it.
+type dialect interface {
+	// name is what Driver.Dialect returns.
+	name() string
+	// quote quotes an identifier.
+	quote(ident string) string
+	// checkTables rejects what Tables.Validate lets through but the
+	// database cannot do (a schema on SQLite), wrapping store.ErrInvalidTables.
+	checkTables(t store.Tables) error
+	// migrationsDir is the directory of the dialect's files in migrationsFS.
+	migrationsDir() string
+	// templates returns the dialect's statements with the table tokens of
+	// internal/migrate ({inbox}, {attempts}, ...) still in them.
+	templates() queries
+
+	// setLockTimeout bounds lock waits for the rest of tx; a no-op where
+	// the lock timeout is a connection setting (SQLite: busy_timeout).
+	setLockTimeout(ctx context.Context, tx *sql.Tx, d time.Duration) error
+	// retryable reports whether a later attempt may not hit err.
+	retryable(err error) bool
+	// busy reports whether err means that another writer held the lock.
+	busy(err error) bool
+
+	// beginMigrate starts the migration transaction on conn, holding the
+	// lock that keeps concurrent migrations apart.
+	beginMigrate(ctx context.Context, conn *sql.Conn) error
+	// endMigrate commits or rolls back what beginMigrate started and
+	// releases its lock.
+	endMigrate(ctx context.Context, conn *sql.Conn, commit bool) error
+	// lockPrune takes the pruners' lock in tx; false means another pruner
+	// holds it.
+	lockPrune(ctx context.Context, tx *sql.Tx) (bool, error)
+
+	// durabilityWarnings reads the settings of conn that let a committed
+	// claim be lost in a crash.
+	durabilityWarnings(ctx context.Context, conn *sql.Conn) ([]string, error)
+}
+
+// queries are a dialect's statements. Each comment lists the arguments in
+// order: IDs and consumers are always bound as []byte, times are computed
+// by the database (unix milliseconds on SQLite).
+type queries struct {
+	// returning: the insert-if-absent statements (claim, deadInsert) return
+	// a row when they insert (RETURNING); otherwise they report it as
+	// RowsAffected == 1 (MySQL's ON DUPLICATE KEY UPDATE).
+	returning bool
+
+	// claim inserts the inbox row unless it exists.
+	// Args: consumer, message_id, message_type, fingerprint.
+	claim string
+	// claimLookup reads a duplicate's row: fingerprint, dead.
+	// Args: consumer, message_id.
+	claimLookup string
+
+	// savepoint, rollbackToSavepoint: prefixes for a quoted savepoint name.
+	savepoint           string
+	rollbackToSavepoint string
+
+	// attemptAdd counts a failed attempt (RETURNING attempts when
+	// attemptCount is empty). Args: consumer, message_id, error.
+	attemptAdd string
+	// attemptCount, when set, reads the count after attemptAdd.
+	// Args: consumer, message_id.
+	attemptCount string
+	// attemptsDelete: args consumer, message_id.
+	attemptsDelete string
+
+	// deadInsert inserts a dead inbox row unless the row exists.
+	// Args: consumer, message_id, message_type, fingerprint.
+	deadInsert string
+	// deadLetterInsert: args consumer, message_id, message_type, payload,
+	// headers, error, attempts.
+	deadLetterInsert string
+	// deadLetterList returns id, consumer, message_id, message_type,
+	// payload, headers, error, attempts, failed_at.
+	// Args: consumer, after_id, limit.
+	deadLetterList string
+	// deadLetterGet locks and returns one dead letter, columns as
+	// deadLetterList. Args: consumer, id.
+	deadLetterGet string
+	// deadLetterDelete: args consumer, id.
+	deadLetterDelete string
+
+	// markProcessed inserts the inbox row, or sets dead = false.
+	// Args: consumer, message_id, message_type, fingerprint.
+	markProcessed string
+
+	// pruneInbox, pruneAttempts delete at most limit rows older than the
+	// retention by the database clock. Args: retention_ms, limit.
+	pruneInbox    string
+	pruneAttempts string
+
+	// migrationsCreate creates the migrations table if it is missing.
+	migrationsCreate string
+	// migrationsApplied returns the applied versions.
+	migrationsApplied string
+	// migrationRecord: args version, name.
+	migrationRecord string
+}
+
+// render fills in the table names of t in every statement of q, with the
+// tokens internal/migrate uses.
+func render(q queries, t store.Tables, quote func(string) string) queries {
+	r := strings.NewReplacer(
+		"{inbox}", t.Name("inbox", quote),
+		"{attempts}", t.Name("inbox_attempts", quote),
+		"{dead_letters}", t.Name("inbox_dead_letters", quote),
+		"{migrations}", t.Name("inbox_migrations", quote),
+	)
+	for _, s := range []*string{
+		&q.claim, &q.claimLookup, &q.savepoint, &q.rollbackToSavepoint,
+		&q.attemptAdd, &q.attemptCount, &q.attemptsDelete,
+		&q.deadInsert, &q.deadLetterInsert, &q.deadLetterList, &q.deadLetterGet, &q.deadLetterDelete,
+		&q.markProcessed, &q.pruneInbox, &q.pruneAttempts,
+		&q.migrationsCreate, &q.migrationsApplied, &q.migrationRecord,
+	} {
+		*s = r.Replace(*s)
+	}
+	return q
+}

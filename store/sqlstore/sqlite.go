@@ -1,0 +1,234 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/inboxkit/inbox/store"
+)
+
+// SQLite is the dialect of SQLite through modernc.org/sqlite (driver name
+// "sqlite"). Open the database with OpenSQLite, or give its DSN the same
+// settings.
+//
+// SQLite has no lock timeout per transaction: BeginParams.LockTimeout and
+// ClaimParams.LockTimeout are not used; a writer waits for the database's
+// single write lock up to the connection's busy_timeout (SQLiteOptions) and
+// then fails with SQLITE_BUSY, which is retryable. Begin issues BEGIN
+// IMMEDIATE when the DSN says _txlock=immediate, so that writers queue at
+// BEGIN instead of failing when a read lock cannot be upgraded. SQLite has
+// no isolation levels to choose: its transactions are serializable.
+var SQLite = Dialect{d: sqliteDialect{}}
+
+// SQLiteOptions are the settings of OpenSQLite.
+type SQLiteOptions struct {
+	// BusyTimeout is how long a writer waits for the write lock before it
+	// fails with SQLITE_BUSY. Default 5 s; negative means not at all.
+	BusyTimeout time.Duration
+}
+
+// OpenSQLite opens the SQLite database file at path (created if missing)
+// with the settings the inbox needs: WAL journal, synchronous=FULL (a
+// commit survives a power loss), the busy timeout, foreign keys on, and
+// BEGIN IMMEDIATE for every read-write transaction of the pool. opts may be
+// nil. It connects once to report a bad path or setting now.
+func OpenSQLite(path string, opts *SQLiteOptions) (*sql.DB, error) {
+	dsn, err := sqliteDSN(path, opts)
+	if err != nil {
+		return nil, err
+	}
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: open %q: %w", path, err)
+	}
+	if err := db.Ping(); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("sqlstore: open %q: %w", path, err)
+	}
+	return db, nil
+}
+
+// sqliteDSN is modernc's URI form: file:PATH?_pragma=...&_txlock=immediate.
+// modernc runs busy_timeout first, then the other _pragma values in
+// lexical order, on every new connection.
+func sqliteDSN(path string, opts *SQLiteOptions) (string, error) {
+	if path == "" {
+		return "", errors.New("sqlstore: OpenSQLite: empty path")
+	}
+	busy := 5 * time.Second
+	if opts != nil && opts.BusyTimeout != 0 {
+		busy = max(opts.BusyTimeout, 0)
+	}
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout("+strconv.FormatInt(busy.Milliseconds(), 10)+")")
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(FULL)")
+	q.Add("_pragma", "foreign_keys(1)")
+	q.Set("_txlock", "immediate")
+	return "file:" + sqliteURIPath(path) + "?" + q.Encode(), nil
+}
+
+// sqliteURIPath escapes what a file: URI would read as its query, fragment
+// or an escape; a leading "//" would be read as an authority.
+func sqliteURIPath(path string) string {
+	path = strings.NewReplacer("%", "%25", "?", "%3F", "#", "%23").Replace(path)
+	if strings.HasPrefix(path, "//") {
+		path = "///" + strings.TrimLeft(path, "/")
+	}
+	return path
+}
+
+// sqliteNow is the database clock in unix milliseconds. 'now' is fixed for
+// the whole statement; 'subsec' needs SQLite 3.42.
+const sqliteNow = `CAST(ROUND(unixepoch('now', 'subsec') * 1000) AS INTEGER)`
+
+const sqliteDeadLetterColumns = `id, consumer, message_id, message_type, payload, headers, error, attempts, failed_at`
+
+var sqliteQueries = queries{
+	returning: true,
+
+	claim: `INSERT INTO {inbox} (consumer, message_id, received_at, message_type, fingerprint, dead)
+VALUES (?, ?, ` + sqliteNow + `, ?, ?, 0)
+ON CONFLICT (consumer, message_id) DO NOTHING
+RETURNING 1`,
+	claimLookup: `SELECT fingerprint, dead FROM {inbox} WHERE consumer = ? AND message_id = ?`,
+
+	savepoint:           `SAVEPOINT `,
+	rollbackToSavepoint: `ROLLBACK TO SAVEPOINT `,
+
+	attemptAdd: `INSERT INTO {attempts} (consumer, message_id, attempts, first_failed_at, last_failed_at, last_error)
+VALUES (?, ?, 1, ` + sqliteNow + `, ` + sqliteNow + `, ?)
+ON CONFLICT (consumer, message_id) DO UPDATE SET
+    attempts = attempts + 1,
+    last_failed_at = excluded.last_failed_at,
+    last_error = excluded.last_error
+RETURNING attempts`,
+	attemptsDelete: `DELETE FROM {attempts} WHERE consumer = ? AND message_id = ?`,
+
+	deadInsert: `INSERT INTO {inbox} (consumer, message_id, received_at, message_type, fingerprint, dead)
+VALUES (?, ?, ` + sqliteNow + `, ?, ?, 1)
+ON CONFLICT (consumer, message_id) DO NOTHING
+RETURNING 1`,
+	deadLetterInsert: `INSERT INTO {dead_letters} (consumer, message_id, message_type, payload, headers, error, attempts, failed_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ` + sqliteNow + `)`,
+	deadLetterList: `SELECT ` + sqliteDeadLetterColumns + ` FROM {dead_letters}
+WHERE consumer = ? AND id > ? ORDER BY id LIMIT ?`,
+	// The write transaction is the lock: SQLite has one writer.
+	deadLetterGet:    `SELECT ` + sqliteDeadLetterColumns + ` FROM {dead_letters} WHERE consumer = ? AND id = ?`,
+	deadLetterDelete: `DELETE FROM {dead_letters} WHERE consumer = ? AND id = ?`,
+
+	markProcessed: `INSERT INTO {inbox} (consumer, message_id, received_at, message_type, fingerprint, dead)
+VALUES (?, ?, ` + sqliteNow + `, ?, ?, 0)
+ON CONFLICT (consumer, message_id) DO UPDATE SET dead = 0`,
+
+	pruneInbox: `DELETE FROM {inbox} WHERE (consumer, message_id) IN (
+    SELECT consumer, message_id FROM {inbox}
+    WHERE received_at < ` + sqliteNow + ` - ?
+    ORDER BY received_at
+    LIMIT ?)`,
+	pruneAttempts: `DELETE FROM {attempts} WHERE (consumer, message_id) IN (
+    SELECT consumer, message_id FROM {attempts}
+    WHERE last_failed_at < ` + sqliteNow + ` - ?
+    ORDER BY last_failed_at
+    LIMIT ?)`,
+
+	migrationsCreate: `CREATE TABLE IF NOT EXISTS {migrations} (
+    version    INTEGER PRIMARY KEY,
+    name       TEXT    NOT NULL,
+    applied_at INTEGER NOT NULL
+) STRICT`,
+	migrationsApplied: `SELECT version FROM {migrations}`,
+	migrationRecord:   `INSERT INTO {migrations} (version, name, applied_at) VALUES (?, ?, ` + sqliteNow + `)`,
+}
+
+type sqliteDialect struct{}
+
+func (sqliteDialect) name() string              { return "sqlite" }
+func (sqliteDialect) quote(ident string) string { return store.QuoteDouble(ident) }
+func (sqliteDialect) migrationsDir() string     { return "migrations/sqlite" }
+func (sqliteDialect) templates() queries        { return sqliteQueries }
+
+func (sqliteDialect) checkTables(t store.Tables) error {
+	if t.Schema != "" {
+		return fmt.Errorf("%w: SQLite has no schemas, leave Schema empty (got %q)", store.ErrInvalidTables, t.Schema)
+	}
+	return nil
+}
+
+func (sqliteDialect) setLockTimeout(context.Context, *sql.Tx, time.Duration) error { return nil }
+
+// sqliteCode returns the primary result code of a SQLite error, 0 if err
+// is not one.
+func sqliteCode(err error) int {
+	var e *sqlite.Error
+	if errors.As(err, &e) {
+		return e.Code() & 0xff // extended codes carry the primary one in the low byte
+	}
+	return 0
+}
+
+func (d sqliteDialect) retryable(err error) bool {
+	return d.busy(err) || errors.Is(err, driver.ErrBadConn)
+}
+
+func (sqliteDialect) busy(err error) bool {
+	switch sqliteCode(err) {
+	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
+		return true
+	}
+	return false
+}
+
+// beginMigrate takes the write lock at BEGIN, whatever the pool's _txlock:
+// a second migrator waits (busy_timeout) and then sees the versions applied.
+func (sqliteDialect) beginMigrate(ctx context.Context, conn *sql.Conn) error {
+	_, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE")
+	return err
+}
+
+func (sqliteDialect) endMigrate(ctx context.Context, conn *sql.Conn, commit bool) error {
+	stmt := "ROLLBACK"
+	if commit {
+		stmt = "COMMIT"
+	}
+	_, err := conn.ExecContext(ctx, stmt)
+	return err
+}
+
+// lockPrune: SQLite has one writer, so the write lock is the pruners' lock.
+func (sqliteDialect) lockPrune(context.Context, *sql.Tx) (bool, error) { return true, nil }
+
+func (sqliteDialect) durabilityWarnings(ctx context.Context, conn *sql.Conn) ([]string, error) {
+	var mode string
+	var sync, busy int
+	if err := conn.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+		return nil, err
+	}
+	if err := conn.QueryRowContext(ctx, "PRAGMA synchronous").Scan(&sync); err != nil {
+		return nil, err
+	}
+	if err := conn.QueryRowContext(ctx, "PRAGMA busy_timeout").Scan(&busy); err != nil {
+		return nil, err
+	}
+	var w []string
+	if !strings.EqualFold(mode, "wal") {
+		w = append(w, fmt.Sprintf("SQLite journal_mode is %s, not WAL: writers block readers, and the inbox expects WAL with synchronous=FULL (use sqlstore.OpenSQLite)", mode))
+	}
+	if sync < 2 {
+		w = append(w, fmt.Sprintf("SQLite synchronous is %d, below FULL (2): a committed claim can be lost in a power failure (use sqlstore.OpenSQLite)", sync))
+	}
+	if busy == 0 {
+		w = append(w, "SQLite busy_timeout is 0: a writer fails with SQLITE_BUSY at once instead of waiting for the write lock (use sqlstore.OpenSQLite)")
+	}
+	return w, nil
+}

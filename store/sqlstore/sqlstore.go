@@ -1,0 +1,453 @@
+// Package sqlstore is the inbox's store on database/sql: a
+// store.Driver[*sql.Tx] for SQLite (modernc.org/sqlite, pure Go), and later
+// MySQL/MariaDB and PostgreSQL through pgx's stdlib.
+//
+//	db, err := sqlstore.OpenSQLite("inbox.db", nil)
+//	...
+//	driver, err := sqlstore.New(db, &sqlstore.Config{Dialect: sqlstore.SQLite})
+//	...
+//	err = driver.Migrate(ctx)
+//
+// Each dialect keeps its SQL in one file (sqlite.go) and its migrations in
+// embedded files (migrations/sqlite/*.sql). Message IDs and consumers are
+// bound as bytes and stored as BLOBs: NUL bytes, invalid UTF-8 and IDs that
+// differ only in case or trailing spaces are distinct.
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"embed"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/inboxkit/inbox/internal/migrate"
+	"github.com/inboxkit/inbox/store"
+)
+
+//go:embed migrations
+var migrationsFS embed.FS
+
+// Config configures a Driver.
+type Config struct {
+	// Dialect of the database; required.
+	Dialect Dialect
+	// Tables names the schema and prefix (see store.Tables). SQLite has no
+	// schemas: a non-empty Schema is rejected with an error wrapping
+	// store.ErrInvalidTables. Default: no prefix.
+	Tables store.Tables
+	// Logger receives what the driver has to say (migrations applied,
+	// rollbacks that failed). Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Driver is the inbox's store.Driver on a *sql.DB.
+type Driver struct {
+	db         *sql.DB
+	dialect    dialect
+	q          queries
+	migrations []store.Migration
+	log        *slog.Logger
+}
+
+var _ store.Driver[*sql.Tx] = (*Driver)(nil)
+
+// New returns a Driver on db. It checks cfg, the table names first, and
+// prepares every statement's text; it runs no SQL.
+func New(db *sql.DB, cfg *Config) (*Driver, error) {
+	if cfg == nil || cfg.Dialect.d == nil {
+		return nil, errors.New("sqlstore: Config.Dialect is required (sqlstore.SQLite)")
+	}
+	d := cfg.Dialect.d
+	if err := cfg.Tables.Validate(); err != nil {
+		return nil, fmt.Errorf("sqlstore: %w", err)
+	}
+	if err := d.checkTables(cfg.Tables); err != nil {
+		return nil, fmt.Errorf("sqlstore: %w", err)
+	}
+	if db == nil {
+		return nil, errors.New("sqlstore: nil *sql.DB")
+	}
+	migrations, err := migrate.Load(migrationsFS, d.migrationsDir(), cfg.Tables, d.quote)
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: loading the %s migrations: %w", d.name(), err)
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Driver{
+		db:         db,
+		dialect:    d,
+		q:          render(d.templates(), cfg.Tables, d.quote),
+		migrations: migrations,
+		log:        log,
+	}, nil
+}
+
+// Dialect returns "sqlite" (later "mysql" or "postgres").
+func (d *Driver) Dialect() string { return d.dialect.name() }
+
+// fail adds op to err and marks it retryable when a later attempt may not
+// hit it; errors.As still reaches the database's own error.
+func (d *Driver) fail(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	err = fmt.Errorf("sqlstore: %s: %w", op, err)
+	if d.dialect.retryable(err) {
+		return store.Retryable(err)
+	}
+	return err
+}
+
+// Begin opens a transaction. SQLite: see the SQLite variable for what
+// LockTimeout and isolation mean there.
+func (d *Driver) Begin(ctx context.Context, p *store.BeginParams) (*sql.Tx, error) {
+	tx, err := d.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, d.fail("begin", err)
+	}
+	if p != nil {
+		if err := d.dialect.setLockTimeout(ctx, tx, p.LockTimeout); err != nil {
+			d.rollbackQuietly(tx)
+			return nil, d.fail("set lock timeout", err)
+		}
+	}
+	return tx, nil
+}
+
+// BeginClaim opens a transaction and claims the message in it. On a
+// duplicate it returns the open transaction too: the caller rolls it back.
+func (d *Driver) BeginClaim(ctx context.Context, p *store.ClaimParams) (*sql.Tx, *store.ClaimResult, error) {
+	tx, err := d.Begin(ctx, &store.BeginParams{LockTimeout: p.LockTimeout})
+	if err != nil {
+		return nil, nil, err
+	}
+	res, err := d.claim(ctx, tx, p)
+	if err != nil {
+		d.rollbackQuietly(tx)
+		return nil, nil, err
+	}
+	return tx, res, nil
+}
+
+// Claim claims the message in the caller's tx. p.Savepoint, when set, is
+// created just before the claim, so that rolling back to it undoes the
+// claim together with the handler's writes.
+func (d *Driver) Claim(ctx context.Context, tx *sql.Tx, p *store.ClaimParams) (*store.ClaimResult, error) {
+	if err := d.dialect.setLockTimeout(ctx, tx, p.LockTimeout); err != nil {
+		return nil, d.fail("set lock timeout", err)
+	}
+	if p.Savepoint != "" {
+		if _, err := tx.ExecContext(ctx, d.q.savepoint+d.dialect.quote(p.Savepoint)); err != nil {
+			return nil, d.fail("savepoint", err)
+		}
+	}
+	return d.claim(ctx, tx, p)
+}
+
+func (d *Driver) claim(ctx context.Context, tx *sql.Tx, p *store.ClaimParams) (*store.ClaimResult, error) {
+	inserted, err := d.insertIfAbsent(ctx, tx, d.q.claim,
+		p.Consumer, p.MessageID, p.Type, nullBytes(p.Fingerprint))
+	if err != nil {
+		return nil, d.fail("claim", err)
+	}
+	if inserted {
+		return &store.ClaimResult{Claimed: true}, nil
+	}
+	res := &store.ClaimResult{}
+	err = tx.QueryRowContext(ctx, d.q.claimLookup, p.Consumer, p.MessageID).Scan(&res.Fingerprint, &res.Dead)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) { // no row: gone meanwhile, fingerprint unknown
+		return nil, d.fail("claim: reading the duplicate", err)
+	}
+	return res, nil
+}
+
+// insertIfAbsent runs an insert-if-absent statement and reports whether it
+// inserted, the way the dialect tells it.
+func (d *Driver) insertIfAbsent(ctx context.Context, tx *sql.Tx, query string, args ...any) (bool, error) {
+	if d.q.returning {
+		var one int
+		err := tx.QueryRowContext(ctx, query, args...).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			return false, nil
+		}
+		return err == nil, err
+	}
+	r, err := tx.ExecContext(ctx, query, args...)
+	if err != nil {
+		return false, err
+	}
+	n, err := r.RowsAffected()
+	return n == 1, err
+}
+
+// Commit commits tx. An error that leaves the outcome unknown (a broken
+// connection) or that a later attempt may not hit (SQLITE_BUSY) is
+// retryable.
+func (d *Driver) Commit(_ context.Context, tx *sql.Tx) error {
+	return d.fail("commit", tx.Commit())
+}
+
+// Rollback rolls tx back; a transaction that is already over (committed,
+// rolled back, or failed at COMMIT) is not an error.
+func (d *Driver) Rollback(_ context.Context, tx *sql.Tx) error {
+	if err := tx.Rollback(); err != nil && !errors.Is(err, sql.ErrTxDone) {
+		return d.fail("rollback", err)
+	}
+	return nil
+}
+
+func (d *Driver) rollbackQuietly(tx *sql.Tx) {
+	if err := tx.Rollback(); err != nil && !errors.Is(err, sql.ErrTxDone) {
+		d.log.Warn("sqlstore: rollback failed", "dialect", d.dialect.name(), "error", err)
+	}
+}
+
+// RollbackToSavepoint undoes what tx did after the named savepoint.
+func (d *Driver) RollbackToSavepoint(ctx context.Context, tx *sql.Tx, name string) error {
+	if name == "" {
+		return errors.New("sqlstore: rollback to savepoint: empty name")
+	}
+	_, err := tx.ExecContext(ctx, d.q.rollbackToSavepoint+d.dialect.quote(name))
+	return d.fail("rollback to savepoint", err)
+}
+
+// AttemptAdd counts a failed attempt and returns the count so far.
+func (d *Driver) AttemptAdd(ctx context.Context, tx *sql.Tx, p *store.AttemptParams) (int, error) {
+	var n int
+	if d.q.attemptCount == "" {
+		err := tx.QueryRowContext(ctx, d.q.attemptAdd, p.Consumer, p.MessageID, p.Error).Scan(&n)
+		return n, d.fail("add attempt", err)
+	}
+	if _, err := tx.ExecContext(ctx, d.q.attemptAdd, p.Consumer, p.MessageID, p.Error); err != nil {
+		return 0, d.fail("add attempt", err)
+	}
+	err := tx.QueryRowContext(ctx, d.q.attemptCount, p.Consumer, p.MessageID).Scan(&n)
+	return n, d.fail("add attempt: reading the count", err)
+}
+
+// AttemptsDelete forgets a message's failed attempts.
+func (d *Driver) AttemptsDelete(ctx context.Context, tx *sql.Tx, key store.Key) error {
+	_, err := tx.ExecContext(ctx, d.q.attemptsDelete, key.Consumer, key.MessageID)
+	return d.fail("delete attempts", err)
+}
+
+// DeadLetterAdd inserts the message's inbox row marked dead and writes the
+// dead letter; false, and nothing written, when the row exists.
+func (d *Driver) DeadLetterAdd(ctx context.Context, tx *sql.Tx, p *store.DeadLetterParams) (bool, error) {
+	ok, err := d.insertIfAbsent(ctx, tx, d.q.deadInsert, p.Consumer, p.MessageID, p.Type, nullBytes(p.Fingerprint))
+	if err != nil {
+		return false, d.fail("dead letter: inserting the inbox row", err)
+	}
+	if !ok {
+		return false, nil
+	}
+	_, err = tx.ExecContext(ctx, d.q.deadLetterInsert,
+		p.Consumer, p.MessageID, p.Type, nullBytes(p.Payload), nullBytes(p.Headers), p.Error, p.Attempts)
+	if err != nil {
+		return false, d.fail("dead letter: inserting", err)
+	}
+	return true, nil
+}
+
+// DeadLetterList lists a consumer's dead letters in ID order, outside any
+// transaction.
+func (d *Driver) DeadLetterList(ctx context.Context, p *store.DeadLetterListParams) ([]*store.DeadLetter, error) {
+	if p.Limit < 1 {
+		return nil, fmt.Errorf("sqlstore: list dead letters: limit %d, want at least 1", p.Limit)
+	}
+	rows, err := d.db.QueryContext(ctx, d.q.deadLetterList, p.Consumer, p.AfterID, p.Limit)
+	if err != nil {
+		return nil, d.fail("list dead letters", err)
+	}
+	defer rows.Close()
+	var out []*store.DeadLetter
+	for rows.Next() {
+		dl, err := scanDeadLetter(rows)
+		if err != nil {
+			return nil, d.fail("list dead letters", err)
+		}
+		out = append(out, dl)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, d.fail("list dead letters", err)
+	}
+	return out, nil
+}
+
+// DeadLetterTake deletes one dead letter in tx and returns it;
+// store.ErrNotFound if the consumer has none with that ID.
+func (d *Driver) DeadLetterTake(ctx context.Context, tx *sql.Tx, consumer []byte, id int64) (*store.DeadLetter, error) {
+	dl, err := scanDeadLetter(tx.QueryRowContext(ctx, d.q.deadLetterGet, consumer, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("sqlstore: take dead letter %d: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, d.fail("take dead letter", err)
+	}
+	if _, err := tx.ExecContext(ctx, d.q.deadLetterDelete, consumer, id); err != nil {
+		return nil, d.fail("take dead letter", err)
+	}
+	return dl, nil
+}
+
+func scanDeadLetter(row interface{ Scan(...any) error }) (*store.DeadLetter, error) {
+	var dl store.DeadLetter
+	var failedAt int64
+	err := row.Scan(&dl.ID, &dl.Key.Consumer, &dl.Key.MessageID, &dl.Type,
+		&dl.Payload, &dl.Headers, &dl.Error, &dl.Attempts, &failedAt)
+	if err != nil {
+		return nil, err
+	}
+	dl.FailedAt = time.UnixMilli(failedAt).UTC()
+	return &dl, nil
+}
+
+// InboxMarkProcessed records the message as processed, not dead.
+func (d *Driver) InboxMarkProcessed(ctx context.Context, tx *sql.Tx, p *store.ClaimParams) error {
+	_, err := tx.ExecContext(ctx, d.q.markProcessed, p.Consumer, p.MessageID, p.Type, nullBytes(p.Fingerprint))
+	return d.fail("mark processed", err)
+}
+
+// Prune deletes at most p.Limit inbox rows and p.Limit attempt records
+// older than p.Retention by the database's clock, in one transaction. A
+// database busy with another writer past its lock timeout is reported as
+// Busy, not as an error.
+func (d *Driver) Prune(ctx context.Context, p *store.PruneParams) (*store.PruneResult, error) {
+	if p.Retention <= 0 || p.Limit < 1 {
+		return nil, fmt.Errorf("sqlstore: prune: retention %v and limit %d must be positive", p.Retention, p.Limit)
+	}
+	res, err := d.prune(ctx, p)
+	if err != nil && d.dialect.busy(err) && ctx.Err() == nil {
+		return &store.PruneResult{Busy: true}, nil
+	}
+	return res, d.fail("prune", err)
+}
+
+func (d *Driver) prune(ctx context.Context, p *store.PruneParams) (*store.PruneResult, error) {
+	tx, err := d.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer d.rollbackQuietly(tx)
+	if ok, err := d.dialect.lockPrune(ctx, tx); err != nil || !ok {
+		return &store.PruneResult{Busy: !ok}, err
+	}
+	retention := p.Retention.Milliseconds()
+	var res store.PruneResult
+	for _, q := range []string{d.q.pruneInbox, d.q.pruneAttempts} {
+		r, err := tx.ExecContext(ctx, q, retention, p.Limit)
+		if err != nil {
+			return nil, err
+		}
+		n, err := r.RowsAffected()
+		if err != nil {
+			return nil, err
+		}
+		res.Deleted += int(n)
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// Migrate applies the missing migrations in one transaction on one
+// connection, under the dialect's lock (SQLite: BEGIN IMMEDIATE, the write
+// lock), so that a concurrent Migrate waits and then finds them applied.
+// It waits up to the connection's busy_timeout; with none it fails at once
+// with a retryable SQLITE_BUSY.
+func (d *Driver) Migrate(ctx context.Context) (err error) {
+	conn, err := d.db.Conn(ctx)
+	if err != nil {
+		return d.fail("migrate", err)
+	}
+	defer func() {
+		if err != nil { // a failed migration may leave conn inside a transaction: drop it
+			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+		}
+		_ = conn.Close()
+	}()
+	if err := d.dialect.beginMigrate(ctx, conn); err != nil {
+		return d.fail("migrate: lock", err)
+	}
+	if err := d.migrate(ctx, conn); err != nil {
+		if rerr := d.dialect.endMigrate(context.WithoutCancel(ctx), conn, false); rerr != nil {
+			d.log.Warn("sqlstore: migrate: rollback failed", "dialect", d.dialect.name(), "error", rerr)
+		}
+		return d.fail("migrate", err)
+	}
+	if err := d.dialect.endMigrate(ctx, conn, true); err != nil {
+		return d.fail("migrate: commit", err)
+	}
+	return nil
+}
+
+func (d *Driver) migrate(ctx context.Context, conn *sql.Conn) error {
+	if _, err := conn.ExecContext(ctx, d.q.migrationsCreate); err != nil {
+		return err
+	}
+	applied := map[int]bool{}
+	rows, err := conn.QueryContext(ctx, d.q.migrationsApplied)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var v int
+		if err := rows.Scan(&v); err != nil {
+			rows.Close()
+			return err
+		}
+		applied[v] = true
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, m := range d.migrations {
+		if applied[m.Version] {
+			continue
+		}
+		if _, err := conn.ExecContext(ctx, m.SQL); err != nil {
+			return fmt.Errorf("migration %04d_%s: %w", m.Version, m.Name, err)
+		}
+		if _, err := conn.ExecContext(ctx, d.q.migrationRecord, m.Version, m.Name); err != nil {
+			return fmt.Errorf("recording migration %04d_%s: %w", m.Version, m.Name, err)
+		}
+		d.log.InfoContext(ctx, "sqlstore: applied migration", "dialect", d.dialect.name(), "version", m.Version, "name", m.Name)
+	}
+	return nil
+}
+
+// Migrations returns every migration's SQL, in order, with the table names
+// filled in.
+func (d *Driver) Migrations() []store.Migration {
+	return append([]store.Migration(nil), d.migrations...)
+}
+
+// DurabilityWarnings reads one connection's settings and reports those
+// that let a committed claim be lost or make writers fail instead of
+// waiting (SQLite: journal_mode other than WAL, synchronous below FULL,
+// busy_timeout 0).
+func (d *Driver) DurabilityWarnings(ctx context.Context) ([]string, error) {
+	conn, err := d.db.Conn(ctx)
+	if err != nil {
+		return nil, d.fail("durability settings", err)
+	}
+	defer conn.Close()
+	w, err := d.dialect.durabilityWarnings(ctx, conn)
+	return w, d.fail("durability settings", err)
+}
+
+// nullBytes binds an empty byte slice as NULL.
+func nullBytes(b []byte) any {
+	if len(b) == 0 {
+		return nil
+	}
+	return b
+}

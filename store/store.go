@@ -1,0 +1,261 @@
+// Package store is the seam between package inbox and the databases.
+//
+// A Driver speaks one database for one transaction type TTx (pgx.Tx, *sql.Tx).
+// The interface is not stable and is not meant to be implemented outside this
+// module: it changes whenever package inbox needs something new from the
+// databases. To run the inbox on a new database, add a store to this module and
+// run the conformance suite in package storetest against it.
+//
+// Package store imports nothing of package inbox; package inbox imports it.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// Driver is what package inbox needs from a database. Every method that takes
+// a tx runs in it and leaves committing to the caller; every method without
+// one runs in a transaction of its own (or none, for reads).
+//
+// Errors that a later attempt may not hit (serialization failures, deadlocks,
+// lock timeouts, busy databases, lost connections, a COMMIT of unknown
+// outcome) are returned wrapped in *RetryableError.
+type Driver[TTx any] interface {
+	// Dialect names the SQL dialect: "postgres", "sqlite" or "mysql".
+	Dialect() string
+
+	// Begin opens a transaction at READ COMMITTED (where the database has
+	// isolation levels) with the lock timeout.
+	Begin(ctx context.Context, p *BeginParams) (TTx, error)
+
+	// BeginClaim opens a transaction like Begin and claims the message in it,
+	// in one round trip where the database allows it. On error no
+	// transaction is left open.
+	BeginClaim(ctx context.Context, p *ClaimParams) (TTx, *ClaimResult, error)
+
+	// Claim claims the message in a transaction the caller opened. It sets
+	// the lock timeout for the rest of that transaction where the database
+	// allows it. When p.Savepoint is set it first creates that savepoint, so
+	// that RollbackToSavepoint undoes the claim and what followed it, and a
+	// failed claim (a lock timeout) leaves the transaction usable after it.
+	Claim(ctx context.Context, tx TTx, p *ClaimParams) (*ClaimResult, error)
+
+	// Commit commits tx. An error whose outcome is unknown (the connection
+	// broke during COMMIT) is retryable: the caller must not ack.
+	Commit(ctx context.Context, tx TTx) error
+
+	// Rollback rolls tx back. It is safe to call after a failed Commit.
+	Rollback(ctx context.Context, tx TTx) error
+
+	// RollbackToSavepoint undoes what tx did after the named savepoint.
+	RollbackToSavepoint(ctx context.Context, tx TTx, name string) error
+
+	// AttemptAdd counts one failed attempt of a message in tx and returns
+	// the number of failed attempts recorded so far, this one included.
+	AttemptAdd(ctx context.Context, tx TTx, p *AttemptParams) (int, error)
+
+	// AttemptsDelete forgets the failed attempts of a message in tx.
+	AttemptsDelete(ctx context.Context, tx TTx, key Key) error
+
+	// DeadLetterAdd writes a dead letter in tx and inserts the message's
+	// inbox row marked dead. If the row already exists (another delivery
+	// processed the message meanwhile) it writes nothing and returns false.
+	DeadLetterAdd(ctx context.Context, tx TTx, p *DeadLetterParams) (bool, error)
+
+	// DeadLetterList lists a consumer's dead letters in ID order.
+	DeadLetterList(ctx context.Context, p *DeadLetterListParams) ([]*DeadLetter, error)
+
+	// DeadLetterTake locks and deletes one dead letter of a consumer in tx
+	// and returns it; ErrNotFound if there is none with that ID.
+	DeadLetterTake(ctx context.Context, tx TTx, consumer []byte, id int64) (*DeadLetter, error)
+
+	// InboxMarkProcessed records the message as processed (not dead) in tx,
+	// inserting the row if pruning removed it.
+	InboxMarkProcessed(ctx context.Context, tx TTx, p *ClaimParams) error
+
+	// Prune deletes at most p.Limit inbox rows and attempt records older than
+	// p.Retention by the database's clock, in a transaction of its own. When
+	// another pruner holds the table, it deletes nothing and reports Busy.
+	Prune(ctx context.Context, p *PruneParams) (*PruneResult, error)
+
+	// Migrate applies the migrations that are missing, safely when several
+	// processes migrate at once.
+	Migrate(ctx context.Context) error
+
+	// Migrations returns the SQL of every migration, in order, with the
+	// table names filled in, for teams that apply SQL themselves.
+	Migrations() []Migration
+
+	// DurabilityWarnings reports settings that let a committed claim be
+	// lost in a crash (synchronous_commit=off, ...), one sentence each.
+	DurabilityWarnings(ctx context.Context) ([]string, error)
+}
+
+// Key identifies a message within the inbox.
+type Key struct {
+	Consumer  []byte
+	MessageID []byte
+}
+
+// BeginParams are the parameters of Driver.Begin.
+type BeginParams struct {
+	// LockTimeout bounds how long a statement waits for a row lock.
+	LockTimeout time.Duration
+}
+
+// ClaimParams are the parameters of a claim.
+type ClaimParams struct {
+	Key
+	LockTimeout time.Duration
+	Type        string
+	// Fingerprint is the SHA-256 of the payload.
+	Fingerprint []byte
+	// Savepoint, when set, is created just before the claim (Claim only).
+	Savepoint string
+}
+
+// ClaimResult tells whether the claim inserted the inbox row.
+type ClaimResult struct {
+	// Claimed is true when this transaction inserted the row: the message
+	// is new. False means the row exists: the message is a duplicate.
+	Claimed bool
+	// Fingerprint is the stored fingerprint of a duplicate, nil if unknown.
+	Fingerprint []byte
+	// Dead is true when the duplicate's row is marked dead-lettered.
+	Dead bool
+}
+
+// AttemptParams are the parameters of Driver.AttemptAdd.
+type AttemptParams struct {
+	Key
+	// Error is the failure, valid UTF-8 without NUL bytes.
+	Error string
+}
+
+// DeadLetterParams are the parameters of Driver.DeadLetterAdd.
+type DeadLetterParams struct {
+	ClaimParams
+	Payload []byte
+	// Headers are the message's headers, encoded by package inbox.
+	Headers  []byte
+	Error    string
+	Attempts int
+}
+
+// DeadLetterListParams are the parameters of Driver.DeadLetterList.
+type DeadLetterListParams struct {
+	Consumer []byte
+	// AfterID lists dead letters whose ID is greater; 0 starts at the first.
+	AfterID int64
+	// Limit is the most returned; at least 1.
+	Limit int
+}
+
+// DeadLetter is a stored dead letter.
+type DeadLetter struct {
+	ID       int64
+	Key      Key
+	Type     string
+	Payload  []byte
+	Headers  []byte
+	Error    string
+	Attempts int
+	FailedAt time.Time
+}
+
+// PruneParams are the parameters of Driver.Prune.
+type PruneParams struct {
+	Retention time.Duration
+	Limit     int
+}
+
+// PruneResult is what one Prune call did.
+type PruneResult struct {
+	// Deleted counts the inbox rows and attempt records deleted.
+	Deleted int
+	// Busy is true when another pruner held the table.
+	Busy bool
+}
+
+// Migration is one versioned, forward-only schema change.
+type Migration struct {
+	Version int
+	Name    string
+	SQL     string
+}
+
+// ErrNotFound is returned when a row that was asked for does not exist.
+var ErrNotFound = errors.New("inbox store: not found")
+
+// RetryableError wraps an error after which trying again may succeed.
+type RetryableError struct{ Err error }
+
+func (e *RetryableError) Error() string   { return e.Err.Error() }
+func (e *RetryableError) Unwrap() error   { return e.Err }
+func (e *RetryableError) Retryable() bool { return true }
+
+// Retryable wraps err in *RetryableError; nil stays nil.
+func Retryable(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &RetryableError{Err: err}
+}
+
+// Tables names the inbox's tables: Schema (optional) and Prefix, each
+// matching ^[A-Za-z_][A-Za-z0-9_]{0,40}$ or empty. They are checked before
+// any SQL runs and quoted anyway.
+type Tables struct {
+	// Schema is the PostgreSQL schema (MySQL: database) holding the tables.
+	// Empty means the connection's default (search_path).
+	Schema string
+	// Prefix is put before every table name: Prefix+"inbox",
+	// Prefix+"inbox_attempts", Prefix+"inbox_dead_letters",
+	// Prefix+"inbox_migrations". Empty by default.
+	Prefix string
+}
+
+// ErrInvalidTables is returned for a schema or prefix that does not match
+// the allowed pattern.
+var ErrInvalidTables = errors.New("inbox store: invalid table names")
+
+var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,40}$`)
+
+// Validate checks Schema and Prefix.
+func (t Tables) Validate() error {
+	if t.Schema != "" && !identRE.MatchString(t.Schema) {
+		return fmt.Errorf("%w: schema %q must match %s", ErrInvalidTables, truncate(t.Schema, 60), identRE)
+	}
+	if t.Prefix != "" && !identRE.MatchString(t.Prefix) {
+		return fmt.Errorf("%w: prefix %q must match %s", ErrInvalidTables, truncate(t.Prefix, 60), identRE)
+	}
+	return nil
+}
+
+// Name returns the quoted, schema-qualified name of table base (for
+// example "inbox"), with quote quoting an identifier in the dialect.
+func (t Tables) Name(base string, quote func(string) string) string {
+	name := quote(t.Prefix + base)
+	if t.Schema != "" {
+		name = quote(t.Schema) + "." + name
+	}
+	return name
+}
+
+// QuoteDouble quotes an identifier the SQL standard's way ("name").
+func QuoteDouble(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
+
+// QuoteBacktick quotes an identifier MySQL's way (`name`).
+func QuoteBacktick(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}

@@ -1,0 +1,90 @@
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/inboxkit/inbox"
+)
+
+// Bench measures Process side by side with its baseline, the same business
+// transaction without the inbox (BEGIN as the application does it, the
+// ledger insert, COMMIT), with 1 and 8 goroutines, and Process of
+// duplicates. Each sub-benchmark reports msgs/s; compare inbox with
+// baseline at the same goroutine count.
+func Bench[TTx any](b *testing.B, h Harness[TTx]) {
+	env := open(b, h)
+	ib := newInbox(b, env, inbox.Config{Consumer: "bench"})
+	ctx := context.Background()
+	var seq atomic.Int64
+	const dups = 512
+	for i := range dups {
+		if _, err := ib.Process(ctx, msg(fmt.Sprintf("dup-%d", i)), writer(env)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	hd := writer(env)
+	for _, g := range []int{1, 8} {
+		b.Run(fmt.Sprintf("baseline/goroutines=%d", g), func(b *testing.B) {
+			parallel(b, g, func(i int64) error {
+				tx, err := env.BeginPlain(ctx)
+				if err != nil {
+					return err
+				}
+				if err := env.Write(ctx, tx, fmt.Sprintf("b-%d", i)); err != nil {
+					_ = env.Driver.Rollback(ctx, tx)
+					return err
+				}
+				return env.Driver.Commit(ctx, tx)
+			})
+		})
+		b.Run(fmt.Sprintf("inbox/goroutines=%d", g), func(b *testing.B) {
+			parallel(b, g, func(int64) error {
+				out, err := ib.Process(ctx, msg(fmt.Sprintf("new-%d", seq.Add(1))), hd)
+				if out.Status != inbox.Processed {
+					return fmt.Errorf("%v: %w", out.Status, err)
+				}
+				return nil
+			})
+		})
+		b.Run(fmt.Sprintf("duplicate/goroutines=%d", g), func(b *testing.B) {
+			parallel(b, g, func(i int64) error {
+				out, err := ib.Process(ctx, msg(fmt.Sprintf("dup-%d", i%dups)), hd)
+				if out.Status != inbox.Duplicate {
+					return fmt.Errorf("%v: %w", out.Status, err)
+				}
+				return nil
+			})
+		})
+	}
+}
+
+// parallel runs fn b.N times on g goroutines and reports msgs/s.
+func parallel(b *testing.B, g int, fn func(i int64) error) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var once sync.Once
+	b.ResetTimer()
+	for range g {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(b.N) {
+					return
+				}
+				if err := fn(i); err != nil {
+					once.Do(func() { b.Error(err) })
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+}

@@ -1,0 +1,96 @@
+// Package storetest is the one conformance suite of the inbox's stores.
+// Every store's test file runs it against a real database:
+//
+//	func TestStore(t *testing.T) { storetest.Run(t, harness) }
+//	func BenchmarkStore(b *testing.B) { storetest.Bench(b, harness) }
+//
+// Each test opens fresh tables (a new schema or file) through the harness,
+// so the tests run in parallel.
+package storetest
+
+import (
+	"context"
+	"encoding/hex"
+	"testing"
+	"time"
+
+	"github.com/inboxkit/inbox"
+	"github.com/inboxkit/inbox/store"
+)
+
+// Env is one fresh set of inbox tables, with a ledger table in the same
+// database that the suite's handlers write their business effects to.
+type Env[TTx any] struct {
+	Driver store.Driver[TTx]
+	// Write records one business effect for key in tx: it inserts a row
+	// into the ledger.
+	Write func(ctx context.Context, tx TTx, key string) error
+	// Count returns the number of effects recorded for key, outside any
+	// transaction.
+	Count func(ctx context.Context, key string) (int, error)
+	// Backdate sets the received_at of an inbox row to the database's
+	// clock minus age.
+	Backdate func(ctx context.Context, key store.Key, age time.Duration) error
+	// BeginPlain begins a transaction the way an application does without
+	// the inbox: the benchmarks' baseline, and the caller's transaction of
+	// ProcessTx.
+	BeginPlain func(ctx context.Context) (TTx, error)
+}
+
+// Harness opens environments for the suite.
+type Harness[TTx any] struct {
+	// Open returns an environment on fresh tables named by tables (with a
+	// fresh schema of its own when tables.Schema is empty), not migrated.
+	// It returns the store constructor's error, for example for a hostile
+	// prefix, and cleans up with tb.
+	Open func(tb testing.TB, tables store.Tables) (*Env[TTx], error)
+}
+
+// open opens and migrates an environment with the default table names.
+func open[TTx any](tb testing.TB, h Harness[TTx]) *Env[TTx] {
+	tb.Helper()
+	env, err := h.Open(tb, store.Tables{})
+	if err != nil {
+		tb.Fatalf("open: %v", err)
+	}
+	if err := env.Driver.Migrate(context.Background()); err != nil {
+		tb.Fatalf("migrate: %v", err)
+	}
+	return env
+}
+
+func newInbox[TTx any](tb testing.TB, env *Env[TTx], cfg inbox.Config) *inbox.Inbox[TTx] {
+	tb.Helper()
+	if cfg.Consumer == "" {
+		cfg.Consumer = "storetest"
+	}
+	ib, err := inbox.New(context.Background(), env.Driver, &cfg)
+	if err != nil {
+		tb.Fatalf("inbox.New: %v", err)
+	}
+	return ib
+}
+
+// key is the ledger key of a message ID (IDs may be any bytes).
+func key(id string) string { return hex.EncodeToString([]byte(id)) }
+
+func msg(id string) inbox.Message {
+	return inbox.Message{ID: id, Type: "storetest.credit", Payload: []byte("payload of " + id),
+		Headers: map[string]string{"trace": "t-1", "bin": "\x00\xff"}}
+}
+
+// writer is a handler that records the message's effect.
+func writer[TTx any](env *Env[TTx]) inbox.Handler[TTx] {
+	return func(ctx context.Context, tx TTx, m *inbox.Message) error {
+		return env.Write(ctx, tx, key(m.ID))
+	}
+}
+
+func count[TTx any](tb testing.TB, env *Env[TTx], id string) int {
+	tb.Helper()
+	n, err := env.Count(context.Background(), key(id))
+	if err != nil {
+		tb.Fatalf("count %q: %v", id, err)
+	}
+	return n
+}

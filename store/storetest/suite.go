@@ -1,0 +1,666 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/inboxkit/inbox"
+	"github.com/inboxkit/inbox/store"
+)
+
+// Run runs the conformance suite against the store that h opens.
+func Run[TTx any](t *testing.T, h Harness[TTx]) {
+	tests := []struct {
+		name string
+		fn   func(*testing.T, Harness[TTx])
+	}{
+		{"ClaimThenDuplicate", testClaimThenDuplicate[TTx]},
+		{"HandlerErrorRollsBack", testHandlerErrorRollsBack[TTx]},
+		{"RaceFirstCommits", func(t *testing.T, h Harness[TTx]) { testRace(t, h, true) }},
+		{"RaceFirstAborts", func(t *testing.T, h Harness[TTx]) { testRace(t, h, false) }},
+		{"AttemptsSurviveRestartAndDeadLetter", testAttemptsAndDeadLetter[TTx]},
+		{"PermanentAndDiscard", testPermanentAndDiscard[TTx]},
+		{"IDs", testIDs[TTx]},
+		{"LockTimeoutIsRetryable", testLockTimeout[TTx]},
+		{"PruneBoundary", testPruneBoundary[TTx]},
+		{"PruneBatches", testPruneBatches[TTx]},
+		{"MigrateConcurrently", testMigrateConcurrently[TTx]},
+		{"HostileTableNames", testHostileTables[TTx]},
+		{"Prefix", testPrefix[TTx]},
+		{"FingerprintConflict", testFingerprintConflict[TTx]},
+		{"ProcessTx", testProcessTx[TTx]},
+		{"HandlerPanic", testHandlerPanic[TTx]},
+		{"RetryAfterAndCanceled", testRetryAfterAndCanceled[TTx]},
+		{"Durability", testDurability[TTx]},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.fn(t, h)
+		})
+	}
+}
+
+func process[TTx any](t *testing.T, ib *inbox.Inbox[TTx], m inbox.Message, hd inbox.Handler[TTx]) (inbox.Outcome, error) {
+	t.Helper()
+	return ib.Process(context.Background(), m, hd)
+}
+
+func wantStatus(t *testing.T, what string, got inbox.Outcome, want inbox.Status) {
+	t.Helper()
+	if got.Status != want {
+		t.Fatalf("%s: status %v, want %v (outcome %+v)", what, got.Status, want, got)
+	}
+}
+
+func testClaimThenDuplicate[TTx any](t *testing.T, h Harness[TTx]) {
+	env := open(t, h)
+	ib := newInbox(t, env, inbox.Config{})
+	calls := 0
+	hd := func(ctx context.Context, tx TTx, m *inbox.Message) error {
+		calls++
+		return env.Write(ctx, tx, key(m.ID))
+	}
+	out, err := process(t, ib, msg("m-1"), hd)
+	if err != nil {
+		t.Fatalf("first delivery: %v", err)
+	}
+	wantStatus(t, "first delivery", out, inbox.Processed)
+	if !out.Ack() {
+		t.Fatal("a processed message must be acked")
+	}
+	for i := range 3 {
+		out, err = process(t, ib, msg("m-1"), hd)
+		if err != nil {
+			t.Fatalf("redelivery %d: %v", i, err)
+		}
+		wantStatus(t, "redelivery", out, inbox.Duplicate)
+	}
+	if calls != 1 || count(t, env, "m-1") != 1 {
+		t.Fatalf("handler ran %d times, %d effects; want 1 and 1", calls, count(t, env, "m-1"))
+	}
+}
+
+func testHandlerErrorRollsBack[TTx any](t *testing.T, h Harness[TTx]) {
+	env := open(t, h)
+	ib := newInbox(t, env, inbox.Config{})
+	boom := errors.New("boom")
+	out, err := process(t, ib, msg("m-2"), func(ctx context.Context, tx TTx, m *inbox.Message) error {
+		if err := env.Write(ctx, tx, key(m.ID)); err != nil {
+			return err
+		}
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("err = %v, want the handler's error", err)
+	}
+	wantStatus(t, "failing handler", out, inbox.Retry)
+	if out.Ack() || out.Attempts != 1 || out.Delay <= 0 {
+		t.Fatalf("outcome %+v: want no ack, 1 attempt, a delay", out)
+	}
+	if n := count(t, env, "m-2"); n != 0 {
+		t.Fatalf("%d effects after a rollback, want 0", n)
+	}
+	out, err = process(t, ib, msg("m-2"), writer(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, "redelivery after failure", out, inbox.Processed)
+	if n := count(t, env, "m-2"); n != 1 {
+		t.Fatalf("%d effects, want 1", n)
+	}
+}
+
+// deliver processes m as a broker would: again after a Retry, until the
+// delivery may be acked.
+func deliver[TTx any](ctx context.Context, ib *inbox.Inbox[TTx], m inbox.Message, hd inbox.Handler[TTx]) (inbox.Outcome, error) {
+	for i := 0; ; i++ {
+		out, err := ib.Process(ctx, m, hd)
+		if out.Ack() || out.Status == inbox.Invalid || i >= 200 {
+			return out, err
+		}
+		time.Sleep(min(out.Delay, 20*time.Millisecond))
+	}
+}
+
+func testRace[TTx any](t *testing.T, h Harness[TTx], firstCommits bool) {
+	const n = 50
+	env := open(t, h)
+	ib := newInbox(t, env, inbox.Config{MaxAttempts: 1000, LockTimeout: 30 * time.Second,
+		Backoff: inbox.Backoff{Initial: time.Millisecond, Max: 10 * time.Millisecond}})
+	var calls atomic.Int32
+	hd := func(ctx context.Context, tx TTx, m *inbox.Message) error {
+		if err := env.Write(ctx, tx, key(m.ID)); err != nil {
+			return err
+		}
+		if calls.Add(1) == 1 {
+			time.Sleep(100 * time.Millisecond) // let the others pile up behind the claim
+			if !firstCommits {
+				return errors.New("first attempt aborts")
+			}
+		}
+		return nil
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	statuses := map[inbox.Status]int{}
+	var errs []error
+	start := make(chan struct{})
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			out, err := deliver(context.Background(), ib, msg("race"), hd)
+			mu.Lock()
+			defer mu.Unlock()
+			statuses[out.Status]++
+			if !out.Ack() {
+				errs = append(errs, err)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if len(errs) > 0 {
+		t.Fatalf("%d deliveries never settled; first error: %v", len(errs), errs[0])
+	}
+	if got := count(t, env, "race"); got != 1 {
+		t.Fatalf("%d effects after %d racing deliveries, want exactly 1", got, n)
+	}
+	if statuses[inbox.Processed] != 1 || statuses[inbox.Duplicate] != n-1 {
+		t.Fatalf("outcomes %v, want 1 processed and %d duplicates", statuses, n-1)
+	}
+	if !firstCommits && calls.Load() < 2 {
+		t.Fatalf("handler ran %d times; after the first aborted another must run", calls.Load())
+	}
+}
+
+func testAttemptsAndDeadLetter[TTx any](t *testing.T, h Harness[TTx]) {
+	ctx := context.Background()
+	env := open(t, h)
+	cfg := inbox.Config{MaxAttempts: 3}
+	m := msg("poison")
+	failing := func(i int) inbox.Handler[TTx] {
+		return func(ctx context.Context, tx TTx, m *inbox.Message) error {
+			if err := env.Write(ctx, tx, key(m.ID)); err != nil {
+				return err
+			}
+			return fmt.Errorf("boom %d", i)
+		}
+	}
+	for i := 1; i <= 3; i++ {
+		ib := newInbox(t, env, cfg) // a new Inbox each time: a restarted process
+		out, _ := ib.Process(ctx, m, failing(i))
+		want := inbox.Retry
+		if i == 3 {
+			want = inbox.DeadLettered
+		}
+		wantStatus(t, fmt.Sprintf("attempt %d", i), out, want)
+		if out.Attempts != i {
+			t.Fatalf("attempt %d: outcome counts %d attempts", i, out.Attempts)
+		}
+	}
+	ib := newInbox(t, env, cfg)
+	dls, err := ib.DeadLetters(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dls) != 1 {
+		t.Fatalf("%d dead letters, want 1", len(dls))
+	}
+	dl := dls[0]
+	if dl.Message.ID != m.ID || string(dl.Message.Payload) != string(m.Payload) || dl.Message.Type != m.Type ||
+		dl.Message.Headers["bin"] != "\x00\xff" || dl.Message.Headers["trace"] != "t-1" ||
+		dl.Attempts != 3 || !strings.Contains(dl.Error, "boom 3") || dl.FailedAt.IsZero() {
+		t.Fatalf("dead letter %+v does not keep the message, 3 attempts and the last error", dl)
+	}
+	out, err := ib.Process(ctx, m, writer(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, "delivery after dead letter", out, inbox.Duplicate)
+	if n := count(t, env, m.ID); n != 0 {
+		t.Fatalf("%d effects before replay, want 0", n)
+	}
+	// A failing replay changes nothing.
+	if out, err := ib.Replay(ctx, dl.ID, failing(4)); err == nil || out.Status != inbox.Retry {
+		t.Fatalf("failing replay: %v %v, want an error", out, err)
+	}
+	if dls, _ := ib.DeadLetters(ctx, nil); len(dls) != 1 {
+		t.Fatalf("%d dead letters after a failed replay, want 1", len(dls))
+	}
+	out, err = ib.Replay(ctx, dl.ID, writer(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, "replay", out, inbox.Processed)
+	if n := count(t, env, m.ID); n != 1 {
+		t.Fatalf("%d effects after replay, want 1", n)
+	}
+	if dls, _ := ib.DeadLetters(ctx, nil); len(dls) != 0 {
+		t.Fatalf("%d dead letters after replay, want 0", len(dls))
+	}
+	if _, err := ib.Replay(ctx, dl.ID, writer(env)); !errors.Is(err, inbox.ErrDeadLetterNotFound) {
+		t.Fatalf("second replay: %v, want ErrDeadLetterNotFound", err)
+	}
+	out, _ = ib.Process(ctx, m, writer(env))
+	wantStatus(t, "delivery after replay", out, inbox.Duplicate)
+	if n := count(t, env, m.ID); n != 1 {
+		t.Fatalf("%d effects, want 1", n)
+	}
+	// After a replay the attempts are forgotten: a new consumer-scoped
+	// failure of another message starts at 1 (and the replayed one is done).
+	other := newInbox(t, env, inbox.Config{Consumer: "other", MaxAttempts: 3})
+	out, _ = other.Process(ctx, m, failing(1))
+	if out.Status != inbox.Retry || out.Attempts != 1 {
+		t.Fatalf("another consumer's first failure: %+v, want Retry with 1 attempt", out)
+	}
+}
+
+func testPermanentAndDiscard[TTx any](t *testing.T, h Harness[TTx]) {
+	ctx := context.Background()
+	env := open(t, h)
+	ib := newInbox(t, env, inbox.Config{})
+	bad := errors.New("unknown account")
+	out, err := ib.Process(ctx, msg("perm"), func(context.Context, TTx, *inbox.Message) error {
+		return inbox.Permanent(bad)
+	})
+	if err != nil {
+		t.Fatalf("dead-lettered outcome returned error %v", err)
+	}
+	wantStatus(t, "permanent error", out, inbox.DeadLettered)
+	if out.Attempts != 1 || !errors.Is(out.Err, bad) || !out.Ack() {
+		t.Fatalf("outcome %+v: want 1 attempt, the error, an ack", out)
+	}
+	dls, err := ib.DeadLetters(ctx, &inbox.DeadLetterQuery{Limit: 10})
+	if err != nil || len(dls) != 1 {
+		t.Fatalf("dead letters %v %v, want 1", dls, err)
+	}
+	if err := ib.Discard(ctx, dls[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := ib.Discard(ctx, dls[0].ID); !errors.Is(err, inbox.ErrDeadLetterNotFound) {
+		t.Fatalf("second discard: %v, want ErrDeadLetterNotFound", err)
+	}
+	out, _ = ib.Process(ctx, msg("perm"), writer(env))
+	wantStatus(t, "delivery after discard", out, inbox.Duplicate)
+	// Another consumer sees neither the dead letter nor the row.
+	other := newInbox(t, env, inbox.Config{Consumer: "other"})
+	if dls, _ := other.DeadLetters(ctx, nil); len(dls) != 0 {
+		t.Fatalf("other consumer lists %d dead letters", len(dls))
+	}
+	out, _ = other.Process(ctx, msg("perm"), writer(env))
+	wantStatus(t, "same ID, other consumer", out, inbox.Processed)
+}
+
+func testIDs[TTx any](t *testing.T, h Harness[TTx]) {
+	ctx := context.Background()
+	env := open(t, h)
+	ib := newInbox(t, env, inbox.Config{})
+	invalid := []struct {
+		name, id, typ, reason string
+	}{
+		{"empty", "", "", "empty ID"},
+		{"1025 bytes", strings.Repeat("x", 1025), "", "1025 bytes"},
+		{"type not UTF-8", "ok", "\xff", "type is not valid UTF-8"},
+		{"type with NUL", "ok", "a\x00b", "NUL"},
+		{"type too long", "ok", strings.Repeat("t", 256), "type is 256 bytes"},
+	}
+	for _, tc := range invalid {
+		m := msg(tc.id)
+		m.Type = tc.typ
+		out, err := ib.Process(ctx, m, writer(env))
+		var ime *inbox.InvalidMessageError
+		if out.Status != inbox.Invalid || !errors.Is(err, inbox.ErrInvalidMessage) || !errors.As(err, &ime) ||
+			!strings.Contains(ime.Reason, tc.reason) {
+			t.Fatalf("%s: %v %v, want Invalid and an error naming %q", tc.name, out.Status, err, tc.reason)
+		}
+	}
+	valid := []string{strings.Repeat("y", 1024), "a\x00b", "\x00", "\xff\xfe\xfd", "a", "A", "a ", " a", "ä", "a\x00"}
+	for _, id := range valid {
+		out, err := ib.Process(ctx, msg(id), writer(env))
+		if err != nil || out.Status != inbox.Processed {
+			t.Fatalf("ID %q: %v %v, want Processed", id, out.Status, err)
+		}
+	}
+	for _, id := range valid {
+		out, err := ib.Process(ctx, msg(id), writer(env))
+		if err != nil || out.Status != inbox.Duplicate {
+			t.Fatalf("ID %q again: %v %v, want Duplicate", id, out.Status, err)
+		}
+		if n := count(t, env, id); n != 1 {
+			t.Fatalf("ID %q: %d effects, want 1: IDs must be distinct byte strings", id, n)
+		}
+	}
+	for _, c := range []string{"", strings.Repeat("c", 129)} {
+		if _, err := inbox.New(ctx, env.Driver, &inbox.Config{Consumer: c}); !errors.Is(err, inbox.ErrInvalidConfig) {
+			t.Fatalf("consumer of %d bytes: %v, want ErrInvalidConfig", len(c), err)
+		}
+	}
+	if _, err := inbox.New(ctx, env.Driver, &inbox.Config{Consumer: strings.Repeat("c", 128)}); err != nil {
+		t.Fatalf("consumer of 128 bytes: %v", err)
+	}
+}
+
+func testLockTimeout[TTx any](t *testing.T, h Harness[TTx]) {
+	ctx := context.Background()
+	env := open(t, h)
+	ib := newInbox(t, env, inbox.Config{LockTimeout: 300 * time.Millisecond})
+	started, release := make(chan struct{}), make(chan struct{})
+	held := make(chan error, 1)
+	go func() {
+		out, err := ib.Process(ctx, msg("stuck"), func(ctx context.Context, tx TTx, m *inbox.Message) error {
+			close(started)
+			<-release
+			return env.Write(ctx, tx, key(m.ID))
+		})
+		if err == nil && out.Status != inbox.Processed {
+			err = fmt.Errorf("holder: %v", out.Status)
+		}
+		held <- err
+	}()
+	<-started
+	begin := time.Now()
+	out, err := ib.Process(ctx, msg("stuck"), writer(env))
+	waited := time.Since(begin)
+	close(release)
+	if out.Ack() || out.Status != inbox.Retry || !inbox.IsRetryable(err) {
+		t.Fatalf("racing duplicate behind a held claim: %v %v, want Retry with a retryable error", out.Status, err)
+	}
+	if waited > 4*time.Second {
+		t.Fatalf("waited %v for the lock, want about the lock timeout", waited)
+	}
+	if err := <-held; err != nil {
+		t.Fatalf("holder: %v", err)
+	}
+	out, err = ib.Process(ctx, msg("stuck"), writer(env))
+	if err != nil || out.Status != inbox.Duplicate {
+		t.Fatalf("redelivery: %v %v, want Duplicate", out.Status, err)
+	}
+	if n := count(t, env, "stuck"); n != 1 {
+		t.Fatalf("%d effects, want 1", n)
+	}
+}
+
+type pruneHook struct{ deleted atomic.Int64 }
+
+func (p *pruneHook) OnPruned(_ context.Context, e *inbox.PruneEvent) { p.deleted.Add(int64(e.Deleted)) }
+
+func testPruneBoundary[TTx any](t *testing.T, h Harness[TTx]) {
+	ctx := context.Background()
+	env := open(t, h)
+	ib := newInbox(t, env, inbox.Config{})
+	for _, id := range []string{"younger", "older", "fresh"} {
+		if out, err := ib.Process(ctx, msg(id), writer(env)); err != nil || out.Status != inbox.Processed {
+			t.Fatalf("%s: %v %v", id, out.Status, err)
+		}
+	}
+	k := func(id string) store.Key { return store.Key{Consumer: []byte("storetest"), MessageID: []byte(id)} }
+	if err := env.Backdate(ctx, k("younger"), time.Hour-time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Backdate(ctx, k("older"), time.Hour+time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := inbox.NewPruner(env.Driver, &inbox.PrunerConfig{Retention: 59 * time.Minute}); !errors.Is(err, inbox.ErrInvalidConfig) {
+		t.Fatalf("retention under an hour: %v, want ErrInvalidConfig", err)
+	}
+	hook := &pruneHook{}
+	p, err := inbox.NewPruner(env.Driver, &inbox.PrunerConfig{Retention: time.Hour, Hooks: []any{hook}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := p.Prune(ctx)
+	if err != nil || n != 1 || hook.deleted.Load() != 1 {
+		t.Fatalf("prune: %d rows (hook %d), %v; want 1", n, hook.deleted.Load(), err)
+	}
+	for id, want := range map[string]inbox.Status{"younger": inbox.Duplicate, "older": inbox.Processed, "fresh": inbox.Duplicate} {
+		out, err := ib.Process(ctx, msg(id), writer(env))
+		if err != nil || out.Status != want {
+			t.Fatalf("%s after prune: %v %v, want %v", id, out.Status, err, want)
+		}
+	}
+}
+
+func testPruneBatches[TTx any](t *testing.T, h Harness[TTx]) {
+	ctx := context.Background()
+	env := open(t, h)
+	ib := newInbox(t, env, inbox.Config{})
+	for i := range 7 {
+		id := fmt.Sprintf("old-%d", i)
+		if _, err := ib.Process(ctx, msg(id), writer(env)); err != nil {
+			t.Fatal(err)
+		}
+		if err := env.Backdate(ctx, store.Key{Consumer: []byte("storetest"), MessageID: []byte(id)}, 2*time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, err := inbox.NewPruner(env.Driver, &inbox.PrunerConfig{Retention: time.Hour, BatchSize: 2, Pause: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := p.Prune(ctx); err != nil || n != 7 {
+		t.Fatalf("prune in batches of 2: %d, %v; want 7", n, err)
+	}
+	if n, err := p.Prune(ctx); err != nil || n != 0 {
+		t.Fatalf("second prune: %d, %v; want 0", n, err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := p.Run(runCtx); err != nil {
+		t.Fatalf("Run after cancel: %v", err)
+	}
+}
+
+func testMigrateConcurrently[TTx any](t *testing.T, h Harness[TTx]) {
+	ctx := context.Background()
+	env, err := h.Open(t, store.Tables{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 3)
+	for range 3 {
+		go func() { errs <- env.Driver.Migrate(ctx) }()
+	}
+	for range 3 {
+		if err := <-errs; err != nil {
+			t.Fatalf("concurrent migrate: %v", err)
+		}
+	}
+	if err := env.Driver.Migrate(ctx); err != nil {
+		t.Fatalf("migrate again: %v", err)
+	}
+	ms := env.Driver.Migrations()
+	if len(ms) == 0 || ms[0].Version != 1 || !strings.Contains(ms[0].SQL, "inbox") {
+		t.Fatalf("migrations %v: want version 1 creating the inbox", ms)
+	}
+	ib := newInbox(t, env, inbox.Config{})
+	if out, err := ib.Process(ctx, msg("after-migrate"), writer(env)); err != nil || out.Status != inbox.Processed {
+		t.Fatalf("process after migrate: %v %v", out.Status, err)
+	}
+}
+
+func testHostileTables[TTx any](t *testing.T, h Harness[TTx]) {
+	hostile := []string{`x"; DROP TABLE y; --`, "a'b", "a;b", "1abc", "a b", "a`b", "a-b", strings.Repeat("p", 200), "ä"}
+	for _, s := range hostile {
+		for _, tables := range []store.Tables{{Prefix: s}, {Schema: s}} {
+			_, err := h.Open(t, tables)
+			if !errors.Is(err, store.ErrInvalidTables) {
+				t.Fatalf("tables %+v: %v, want ErrInvalidTables", tables, err)
+			}
+		}
+	}
+}
+
+func testPrefix[TTx any](t *testing.T, h Harness[TTx]) {
+	ctx := context.Background()
+	env, err := h.Open(t, store.Tables{Prefix: "svc_"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Driver.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(env.Driver.Migrations()[0].SQL, "svc_inbox") {
+		t.Fatal("migration SQL does not name the prefixed table")
+	}
+	ib := newInbox(t, env, inbox.Config{})
+	if out, err := ib.Process(ctx, msg("p"), writer(env)); err != nil || out.Status != inbox.Processed {
+		t.Fatalf("%v %v", out.Status, err)
+	}
+}
+
+type conflictHook struct {
+	mu     sync.Mutex
+	events []inbox.Event
+}
+
+func (c *conflictHook) OnFingerprintConflict(_ context.Context, e *inbox.Event) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.events = append(c.events, *e)
+}
+
+func testFingerprintConflict[TTx any](t *testing.T, h Harness[TTx]) {
+	ctx := context.Background()
+	env := open(t, h)
+	hook := &conflictHook{}
+	ib := newInbox(t, env, inbox.Config{Hooks: []any{hook}})
+	strict := newInbox(t, env, inbox.Config{FingerprintConflictError: true})
+	m := msg("fp")
+	if _, err := ib.Process(ctx, m, writer(env)); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := ib.Process(ctx, m, writer(env)); err != nil || out.Status != inbox.Duplicate || len(hook.events) != 0 {
+		t.Fatalf("same payload: %v %v, %d conflicts; want a quiet duplicate", out.Status, err, len(hook.events))
+	}
+	changed := m
+	changed.Payload = []byte("another payload")
+	out, err := ib.Process(ctx, changed, writer(env))
+	if err != nil || out.Status != inbox.Duplicate || len(hook.events) != 1 {
+		t.Fatalf("changed payload: %v %v, %d conflicts; want a duplicate and 1 conflict", out.Status, err, len(hook.events))
+	}
+	if e := hook.events[0]; string(e.StoredFingerprint) == string(e.Fingerprint) || len(e.Fingerprint) != 32 {
+		t.Fatalf("conflict event %+v: want two different SHA-256 fingerprints", e)
+	}
+	out, err = strict.Process(ctx, changed, writer(env))
+	if !errors.Is(err, inbox.ErrFingerprintConflict) || out.Status != inbox.Duplicate || !out.Ack() {
+		t.Fatalf("strict: %v %v, want Duplicate with ErrFingerprintConflict", out.Status, err)
+	}
+	if n := count(t, env, "fp"); n != 1 {
+		t.Fatalf("%d effects, want 1", n)
+	}
+}
+
+func testProcessTx[TTx any](t *testing.T, h Harness[TTx]) {
+	ctx := context.Background()
+	env := open(t, h)
+	ib := newInbox(t, env, inbox.Config{MaxAttempts: 2})
+	run := func(what string, m inbox.Message, hd inbox.Handler[TTx], want inbox.Status, wantCommit bool) inbox.Outcome {
+		t.Helper()
+		tx, err := env.BeginPlain(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, _ := ib.ProcessTx(ctx, tx, m, hd)
+		if out.Status != want || out.Commit() != wantCommit {
+			_ = env.Driver.Rollback(ctx, tx)
+			t.Fatalf("%s: %v commit=%v, want %v commit=%v", what, out.Status, out.Commit(), want, wantCommit)
+		}
+		if out.Commit() {
+			err = env.Driver.Commit(ctx, tx)
+		} else {
+			err = env.Driver.Rollback(ctx, tx)
+		}
+		if err != nil {
+			t.Fatalf("%s: ending the caller's transaction: %v", what, err)
+		}
+		return out
+	}
+	run("new", msg("tx-1"), writer(env), inbox.Processed, true)
+	run("again", msg("tx-1"), writer(env), inbox.Duplicate, false)
+	if n := count(t, env, "tx-1"); n != 1 {
+		t.Fatalf("%d effects, want 1", n)
+	}
+	failing := func(ctx context.Context, tx TTx, m *inbox.Message) error {
+		if err := env.Write(ctx, tx, key(m.ID)); err != nil {
+			return err
+		}
+		return errors.New("nope")
+	}
+	if out := run("failing", msg("tx-2"), failing, inbox.Retry, true); out.Attempts != 1 {
+		t.Fatalf("failing: %d attempts, want 1", out.Attempts)
+	}
+	if n := count(t, env, "tx-2"); n != 0 {
+		t.Fatalf("%d effects of a failed handler, want 0", n)
+	}
+	run("failing at MaxAttempts", msg("tx-2"), failing, inbox.DeadLettered, true)
+	run("after dead letter", msg("tx-2"), writer(env), inbox.Duplicate, false)
+	dls, err := ib.DeadLetters(ctx, nil)
+	if err != nil || len(dls) != 1 || dls[0].Message.ID != "tx-2" || dls[0].Attempts != 2 {
+		t.Fatalf("dead letters %+v %v, want tx-2 after 2 attempts", dls, err)
+	}
+}
+
+func testHandlerPanic[TTx any](t *testing.T, h Harness[TTx]) {
+	ctx := context.Background()
+	env := open(t, h)
+	ib := newInbox(t, env, inbox.Config{})
+	out, err := ib.Process(ctx, msg("panic"), func(ctx context.Context, tx TTx, m *inbox.Message) error {
+		if err := env.Write(ctx, tx, key(m.ID)); err != nil {
+			return err
+		}
+		panic("handler bug")
+	})
+	var pe *inbox.PanicError
+	if !errors.As(err, &pe) || out.Status != inbox.Retry || out.Attempts != 1 {
+		t.Fatalf("panicking handler: %v %v, want Retry with a *PanicError", out.Status, err)
+	}
+	if n := count(t, env, "panic"); n != 0 {
+		t.Fatalf("%d effects after a panic, want 0", n)
+	}
+	if out, err := ib.Process(ctx, msg("panic"), writer(env)); err != nil || out.Status != inbox.Processed {
+		t.Fatalf("after panic: %v %v", out.Status, err)
+	}
+}
+
+func testRetryAfterAndCanceled[TTx any](t *testing.T, h Harness[TTx]) {
+	env := open(t, h)
+	ib := newInbox(t, env, inbox.Config{})
+	out, _ := ib.Process(context.Background(), msg("ra"), func(context.Context, TTx, *inbox.Message) error {
+		return inbox.RetryAfter(42*time.Millisecond, errors.New("rate limited"))
+	})
+	if out.Status != inbox.Retry || out.Delay != 42*time.Millisecond || out.Attempts != 1 {
+		t.Fatalf("RetryAfter: %+v, want Retry after 42ms", out)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	out, err := ib.Process(ctx, msg("cancel"), func(ctx context.Context, tx TTx, m *inbox.Message) error {
+		cancel()
+		return ctx.Err()
+	})
+	if out.Status != inbox.Retry || out.Attempts != 0 || !errors.Is(err, context.Canceled) {
+		t.Fatalf("canceled handler: %+v %v, want Retry without a counted attempt", out, err)
+	}
+	out, err = ib.Process(context.Background(), msg("cancel"), writer(env))
+	if err != nil || out.Status != inbox.Processed {
+		t.Fatalf("after cancel: %v %v", out.Status, err)
+	}
+}
+
+func testDurability[TTx any](t *testing.T, h Harness[TTx]) {
+	env := open(t, h)
+	w, err := env.Driver.DurabilityWarnings(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(w) != 0 {
+		t.Fatalf("durability warnings on the test database: %v", w)
+	}
+}
