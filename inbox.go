@@ -87,8 +87,7 @@ func (ib *Inbox[TTx]) Process(ctx context.Context, msg Message, h Handler[TTx]) 
 	if err != nil {
 		return ib.finish(ctx, &msg, start, ib.retryNow(), fmt.Errorf("inbox: claim: %w", err))
 	}
-	if !res.Claimed {
-		_ = ib.driver.Rollback(ctx, tx)
+	if !res.Claimed { // the driver has ended the transaction
 		return ib.duplicate(ctx, &msg, start, p, res)
 	}
 	if herr := callHandler(ctx, tx, &msg, h); herr != nil {

@@ -34,7 +34,8 @@ type Driver[TTx any] interface {
 	Begin(ctx context.Context, p *BeginParams) (TTx, error)
 
 	// BeginClaim opens a transaction like Begin and claims the message in it,
-	// in one round trip where the database allows it. On error no
+	// in one round trip where the database allows it. On a duplicate it
+	// ends the transaction itself and returns the zero TTx; on error no
 	// transaction is left open.
 	BeginClaim(ctx context.Context, p *ClaimParams) (TTx, *ClaimResult, error)
 
@@ -126,8 +127,6 @@ type ClaimResult struct {
 	Claimed bool
 	// Fingerprint is the stored fingerprint of a duplicate, nil if unknown.
 	Fingerprint []byte
-	// Dead is true when the duplicate's row is marked dead-lettered.
-	Dead bool
 }
 
 // AttemptParams are the parameters of Driver.AttemptAdd.

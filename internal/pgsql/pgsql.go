@@ -33,10 +33,15 @@ type Queries struct {
 	// SetLockTimeout sets the lock timeout for the rest of the
 	// transaction: $1 a duration such as "5000ms".
 	SetLockTimeout string
-	// Claim: $1 consumer, $2 message_id, $3 type, $4 fingerprint. Returns
-	// one row (claimed, fingerprint, dead), or none for a duplicate whose
-	// claim raced with ours (fingerprint unknown).
+	// SetSessionLockTimeout sets the lock timeout of the session: $1 a
+	// duration such as "5000ms".
+	SetSessionLockTimeout string
+	// Claim: $1 consumer, $2 message_id, $3 type, $4 fingerprint. Returns a
+	// row if it inserted, none for a duplicate.
 	Claim string
+	// ClaimLookup: $1 consumer, $2 message_id. Returns a duplicate's
+	// fingerprint.
+	ClaimLookup string
 	// AttemptAdd: $1 consumer, $2 message_id, $3 error. Returns attempts.
 	AttemptAdd string
 	// AttemptsDelete: $1 consumer, $2 message_id.
@@ -86,19 +91,15 @@ func New(t store.Tables) (*Queries, error) {
 	dead := t.Name("inbox_dead_letters", store.QuoteDouble)
 	migrations := t.Name("inbox_migrations", store.QuoteDouble)
 	q := &Queries{
-		Tables:         t,
-		Migrations:     ms,
-		LockKey:        lockKey("prune", t.Schema, t.Prefix),
-		MigrateLockKey: lockKey("migrate", t.Schema),
-		SetLockTimeout: `SELECT set_config('lock_timeout', $1, true)`,
-		Claim: `WITH ins AS (
-	INSERT INTO ` + inbox + ` (consumer, message_id, message_type, fingerprint) VALUES ($1, $2, $3, $4)
-	ON CONFLICT DO NOTHING RETURNING true
-)
-SELECT true, NULL::bytea, false FROM ins
-UNION ALL
-SELECT false, fingerprint, dead FROM ` + inbox + `
-WHERE consumer = $1 AND message_id = $2 AND NOT EXISTS (SELECT FROM ins)`,
+		Tables:                t,
+		Migrations:            ms,
+		LockKey:               lockKey("prune", t.Schema, t.Prefix),
+		MigrateLockKey:        lockKey("migrate", t.Schema),
+		SetLockTimeout:        `SELECT set_config('lock_timeout', $1, true)`,
+		SetSessionLockTimeout: `SELECT set_config('lock_timeout', $1, false)`,
+		Claim: `INSERT INTO ` + inbox + ` (consumer, message_id, message_type, fingerprint) VALUES ($1, $2, $3, $4)
+ON CONFLICT DO NOTHING RETURNING true`,
+		ClaimLookup: `SELECT fingerprint FROM ` + inbox + ` WHERE consumer = $1 AND message_id = $2`,
 		AttemptAdd: `INSERT INTO ` + attempts + ` AS a (consumer, message_id, attempts, last_error) VALUES ($1, $2, 1, $3)
 ON CONFLICT (consumer, message_id) DO UPDATE
 SET attempts = a.attempts + 1, last_failed_at = now(), last_error = EXCLUDED.last_error

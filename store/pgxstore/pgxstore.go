@@ -8,9 +8,11 @@
 //		return err
 //	})
 //
-// Process sends BEGIN, the lock timeout and the claim in one round trip (a
-// pgx batch), so that a message costs the round trips of the bare business
-// transaction, and a duplicate two (the batch and ROLLBACK).
+// Process sends BEGIN and the claim in one round trip (a pgx batch), so that
+// a message costs the round trips of the bare business transaction. The lock
+// timeout is set once per pool connection (see
+// Config.LockTimeoutPerTransaction). A duplicate costs three round trips:
+// the batch, reading its fingerprint, ROLLBACK.
 package pgxstore
 
 import (
@@ -32,12 +34,21 @@ type Config struct {
 	// Tables names the schema and table prefix. Default: no prefix, the
 	// connection's search_path.
 	Tables store.Tables
+
+	// LockTimeoutPerTransaction sets the inbox's lock timeout with SET
+	// LOCAL in every transaction (one statement more in each) instead of
+	// once per pool connection, for a pool whose other users must keep the
+	// connections' own lock_timeout. Default false: the driver sets the
+	// session's lock_timeout on each connection it uses, the first time it
+	// uses it, and other queries on that connection are bound by it too.
+	LockTimeoutPerTransaction bool
 }
 
 // Driver is a store.Driver[pgx.Tx] on a pgxpool.Pool.
 type Driver struct {
-	pool *pgxpool.Pool
-	q    *pgsql.Queries
+	pool  *pgxpool.Pool
+	q     *pgsql.Queries
+	perTx bool
 }
 
 var _ store.Driver[pgx.Tx] = (*Driver)(nil)
@@ -55,7 +66,7 @@ func New(pool *pgxpool.Pool, cfg *Config) (*Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pgxstore: %w", err)
 	}
-	return &Driver{pool: pool, q: q}, nil
+	return &Driver{pool: pool, q: q, perTx: c.LockTimeoutPerTransaction}, nil
 }
 
 // Dialect returns "postgres".
@@ -69,17 +80,51 @@ func lockTimeout(t time.Duration) string {
 	return strconv.FormatInt(ms, 10) + "ms"
 }
 
-// begin queues BEGIN and the lock timeout in b.
-func (d *Driver) begin(b *pgx.Batch, lt time.Duration) {
-	b.BeginTx(pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
-	b.Queue(d.q.SetLockTimeout, lockTimeout(lt))
+// lockTimeoutKey marks, in a connection's CustomData, the session
+// lock_timeout the driver set on it.
+const lockTimeoutKey = "inboxkit/inbox.lock_timeout"
+
+// acquire takes a connection from the pool with the session lock_timeout
+// set to lt: set once per connection (one round trip, the first time), so
+// that no transaction spends a statement on it.
+func (d *Driver) acquire(ctx context.Context, lt time.Duration) (*pgxpool.Conn, error) {
+	c, err := d.pool.Acquire(ctx)
+	if err != nil {
+		return nil, pgsql.Classify(err)
+	}
+	if d.perTx {
+		return c, nil
+	}
+	want := lockTimeout(lt)
+	data := c.Conn().PgConn().CustomData()
+	if data[lockTimeoutKey] != want {
+		if _, err := c.Exec(ctx, d.q.SetSessionLockTimeout, want); err != nil {
+			c.Release()
+			return nil, pgsql.Classify(err)
+		}
+		data[lockTimeoutKey] = want
+	}
+	return c, nil
 }
 
-// send sends b, which began a transaction, and returns it open, or an
+// begin sends BEGIN, with the claim p when it is not nil, in one round
+// trip on a connection of the pool, and returns the transaction open, or an
 // error with nothing left open.
-func (d *Driver) send(ctx context.Context, b *pgx.Batch) (pgx.Tx, error) {
-	br := d.pool.SendBatch(ctx, b)
-	tx := br.Tx()
+func (d *Driver) begin(ctx context.Context, lt time.Duration, p *store.ClaimParams, res *store.ClaimResult) (pgx.Tx, error) {
+	c, err := d.acquire(ctx, lt)
+	if err != nil {
+		return nil, err
+	}
+	b := &pgx.Batch{}
+	b.BeginTx(pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	if d.perTx {
+		b.Queue(d.q.SetLockTimeout, lockTimeout(lt))
+	}
+	if p != nil {
+		d.queueClaim(b, p, res)
+	}
+	br := c.SendBatch(ctx, b)
+	tx := &connTx{Tx: br.Tx(), conn: c}
 	if err := br.Close(); err != nil {
 		_ = tx.Rollback(ctx)
 		return nil, pgsql.Classify(err)
@@ -90,36 +135,46 @@ func (d *Driver) send(ctx context.Context, b *pgx.Batch) (pgx.Tx, error) {
 // Begin opens a READ COMMITTED transaction with the lock timeout, in one
 // round trip.
 func (d *Driver) Begin(ctx context.Context, p *store.BeginParams) (pgx.Tx, error) {
+	return d.begin(ctx, p.LockTimeout, nil, nil)
+}
+
+// BeginClaim sends BEGIN and the claim in one round trip. A duplicate costs
+// one more, which reads its fingerprint and rolls back.
+func (d *Driver) BeginClaim(ctx context.Context, p *store.ClaimParams) (pgx.Tx, *store.ClaimResult, error) {
+	res := &store.ClaimResult{}
+	tx, err := d.begin(ctx, p.LockTimeout, p, res)
+	if err != nil || res.Claimed {
+		return tx, res, err
+	}
 	b := &pgx.Batch{}
-	d.begin(b, p.LockTimeout)
-	return d.send(ctx, b)
+	d.queueLookup(b, p, res)
+	b.Queue("ROLLBACK")
+	return nil, res, tx.(*connTx).endWith(ctx, b)
 }
 
 func (d *Driver) queueClaim(b *pgx.Batch, p *store.ClaimParams, res *store.ClaimResult) {
 	b.Queue(d.q.Claim, p.Consumer, p.MessageID, p.Type, p.Fingerprint).QueryRow(func(row pgx.Row) error {
-		err := row.Scan(&res.Claimed, &res.Fingerprint, &res.Dead)
-		if errors.Is(err, pgx.ErrNoRows) { // a duplicate that committed while we waited
+		err := row.Scan(&res.Claimed)
+		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}
 		return err
 	})
 }
 
-// BeginClaim sends BEGIN, the lock timeout and the claim in one round trip.
-func (d *Driver) BeginClaim(ctx context.Context, p *store.ClaimParams) (pgx.Tx, *store.ClaimResult, error) {
-	res := &store.ClaimResult{}
-	b := &pgx.Batch{}
-	d.begin(b, p.LockTimeout)
-	d.queueClaim(b, p, res)
-	tx, err := d.send(ctx, b)
-	if err != nil {
-		return nil, nil, err
-	}
-	return tx, res, nil
+// queueLookup queues the read of a duplicate's fingerprint.
+func (d *Driver) queueLookup(b *pgx.Batch, p *store.ClaimParams, res *store.ClaimResult) {
+	b.Queue(d.q.ClaimLookup, p.Consumer, p.MessageID).QueryRow(func(row pgx.Row) error {
+		err := row.Scan(&res.Fingerprint)
+		if errors.Is(err, pgx.ErrNoRows) { // gone meanwhile (pruned): fingerprint unknown
+			return nil
+		}
+		return err
+	})
 }
 
-// Claim sends the savepoint, the lock timeout (for the rest of tx) and the
-// claim in one round trip.
+// Claim sends the savepoint, the lock timeout (SET LOCAL: for the rest of
+// tx) and the claim in one round trip.
 func (d *Driver) Claim(ctx context.Context, tx pgx.Tx, p *store.ClaimParams) (*store.ClaimResult, error) {
 	res := &store.ClaimResult{}
 	b := &pgx.Batch{}
@@ -131,7 +186,56 @@ func (d *Driver) Claim(ctx context.Context, tx pgx.Tx, p *store.ClaimParams) (*s
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return nil, pgsql.Classify(err)
 	}
+	if !res.Claimed {
+		b := &pgx.Batch{}
+		d.queueLookup(b, p, res)
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return nil, pgsql.Classify(err)
+		}
+	}
 	return res, nil
+}
+
+// connTx is a transaction on a connection acquired from the pool, released
+// when the transaction ends (as pgxpool's own transactions are).
+type connTx struct {
+	pgx.Tx
+	conn  *pgxpool.Conn
+	ended bool // by endWith, behind the back of Tx
+}
+
+func (t *connTx) release() {
+	if t.conn != nil {
+		t.conn.Release() // destroys the connection if it is still in a transaction
+		t.conn = nil
+	}
+}
+
+func (t *connTx) Commit(ctx context.Context) error {
+	if t.ended {
+		return pgx.ErrTxClosed
+	}
+	err := t.Tx.Commit(ctx)
+	t.release()
+	return err
+}
+
+func (t *connTx) Rollback(ctx context.Context) error {
+	if t.ended {
+		return pgx.ErrTxClosed
+	}
+	err := t.Tx.Rollback(ctx)
+	t.release()
+	return err
+}
+
+// endWith sends b, which ends the transaction (ROLLBACK last), on the
+// connection in one round trip, and releases the connection.
+func (t *connTx) endWith(ctx context.Context, b *pgx.Batch) error {
+	t.ended = true
+	err := t.conn.Conn().SendBatch(ctx, b).Close()
+	t.release()
+	return pgsql.Classify(err)
 }
 
 // Commit commits tx.

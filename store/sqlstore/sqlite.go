@@ -101,7 +101,7 @@ var sqliteQueries = queries{
 VALUES (?, ?, ` + sqliteNow + `, ?, ?, 0)
 ON CONFLICT (consumer, message_id) DO NOTHING
 RETURNING 1`,
-	claimLookup: `SELECT fingerprint, dead FROM {inbox} WHERE consumer = ? AND message_id = ?`,
+	claimLookup: `SELECT fingerprint FROM {inbox} WHERE consumer = ? AND message_id = ?`,
 
 	savepoint:           `SAVEPOINT `,
 	rollbackToSavepoint: `ROLLBACK TO SAVEPOINT `,

@@ -128,9 +128,9 @@ func (d *Driver) BeginClaim(ctx context.Context, p *store.ClaimParams) (*sql.Tx,
 		return nil, nil, err
 	}
 	res, err := d.claim(ctx, tx, p)
-	if err != nil {
+	if err != nil || !res.Claimed {
 		d.rollbackQuietly(tx)
-		return nil, nil, err
+		return nil, res, err
 	}
 	return tx, res, nil
 }
@@ -160,7 +160,7 @@ func (d *Driver) claim(ctx context.Context, tx *sql.Tx, p *store.ClaimParams) (*
 		return &store.ClaimResult{Claimed: true}, nil
 	}
 	res := &store.ClaimResult{}
-	err = tx.QueryRowContext(ctx, d.q.claimLookup, p.Consumer, p.MessageID).Scan(&res.Fingerprint, &res.Dead)
+	err = tx.QueryRowContext(ctx, d.q.claimLookup, p.Consumer, p.MessageID).Scan(&res.Fingerprint)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) { // no row: gone meanwhile, fingerprint unknown
 		return nil, d.fail("claim: reading the duplicate", err)
 	}
@@ -194,8 +194,11 @@ func (d *Driver) Commit(_ context.Context, tx *sql.Tx) error {
 }
 
 // Rollback rolls tx back; a transaction that is already over (committed,
-// rolled back, or failed at COMMIT) is not an error.
+// rolled back, or failed at COMMIT) is not an error, nor is a nil tx.
 func (d *Driver) Rollback(_ context.Context, tx *sql.Tx) error {
+	if tx == nil {
+		return nil
+	}
 	if err := tx.Rollback(); err != nil && !errors.Is(err, sql.ErrTxDone) {
 		return d.fail("rollback", err)
 	}

@@ -10,7 +10,7 @@ CREATE TABLE {inbox} (
 	dead         boolean     NOT NULL DEFAULT false,
 	PRIMARY KEY (consumer, message_id)
 );
-CREATE INDEX "{prefix}inbox_received_at_idx" ON {inbox} (received_at);
+CREATE INDEX "{prefix}inbox_received_at_idx" ON {inbox} USING brin (received_at);
 
 -- Failed attempts, written in their own transaction so that they survive
 -- the rollback of the attempt and a crash.

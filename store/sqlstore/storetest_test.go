@@ -1,0 +1,64 @@
+package sqlstore_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/inboxkit/inbox/store"
+	"github.com/inboxkit/inbox/store/sqlstore"
+	"github.com/inboxkit/inbox/store/storetest"
+)
+
+// sqliteHarness opens a fresh SQLite file per test. The busy timeout is the
+// SQLite lock timeout: 1 s keeps LockTimeoutIsRetryable short while racing
+// writers still queue.
+var sqliteHarness = storetest.Harness[*sql.Tx]{
+	Open: func(tb testing.TB, tables store.Tables) (*storetest.Env[*sql.Tx], error) {
+		tb.Helper()
+		db, err := sqlstore.OpenSQLite(filepath.Join(tb.TempDir(), "inbox.db"), &sqlstore.SQLiteOptions{BusyTimeout: time.Second})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(func() { _ = db.Close() })
+		if _, err := db.Exec("CREATE TABLE ledger (key TEXT NOT NULL, at INTEGER)"); err != nil {
+			tb.Fatal(err)
+		}
+		d, err := sqlstore.New(db, &sqlstore.Config{Dialect: sqlstore.SQLite, Tables: tables})
+		if err != nil {
+			return nil, err
+		}
+		inboxTable := tables.Name("inbox", store.QuoteDouble)
+		return &storetest.Env[*sql.Tx]{
+			Driver: d,
+			Write: func(ctx context.Context, tx *sql.Tx, key string) error {
+				_, err := tx.ExecContext(ctx, "INSERT INTO ledger (key) VALUES (?)", key)
+				return err
+			},
+			Count: func(ctx context.Context, key string) (n int, err error) {
+				err = db.QueryRowContext(ctx, "SELECT count(*) FROM ledger WHERE key = ?", key).Scan(&n)
+				return n, err
+			},
+			Backdate: func(ctx context.Context, k store.Key, age time.Duration) error {
+				res, err := db.ExecContext(ctx, "UPDATE "+inboxTable+
+					" SET received_at = CAST(ROUND(unixepoch('now', 'subsec') * 1000) AS INTEGER) - ? WHERE consumer = ? AND message_id = ?",
+					age.Milliseconds(), k.Consumer, k.MessageID)
+				if err != nil {
+					return err
+				}
+				if n, _ := res.RowsAffected(); n != 1 {
+					return fmt.Errorf("backdate: %d rows", n)
+				}
+				return nil
+			},
+			BeginPlain: func(ctx context.Context) (*sql.Tx, error) { return db.BeginTx(ctx, nil) },
+		}, nil
+	},
+}
+
+func TestSQLiteStore(t *testing.T) { storetest.Run(t, sqliteHarness) }
+
+func BenchmarkSQLiteStore(b *testing.B) { storetest.Bench(b, sqliteHarness) }
