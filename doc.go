@@ -1,0 +1,66 @@
+// Package inbox processes messages from an at-least-once broker (Kafka,
+// RabbitMQ, NATS JetStream, SQS) effectively once: the Inbox pattern.
+//
+// # The guarantee, in honest words
+//
+// A broker delivers every message at least once: a consumer that crashes
+// after its database commit but before its ack gets the message again, and
+// a rebalance can hand one message to two consumers at the same time. The
+// inbox makes that safe. For every message with an ID, the handler's writes
+// inside the inbox's transaction commit at most once per (consumer, ID), and
+// at least once as long as the broker keeps redelivering: effectively-once
+// processing. Delivery itself stays at-least-once.
+//
+// Effects outside the transaction (an HTTP call, an email) are not covered:
+// a handler can run more than once when it fails and is retried. Send them
+// through a transactional outbox, or give them IdempotencyKey(msg, purpose)
+// so that the other system can deduplicate them. Inbox and outbox together
+// give effectively-once end to end; nothing gives exactly-once delivery.
+//
+// # How
+//
+// Process opens a transaction (READ COMMITTED, with a lock timeout) and in
+// one statement inserts the message's ID into the inbox table, whose primary
+// key (consumer, message_id) is the guard: INSERT ... ON CONFLICT DO NOTHING
+// RETURNING. A row back: the message is new, the handler runs in the same
+// transaction, and both commit together. No row: it is a duplicate and the
+// handler does not run. There is no check-then-insert: two racing
+// deliveries of one ID both try to insert, the database lets one commit, and
+// the other waits for it and then sees a duplicate (or, if the first rolls
+// back, claims the message itself).
+//
+// Ack the broker only after Process returns an outcome whose Ack method is
+// true: then the message's fate is committed. A handler error rolls back its
+// writes and the claim together; the failed attempt is counted in a
+// transaction of its own, so the count survives; the message is retried with
+// exponential backoff, and dead-lettered (payload, headers and error kept,
+// replayable) at Config.MaxAttempts or at once for a Permanent error.
+//
+// Old inbox rows are deleted by a Pruner after the retention (7 days by
+// default), which must be longer than the broker's redelivery window.
+//
+// # Stores
+//
+// An Inbox is generic over the transaction type its store uses:
+// store/pgxstore (PostgreSQL, pgx.Tx) and store/sqlstore (database/sql,
+// *sql.Tx; SQLite through modernc.org/sqlite). Create the tables with
+// Migrate, or apply the SQL of the driver's Migrations yourself.
+//
+//	driver, _ := pgxstore.New(pool, nil)
+//	_ = inbox.Migrate(ctx, driver)
+//	ib, _ := inbox.New(ctx, driver, &inbox.Config{Consumer: "billing"})
+//	out, err := ib.Process(ctx, inbox.Message{ID: id, Payload: body},
+//		func(ctx context.Context, tx pgx.Tx, msg *inbox.Message) error {
+//			_, err := tx.Exec(ctx, "UPDATE accounts SET balance = balance + $1 WHERE id = $2", amount, account)
+//			return err
+//		})
+//	switch {
+//	case out.Ack():
+//		delivery.Ack(ctx)
+//	case out.Status == inbox.Retry:
+//		delivery.Nack(ctx, out.Delay)
+//	}
+//
+// A service that owns its transactions uses ProcessTx with its own
+// transaction instead.
+package inbox

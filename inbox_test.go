@@ -1,0 +1,167 @@
+package inbox
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestBackoffDelay(t *testing.T) {
+	t.Parallel()
+	b := Backoff{Initial: time.Second, Max: 5 * time.Minute, Jitter: -1}
+	tests := []struct {
+		attempt int
+		want    time.Duration
+	}{
+		{1, time.Second}, {2, 2 * time.Second}, {3, 4 * time.Second}, {9, 256 * time.Second},
+		{10, 5 * time.Minute}, {1000, 5 * time.Minute},
+	}
+	for _, tc := range tests {
+		if got := b.Delay(tc.attempt); got != tc.want {
+			t.Errorf("Delay(%d) = %v, want %v", tc.attempt, got, tc.want)
+		}
+	}
+	// The defaults: 1 s, ±10 %.
+	for range 1000 {
+		if d := (Backoff{}).Delay(1); d < 900*time.Millisecond || d > 1100*time.Millisecond {
+			t.Fatalf("default Delay(1) = %v, want 1 s ± 10 %%", d)
+		}
+	}
+}
+
+func TestValidate(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		msg    Message
+		reason string // empty: valid
+	}{
+		{"empty ID", Message{}, "empty ID"},
+		{"1025-byte ID", Message{ID: strings.Repeat("x", 1025)}, "1025 bytes"},
+		{"1024-byte ID", Message{ID: strings.Repeat("x", 1024)}, ""},
+		{"NUL and invalid UTF-8 in ID", Message{ID: "\x00\xff"}, ""},
+		{"type invalid UTF-8", Message{ID: "a", Type: "\xff"}, "not valid UTF-8"},
+		{"type with NUL", Message{ID: "a", Type: "a\x00"}, "NUL"},
+		{"type too long", Message{ID: "a", Type: strings.Repeat("t", 256)}, "256 bytes"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			err := tc.msg.validate()
+			if tc.reason == "" {
+				if err != nil {
+					t.Fatalf("valid message rejected: %v", err)
+				}
+				return
+			}
+			var ime *InvalidMessageError
+			if !errors.Is(err, ErrInvalidMessage) || !errors.As(err, &ime) || !strings.Contains(ime.Reason, tc.reason) {
+				t.Fatalf("err = %v, want ErrInvalidMessage naming %q", err, tc.reason)
+			}
+		})
+	}
+}
+
+func TestIdempotencyKey(t *testing.T) {
+	t.Parallel()
+	m := Message{ID: "payment-42"}
+	// A fixed value: the key must never change across versions, or external
+	// systems would see retried calls as new.
+	const want = "9ce34f1085d9e705e8aa22c879cb115739fcb2b8573092565fa26226c4d2898d"
+	got := IdempotencyKey(m, "charge")
+	if got != want {
+		t.Fatalf("IdempotencyKey changed: %s, want %s", got, want)
+	}
+	if got != IdempotencyKey(Message{ID: "payment-42", Payload: []byte("other")}, "charge") {
+		t.Fatalf("key %q depends on more than ID and purpose", got)
+	}
+	if got == IdempotencyKey(m, "email") || got == IdempotencyKey(Message{ID: "payment-43"}, "charge") {
+		t.Fatal("keys of other purposes or IDs collide")
+	}
+	// Length prefixes keep ("ab", "c") and ("a", "bc") apart.
+	if IdempotencyKey(Message{ID: "ab"}, "c") == IdempotencyKey(Message{ID: "a"}, "bc") {
+		t.Fatal("ID and purpose are not separated")
+	}
+}
+
+func TestHeadersRoundTrip(t *testing.T) {
+	t.Parallel()
+	h := map[string]string{"trace": "t-1", "bin": "\x00\xff\xfe", "empty": ""}
+	got, err := decodeHeaders(encodeHeaders(h))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(h) {
+		t.Fatalf("headers %q came back as %q", h, got)
+	}
+	if encodeHeaders(nil) != nil {
+		t.Fatal("no headers should encode to nil")
+	}
+}
+
+type sqlStateErr string
+
+func (e sqlStateErr) Error() string    { return "pg: " + string(e) }
+func (e sqlStateErr) SQLState() string { return string(e) }
+
+type codeErr int
+
+func (e codeErr) Error() string { return fmt.Sprint("sqlite: ", int(e)) }
+func (e codeErr) Code() int     { return int(e) }
+
+func TestIsRetryable(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		err  error
+		want bool
+	}{
+		{nil, false},
+		{errors.New("plain"), false},
+		{sqlStateErr("40001"), true},
+		{sqlStateErr("40P01"), true},
+		{sqlStateErr("55P03"), true},
+		{sqlStateErr("08006"), true},
+		{sqlStateErr("23505"), false},
+		{fmt.Errorf("wrapped: %w", sqlStateErr("40001")), true},
+		{codeErr(5), true},
+		{codeErr(517), true}, // SQLITE_BUSY_SNAPSHOT
+		{codeErr(6), true},
+		{codeErr(19), false}, // SQLITE_CONSTRAINT
+		{Permanent(sqlStateErr("40001")), true},
+	}
+	for _, tc := range tests {
+		if got := IsRetryable(tc.err); got != tc.want {
+			t.Errorf("IsRetryable(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+}
+
+func TestErrorText(t *testing.T) {
+	t.Parallel()
+	long := errors.New(strings.Repeat("é", 3000)) // 6000 bytes
+	if s := errorText(long); len(s) > maxErrorText || !strings.HasPrefix(s, "é") || strings.ContainsRune(s, '\uFFFD') {
+		t.Fatalf("long error stored as %d bytes, or cut inside a rune", len(s))
+	}
+	if s := errorText(errors.New("a\x00b\xff")); s != "a\\0b\uFFFD" {
+		t.Fatalf("errorText = %q, want NUL escaped and invalid UTF-8 replaced", s)
+	}
+}
+
+func TestConfigDefaults(t *testing.T) {
+	t.Parallel()
+	c, err := (&Config{Consumer: "c"}).withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.LockTimeout != 5*time.Second || c.MaxAttempts != 10 || c.Backoff.Initial != time.Second ||
+		c.Backoff.Max != 5*time.Minute || c.Backoff.Jitter != 0.1 || c.Logger == nil {
+		t.Fatalf("defaults %+v", c)
+	}
+	for _, bad := range []*Config{nil, {}, {Consumer: strings.Repeat("c", 129)}, {Consumer: "c", MaxAttempts: -1}} {
+		if _, err := bad.withDefaults(); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("config %+v: %v, want ErrInvalidConfig", bad, err)
+		}
+	}
+}
