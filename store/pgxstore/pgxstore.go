@@ -406,3 +406,13 @@ func (d *Driver) DurabilityWarnings(ctx context.Context) ([]string, error) {
 	}
 	return pgsql.DurabilityWarnings(sc, fsync), nil
 }
+
+// Migrations returns the SQL of the PostgreSQL migrations for tables t,
+// without a database, for teams that apply SQL themselves.
+func Migrations(t store.Tables) ([]store.Migration, error) {
+	q, err := pgsql.New(t)
+	if err != nil {
+		return nil, err
+	}
+	return q.Migrations, nil
+}

@@ -16,6 +16,8 @@ func TestSQLiteDSN(t *testing.T) {
 			"file:/var/lib/app/inbox.db?_pragma=busy_timeout%285000%29&_pragma=journal_mode%28WAL%29&_pragma=synchronous%28FULL%29&_pragma=foreign_keys%281%29&_txlock=immediate"},
 		{"rel/a?b#c%d.db", &SQLiteOptions{BusyTimeout: 100 * time.Millisecond},
 			"file:rel/a%3Fb%23c%25d.db?_pragma=busy_timeout%28100%29&_pragma=journal_mode%28WAL%29&_pragma=synchronous%28FULL%29&_pragma=foreign_keys%281%29&_txlock=immediate"},
+		{"inbox.db", &SQLiteOptions{}, // zero: the default
+			"file:inbox.db?_pragma=busy_timeout%285000%29&_pragma=journal_mode%28WAL%29&_pragma=synchronous%28FULL%29&_pragma=foreign_keys%281%29&_txlock=immediate"},
 		{"//srv/inbox.db", &SQLiteOptions{BusyTimeout: -1},
 			"file:///srv/inbox.db?_pragma=busy_timeout%280%29&_pragma=journal_mode%28WAL%29&_pragma=synchronous%28FULL%29&_pragma=foreign_keys%281%29&_txlock=immediate"},
 	} {

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/inboxkit/inbox/store"
+)
+
+func TestCommands(t *testing.T) {
+	t.Parallel()
+	dbPath := filepath.Join(t.TempDir(), "cmd.db")
+	tests := []struct {
+		name    string
+		args    []string
+		want    []string // substrings of the output
+		wantErr error    // nil: success; errAny: any error
+	}{
+		{"demo", []string{"demo", "-messages", "120", "-workers", "3", "-db", dbPath},
+			[]string{"processed:  120\n", "every message credited exactly once"}, nil},
+		{"demo again on the same file", []string{"demo", "-messages", "50", "-db", dbPath},
+			[]string{"processed:  50\n"}, nil},
+		{"print postgres", []string{"migrate", "-print", "-dialect", "postgres", "-schema", "app", "-prefix", "x_"},
+			[]string{`CREATE TABLE "app"."x_inbox"`, `"app"."x_inbox_dead_letters"`, "-- migration 1: inbox"}, nil},
+		{"print sqlite", []string{"migrate", "-print", "-dialect", "sqlite"},
+			[]string{`CREATE TABLE IF NOT EXISTS "inbox"`, "WITHOUT ROWID"}, nil},
+		{"hostile prefix", []string{"migrate", "-print", "-dialect", "postgres", "-prefix", `x"; DROP TABLE y; --`},
+			nil, store.ErrInvalidTables},
+		{"migrate sqlite", []string{"migrate", "-sqlite", dbPath}, []string{"migrated: 1 migrations"}, nil},
+		{"prune sqlite", []string{"prune", "-sqlite", dbPath}, []string{"pruned 0 rows"}, nil},
+		{"prune too short", []string{"prune", "-sqlite", dbPath, "-retention", "30m"}, nil, errAny},
+		{"no store", []string{"migrate"}, nil, errAny},
+		{"unknown", []string{"frobnicate"}, nil, errAny},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			// Sequential: the demo and prune cases share a file.
+			var out bytes.Buffer
+			err := run(context.Background(), tc.args, &out)
+			switch {
+			case tc.wantErr == nil && err != nil:
+				t.Fatalf("%v: %v\n%s", tc.args, err, out.String())
+			case tc.wantErr == errAny && err == nil, tc.wantErr != nil && tc.wantErr != errAny && !errors.Is(err, tc.wantErr):
+				t.Fatalf("%v: error %v, want %v", tc.args, err, tc.wantErr)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out.String(), w) {
+					t.Fatalf("%v: output lacks %q:\n%s", tc.args, w, out.String())
+				}
+			}
+		})
+	}
+}
+
+var errAny = errors.New("any error")
