@@ -14,10 +14,12 @@ import (
 	"github.com/inboxkit/inbox/store/storetest"
 )
 
-var harness = storetest.Harness[pgx.Tx]{Open: open}
+var harness = storetest.Harness[pgx.Tx]{Open: func(tb testing.TB, tables store.Tables) (*storetest.Env[pgx.Tx], error) {
+	return open(tb, &pgxstore.Config{Tables: tables})
+}}
 
 // open makes a fresh schema with a ledger table and a Driver on it.
-func open(tb testing.TB, tables store.Tables) (*storetest.Env[pgx.Tx], error) {
+func open(tb testing.TB, cfg *pgxstore.Config) (*storetest.Env[pgx.Tx], error) {
 	tb.Helper()
 	ctx := context.Background()
 	pool := testenv.PostgresPool(tb, 20)
@@ -30,10 +32,11 @@ func open(tb testing.TB, tables store.Tables) (*storetest.Env[pgx.Tx], error) {
 	if _, err := pool.Exec(ctx, "CREATE TABLE "+ledger+" (key text NOT NULL, at timestamptz NOT NULL DEFAULT now())"); err != nil {
 		tb.Fatal(err)
 	}
+	tables := &cfg.Tables
 	if tables.Schema == "" {
 		tables.Schema = schema
 	}
-	d, err := pgxstore.New(pool, &pgxstore.Config{Tables: tables})
+	d, err := pgxstore.New(pool, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -61,5 +64,12 @@ func open(tb testing.TB, tables store.Tables) (*storetest.Env[pgx.Tx], error) {
 }
 
 func TestStore(t *testing.T) { storetest.Run(t, harness) }
+
+// The suite again with the lock timeout set in every transaction.
+func TestStoreLockTimeoutPerTransaction(t *testing.T) {
+	storetest.Run(t, storetest.Harness[pgx.Tx]{Open: func(tb testing.TB, tables store.Tables) (*storetest.Env[pgx.Tx], error) {
+		return open(tb, &pgxstore.Config{Tables: tables, LockTimeoutPerTransaction: true})
+	}})
+}
 
 func BenchmarkStore(b *testing.B) { storetest.Bench(b, harness) }

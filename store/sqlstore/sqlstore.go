@@ -121,7 +121,7 @@ func (d *Driver) Begin(ctx context.Context, p *store.BeginParams) (*sql.Tx, erro
 }
 
 // BeginClaim opens a transaction and claims the message in it. On a
-// duplicate it returns the open transaction too: the caller rolls it back.
+// duplicate it rolls the transaction back itself and returns a nil tx.
 func (d *Driver) BeginClaim(ctx context.Context, p *store.ClaimParams) (*sql.Tx, *store.ClaimResult, error) {
 	tx, err := d.Begin(ctx, &store.BeginParams{LockTimeout: p.LockTimeout})
 	if err != nil {

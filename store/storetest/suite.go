@@ -38,6 +38,7 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"HandlerPanic", testHandlerPanic[TTx]},
 		{"RetryAfterAndCanceled", testRetryAfterAndCanceled[TTx]},
 		{"Durability", testDurability[TTx]},
+		{"Hooks", testHooks[TTx]},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -662,5 +663,47 @@ func testDurability[TTx any](t *testing.T, h Harness[TTx]) {
 	}
 	if len(w) != 0 {
 		t.Fatalf("durability warnings on the test database: %v", w)
+	}
+}
+
+type outcomeHooks struct {
+	mu     sync.Mutex
+	counts map[inbox.Status]int
+	bad    []string
+}
+
+func (o *outcomeHooks) record(e *inbox.Event, want inbox.Status) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.counts == nil {
+		o.counts = map[inbox.Status]int{}
+	}
+	o.counts[e.Outcome.Status]++
+	if e.Outcome.Status != want || e.Duration <= 0 || e.Message == nil || e.Consumer != "storetest" {
+		o.bad = append(o.bad, fmt.Sprintf("%v hook got %+v", want, e))
+	}
+}
+
+func (o *outcomeHooks) OnProcessed(_ context.Context, e *inbox.Event) { o.record(e, inbox.Processed) }
+func (o *outcomeHooks) OnDuplicate(_ context.Context, e *inbox.Event) { o.record(e, inbox.Duplicate) }
+func (o *outcomeHooks) OnRetry(_ context.Context, e *inbox.Event)     { o.record(e, inbox.Retry) }
+func (o *outcomeHooks) OnDeadLettered(_ context.Context, e *inbox.Event) {
+	o.record(e, inbox.DeadLettered)
+}
+
+func testHooks[TTx any](t *testing.T, h Harness[TTx]) {
+	ctx := context.Background()
+	env := open(t, h)
+	hooks := &outcomeHooks{}
+	ib := newInbox(t, env, inbox.Config{MaxAttempts: 2, Hooks: []any{hooks, "not a hook"}})
+	failing := func(context.Context, TTx, *inbox.Message) error { return errors.New("no") }
+	_, _ = ib.Process(ctx, msg("h-1"), writer(env))  // processed
+	_, _ = ib.Process(ctx, msg("h-1"), writer(env))  // duplicate
+	_, _ = ib.Process(ctx, msg("h-2"), failing)      // retry
+	_, _ = ib.Process(ctx, msg("h-2"), failing)      // dead-lettered
+	_, _ = ib.Process(ctx, inbox.Message{}, failing) // invalid: no hook
+	want := map[inbox.Status]int{inbox.Processed: 1, inbox.Duplicate: 1, inbox.Retry: 1, inbox.DeadLettered: 1}
+	if fmt.Sprint(hooks.counts) != fmt.Sprint(want) || len(hooks.bad) > 0 {
+		t.Fatalf("hooks saw %v (%v), want %v", hooks.counts, hooks.bad, want)
 	}
 }

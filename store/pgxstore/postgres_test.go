@@ -1,0 +1,153 @@
+package pgxstore_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/inboxkit/inbox"
+	"github.com/inboxkit/inbox/internal/pgsql"
+	"github.com/inboxkit/inbox/internal/testenv"
+	"github.com/inboxkit/inbox/store"
+	"github.com/inboxkit/inbox/store/pgxstore"
+)
+
+func migrated(t *testing.T) (*pgxstore.Driver, func(ctx context.Context, tx pgx.Tx, key string) error, func(key string) int) {
+	t.Helper()
+	d, _, write, count := migratedIn(t)
+	return d, write, count
+}
+
+// migratedIn also returns the tables (with the test's schema).
+func migratedIn(t *testing.T) (*pgxstore.Driver, store.Tables, func(ctx context.Context, tx pgx.Tx, key string) error, func(key string) int) {
+	t.Helper()
+	cfg := &pgxstore.Config{}
+	env, err := open(t, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Driver.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	count := func(key string) int {
+		n, err := env.Count(context.Background(), key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	return env.Driver.(*pgxstore.Driver), cfg.Tables, env.Write, count
+}
+
+// A connection that dies before COMMIT answers leaves the outcome unknown to
+// the client: the message must be retried, never acked, and its redelivery
+// processed exactly once.
+func TestConnectionKilledBeforeCommit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d, write, count := migrated(t)
+	killer := testenv.PostgresPool(t, 2)
+	ib, err := inbox.New(ctx, d, &inbox.Config{Consumer: "c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := ib.Process(ctx, inbox.Message{ID: "killed"}, func(ctx context.Context, tx pgx.Tx, m *inbox.Message) error {
+		if err := write(ctx, tx, "killed"); err != nil {
+			return err
+		}
+		var pid int
+		if err := tx.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+			return err
+		}
+		_, err := killer.Exec(ctx, "SELECT pg_terminate_backend($1)", pid)
+		return err
+	})
+	if out.Ack() || out.Status != inbox.Retry || !inbox.IsRetryable(err) {
+		t.Fatalf("killed connection: %v %v, want Retry with a retryable error", out.Status, err)
+	}
+	if n := count("killed"); n != 0 {
+		t.Fatalf("%d effects of a transaction whose connection died, want 0", n)
+	}
+	out, err = ib.Process(ctx, inbox.Message{ID: "killed"}, func(ctx context.Context, tx pgx.Tx, m *inbox.Message) error {
+		return write(ctx, tx, "killed")
+	})
+	if err != nil || out.Status != inbox.Processed || count("killed") != 1 {
+		t.Fatalf("redelivery: %v %v, %d effects; want processed once", out.Status, err, count("killed"))
+	}
+}
+
+// Only one pruner works on a table at a time: while another holds the
+// table's advisory lock, Prune deletes nothing and says so.
+func TestPruneOnePrunerAtATime(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d, tables, _, _ := migratedIn(t)
+	q, err := pgsql.New(tables)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := d.Begin(ctx, &store.BeginParams{LockTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Rollback(ctx)
+	res, err := d.Prune(ctx, &store.PruneParams{Retention: time.Hour, Limit: 10})
+	if err != nil || res.Busy {
+		t.Fatalf("prune with no other pruner: %+v %v", res, err)
+	}
+	// Take the lock the way a running pruner holds it.
+	var got bool
+	if err := held.QueryRow(ctx, q.TryLock, q.LockKey).Scan(&got); err != nil || !got {
+		t.Fatalf("taking the prune lock: %v %v", got, err)
+	}
+	res, err = d.Prune(ctx, &store.PruneParams{Retention: time.Hour, Limit: 10})
+	if err != nil || !res.Busy || res.Deleted != 0 {
+		t.Fatalf("prune while another pruner works: %+v %v, want Busy", res, err)
+	}
+}
+
+// PostgreSQL with synchronous_commit=off can lose acked messages in a
+// crash: New warns.
+func TestDurabilityWarning(t *testing.T) {
+	t.Parallel()
+	cfg, err := pgxpool.ParseConfig(testenv.PostgresDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.PostgresPool(t, 1) // skips or fails when PostgreSQL is down
+	cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	d, err := pgxstore.New(pool, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	_, err = inbox.New(context.Background(), d, &inbox.Config{Consumer: "c", Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "synchronous_commit=off") {
+		t.Fatalf("no durability warning logged:\n%s", logs.String())
+	}
+}
+
+func TestNewRejects(t *testing.T) {
+	t.Parallel()
+	if _, err := pgxstore.New(nil, nil); err == nil {
+		t.Fatal("nil pool accepted")
+	}
+	if _, err := pgxstore.Migrations(store.Tables{Prefix: "bad;"}); !errors.Is(err, store.ErrInvalidTables) {
+		t.Fatalf("Migrations with a hostile prefix: %v", err)
+	}
+}
