@@ -60,6 +60,14 @@ func open(tb testing.TB, cfg *pgxstore.Config) (*storetest.Env[pgx.Tx], error) {
 			return err
 		},
 		BeginPlain: func(ctx context.Context) (pgx.Tx, error) { return pool.Begin(ctx) },
+		Settle: func(ctx context.Context) error {
+			for _, sql := range []string{"VACUUM (ANALYZE) " + ledger + ", " + inboxTable, "CHECKPOINT"} {
+				if _, err := pool.Exec(ctx, sql); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
 	}, nil
 }
 

@@ -55,6 +55,10 @@ var sqliteHarness = storetest.Harness[*sql.Tx]{
 				return nil
 			},
 			BeginPlain: func(ctx context.Context) (*sql.Tx, error) { return db.BeginTx(ctx, nil) },
+			Settle: func(ctx context.Context) error {
+				_, err := db.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)")
+				return err
+			},
 		}, nil
 	},
 }

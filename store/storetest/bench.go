@@ -65,14 +65,24 @@ func Bench[TTx any](b *testing.B, h Harness[TTx]) {
 		}
 		wg.Wait()
 	}
+	settle := func(b *testing.B) {
+		if env.Settle != nil {
+			if err := env.Settle(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
 	for _, g := range []int{1, 8} {
 		b.Run(fmt.Sprintf("baseline/goroutines=%d", g), func(b *testing.B) {
+			settle(b)
 			parallel(b, g, baseline)
 		})
 		b.Run(fmt.Sprintf("inbox/goroutines=%d", g), func(b *testing.B) {
+			settle(b)
 			parallel(b, g, processNew)
 		})
 		b.Run(fmt.Sprintf("duplicate/goroutines=%d", g), func(b *testing.B) {
+			settle(b)
 			parallel(b, g, func(i int64) error {
 				id := fmt.Sprintf("dup-%d", i%dups)
 				out, err := ib.Process(ctx, inbox.Message{ID: id, Payload: []byte(id)}, hd)
