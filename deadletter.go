@@ -73,46 +73,58 @@ func deadLetterFrom(r *store.DeadLetter) (DeadLetter, error) {
 }
 
 // Replay processes dead letter id again through h, in one transaction that
-// also removes the dead letter, forgets the failed attempts and marks the
-// message processed. If h fails, nothing changes and the dead letter stays.
-// Two replays of one dead letter at once run h once: the other gets
-// ErrDeadLetterNotFound.
+// removes the dead letter, claims the message again, runs h and forgets the
+// failed attempts. If h fails, nothing changes and the dead letter stays.
+// If the message was processed since it was dead-lettered (a redelivery
+// after its dead inbox row was pruned), h does not run: the dead letter is
+// removed and the outcome is Duplicate. A dead letter of an invalid message
+// cannot be replayed (the error says why): Discard it. Two replays of one
+// dead letter at once run h once; the other waits for the first and then
+// gets ErrDeadLetterNotFound (or a lock timeout).
 func (ib *Inbox[TTx]) Replay(ctx context.Context, id int64, h Handler[TTx]) (Outcome, error) {
 	start := time.Now()
 	tx, err := ib.driver.Begin(ctx, &store.BeginParams{LockTimeout: ib.cfg.LockTimeout})
 	if err != nil {
 		return ib.retryNow(), fmt.Errorf("inbox: replay: %w", err)
 	}
-	rollback := func(out Outcome, err error) (Outcome, error) {
+	fail := func(out Outcome, err error) (Outcome, error) {
 		_ = ib.driver.Rollback(ctx, tx)
 		return out, err
 	}
 	r, err := ib.driver.DeadLetterTake(ctx, tx, ib.consumer, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return rollback(Outcome{Status: Duplicate}, ErrDeadLetterNotFound)
+		return fail(Outcome{Status: Retry}, ErrDeadLetterNotFound)
 	}
 	if err != nil {
-		return rollback(ib.retryNow(), fmt.Errorf("inbox: replay: %w", err))
+		return fail(ib.retryNow(), fmt.Errorf("inbox: replay: %w", err))
 	}
 	dl, err := deadLetterFrom(r)
 	if err != nil {
-		return rollback(Outcome{Status: Invalid}, err)
+		return fail(Outcome{Status: Retry}, err)
 	}
 	msg := dl.Message
-	if herr := callHandler(ctx, tx, &msg, h); herr != nil {
-		return rollback(Outcome{Status: Retry, Err: herr}, herr)
+	if err := msg.validate(); err != nil {
+		return fail(Outcome{Status: Retry}, fmt.Errorf("inbox: replay of dead letter %d: %w", id, err))
 	}
 	p := ib.claimParams(&msg)
-	if err := ib.driver.InboxMarkProcessed(ctx, tx, p); err != nil {
-		return rollback(ib.retryNow(), fmt.Errorf("inbox: replay: %w", err))
+	claimed, err := ib.driver.InboxReclaim(ctx, tx, p)
+	if err != nil {
+		return fail(ib.retryNow(), fmt.Errorf("inbox: replay: %w", err))
+	}
+	out := Outcome{Status: Duplicate}
+	if claimed {
+		if herr := callHandler(ctx, tx, &msg, h); herr != nil {
+			return fail(Outcome{Status: Retry, Err: herr}, herr)
+		}
+		out.Status = Processed
 	}
 	if err := ib.driver.AttemptsDelete(ctx, tx, p.Key); err != nil {
-		return rollback(ib.retryNow(), fmt.Errorf("inbox: replay: %w", err))
+		return fail(ib.retryNow(), fmt.Errorf("inbox: replay: %w", err))
 	}
 	if err := ib.driver.Commit(ctx, tx); err != nil {
-		return rollback(ib.retryNow(), fmt.Errorf("inbox: replay: commit: %w", err))
+		return fail(ib.retryNow(), fmt.Errorf("inbox: replay: commit: %w", err))
 	}
-	return ib.finish(ctx, &msg, start, Outcome{Status: Processed}, nil)
+	return ib.finish(ctx, &msg, start, out, nil)
 }
 
 // Discard deletes dead letter id for good. Its inbox row stays marked dead,

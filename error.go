@@ -88,7 +88,8 @@ func (e *PanicError) Error() string { return fmt.Sprintf("inbox: handler panicke
 // locked SQLite database, a lost connection, a COMMIT whose outcome is
 // unknown. The stores mark such errors; errors from a handler's own queries
 // are recognized by their SQLSTATE or SQLite code. A retryable error never
-// leads to an ack.
+// leads to an ack: a handler failing with one is retried without limit,
+// never dead-lettered (unless marked Permanent).
 func IsRetryable(err error) bool {
 	if err == nil {
 		return false

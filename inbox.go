@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/inboxkit/inbox/store"
 )
@@ -70,17 +68,22 @@ func (ib *Inbox[TTx]) Consumer() string { return ib.cfg.Consumer }
 //   - A failing handler: its writes and the claim roll back, the attempt is
 //     recorded in a transaction of its own, and the outcome is Retry with a
 //     backoff delay, or DeadLettered at MaxAttempts or for a Permanent error.
-//   - An invalid message: Invalid with an *InvalidMessageError.
+//     A failure that IsRetryable (a deadlock in h's own queries) is retried
+//     without limit, never dead-lettered.
+//   - An invalid message (an empty or oversized ID): DeadLettered at once,
+//     with its payload kept, and an *InvalidMessageError.
 //   - A database error (a lock timeout behind a racing delivery, a lost
 //     connection, a COMMIT of unknown outcome): Retry with the error.
 //
-// Acknowledge the delivery only when Outcome.Ack() is true. The error
-// explains a Retry or Invalid outcome; it is nil otherwise, except for
-// ErrFingerprintConflict when Config.FingerprintConflictError is set.
+// Acknowledge the delivery only when Outcome.Ack() is true, and otherwise
+// redeliver it after Outcome.Delay. The error explains a Retry; it is nil
+// otherwise, except for an invalid message and for ErrFingerprintConflict
+// when Config.FingerprintConflictError is set.
 func (ib *Inbox[TTx]) Process(ctx context.Context, msg Message, h Handler[TTx]) (Outcome, error) {
 	start := time.Now()
 	if err := msg.validate(); err != nil {
-		return ib.finish(ctx, &msg, start, Outcome{Status: Invalid}, err)
+		out, err := ib.record(ctx, nil, func(tx TTx) (Outcome, bool, error) { return ib.deadLetterInvalid(ctx, tx, &msg, err) })
+		return ib.finish(ctx, &msg, start, out, err)
 	}
 	p := ib.claimParams(&msg)
 	tx, res, err := ib.driver.BeginClaim(ctx, p)
@@ -92,12 +95,20 @@ func (ib *Inbox[TTx]) Process(ctx context.Context, msg Message, h Handler[TTx]) 
 	}
 	if herr := callHandler(ctx, tx, &msg, h); herr != nil {
 		_ = ib.driver.Rollback(ctx, tx)
-		out, err := ib.failed(ctx, &msg, p, herr)
+		out, err := ib.failed(ctx, nil, &msg, p, herr)
 		return ib.finish(ctx, &msg, start, out, err)
 	}
 	if err := ib.driver.Commit(ctx, tx); err != nil {
 		_ = ib.driver.Rollback(ctx, tx)
-		return ib.finish(ctx, &msg, start, ib.retryNow(), fmt.Errorf("inbox: commit: %w", err))
+		err = fmt.Errorf("inbox: commit: %w", err)
+		if IsRetryable(err) { // transient, or the outcome is unknown: not the handler's fault
+			return ib.finish(ctx, &msg, start, ib.retryNow(), err)
+		}
+		// A known failure (h swallowed an error that aborted the
+		// transaction, a constraint checked at COMMIT): an attempt like
+		// any handler error, or it would be retried for ever.
+		out, err := ib.failed(ctx, nil, &msg, p, err)
+		return ib.finish(ctx, &msg, start, out, err)
 	}
 	return ib.finish(ctx, &msg, start, Outcome{Status: Processed}, nil)
 }
@@ -106,25 +117,28 @@ func (ib *Inbox[TTx]) Process(ctx context.Context, msg Message, h Handler[TTx]) 
 const savepoint = "inbox_claim"
 
 // ProcessTx is Process in the caller's transaction tx, for a service that
-// owns its transactions. It claims msg's ID in tx, after a savepoint, and
-// runs h with tx. It neither commits nor rolls back: the caller does, then
-// acks only after a successful COMMIT, and only when Outcome.Ack() is true.
-// Whether to commit is Outcome.Commit():
+// owns its transactions. It claims msg's ID in tx and runs h with tx. It
+// neither commits nor rolls back: commit when Outcome.Commit() is true and
+// roll back otherwise, then ack only after a successful COMMIT and only
+// when Outcome.Ack() is true.
 //
 //   - Processed: commit; the claim and h's writes persist together.
-//   - Duplicate: nothing was written; roll back.
-//   - Retry after a handler error: h's writes and the claim were rolled back
-//     to the savepoint and the attempt recorded in tx: commit to keep the
-//     count (rolling back is safe too, the attempt is then not counted).
-//   - DeadLettered: the dead letter is in tx: commit.
-//   - Retry after a database error, Invalid: roll back.
+//   - Duplicate, Retry: roll back. A handler failure was recorded in a
+//     transaction of the inbox's own (after rolling back the claim and h's
+//     writes to a savepoint, so that tx holds no lock on the message).
+//   - DeadLettered: the dead letter is committed already; roll back.
 //
-// The inbox writes only in tx, never on a second connection, so it cannot
-// starve a connection pool.
+// On a database with one writer at a time (SQLite) a transaction of the
+// inbox's own would wait for tx: there the failure, or the dead letter, is
+// recorded in tx after the savepoint, Commit() is true, and committing also
+// keeps what tx wrote before ProcessTx.
+//
+// Hooks see Processed before the caller's COMMIT.
 func (ib *Inbox[TTx]) ProcessTx(ctx context.Context, tx TTx, msg Message, h Handler[TTx]) (Outcome, error) {
 	start := time.Now()
 	if err := msg.validate(); err != nil {
-		return ib.finish(ctx, &msg, start, Outcome{Status: Invalid}, err)
+		out, err := ib.record(ctx, &tx, func(tx TTx) (Outcome, bool, error) { return ib.deadLetterInvalid(ctx, tx, &msg, err) })
+		return ib.finish(ctx, &msg, start, out, err)
 	}
 	p := ib.claimParams(&msg)
 	p.Savepoint = savepoint
@@ -142,10 +156,7 @@ func (ib *Inbox[TTx]) ProcessTx(ctx context.Context, tx TTx, msg Message, h Hand
 	if err := ib.driver.RollbackToSavepoint(ctx, tx, savepoint); err != nil {
 		return ib.finish(ctx, &msg, start, ib.retryNow(), errors.Join(herr, fmt.Errorf("inbox: rollback to savepoint: %w", err)))
 	}
-	out, err := ib.recordFailure(ctx, tx, &msg, p, herr)
-	if out.Status != Retry || out.Attempts > 0 {
-		out.commit = out.Status != Duplicate
-	}
+	out, err := ib.failed(ctx, &tx, &msg, p, herr)
 	return ib.finish(ctx, &msg, start, out, err)
 }
 
@@ -153,7 +164,7 @@ func (ib *Inbox[TTx]) claimParams(msg *Message) *store.ClaimParams {
 	return &store.ClaimParams{
 		Key:         store.Key{Consumer: ib.consumer, MessageID: []byte(msg.ID)},
 		LockTimeout: ib.cfg.LockTimeout,
-		Type:        msg.Type,
+		Type:        storableType(msg.Type),
 		Fingerprint: fingerprint(msg.Payload),
 	}
 }
@@ -181,64 +192,85 @@ func (ib *Inbox[TTx]) duplicate(ctx context.Context, msg *Message, start time.Ti
 	return ib.finish(ctx, msg, start, out, err)
 }
 
-// failed handles a handler error in Process, whose transaction is rolled
-// back: the attempt is recorded in a transaction of its own.
-func (ib *Inbox[TTx]) failed(ctx context.Context, msg *Message, p *store.ClaimParams, herr error) (Outcome, error) {
-	if ctx.Err() != nil { // shutting down: the handler was interrupted, not at fault
-		return ib.retryNow(), herr
+// record runs fn in a transaction of the inbox's own, committed when fn
+// says it wrote something that must persist; or, for ProcessTx on a
+// database with one writer (caller set), in the caller's transaction, which
+// the caller then commits.
+func (ib *Inbox[TTx]) record(ctx context.Context, caller *TTx, fn func(tx TTx) (out Outcome, keep bool, err error)) (Outcome, error) {
+	if caller != nil && ib.driver.OneWriter() {
+		out, keep, err := fn(*caller)
+		out.commit = keep
+		return out, err
 	}
 	tx, err := ib.driver.Begin(ctx, &store.BeginParams{LockTimeout: ib.cfg.LockTimeout})
 	if err != nil {
-		return ib.retryNow(), errors.Join(herr, fmt.Errorf("inbox: recording the attempt: %w", err))
+		return ib.retryNow(), fmt.Errorf("inbox: recording a failure: %w", err)
 	}
-	out, err := ib.recordFailure(ctx, tx, msg, p, herr)
-	if out.Status == Duplicate || (out.Status == Retry && out.Attempts == 0) {
+	out, keep, err := fn(tx)
+	if !keep {
 		_ = ib.driver.Rollback(ctx, tx)
 		return out, err
 	}
 	if cerr := ib.driver.Commit(ctx, tx); cerr != nil {
 		_ = ib.driver.Rollback(ctx, tx)
-		return ib.retryNow(), errors.Join(herr, fmt.Errorf("inbox: recording the attempt: %w", cerr))
+		return ib.retryNow(), errors.Join(err, fmt.Errorf("inbox: recording a failure: %w", cerr))
 	}
 	return out, err
 }
 
-// recordFailure counts a failed attempt in tx and, at MaxAttempts or for a
-// permanent error, writes the dead letter in tx. Attempts == 0 in a Retry
-// outcome means nothing was recorded: tx must be rolled back.
-func (ib *Inbox[TTx]) recordFailure(ctx context.Context, tx TTx, msg *Message, p *store.ClaimParams, herr error) (Outcome, error) {
-	if ctx.Err() != nil {
+// failed records a handler's failure after its writes and the claim were
+// rolled back (caller: ProcessTx's transaction, nil for Process).
+func (ib *Inbox[TTx]) failed(ctx context.Context, caller *TTx, msg *Message, p *store.ClaimParams, herr error) (Outcome, error) {
+	if ctx.Err() != nil { // shutting down: the handler was interrupted, not at fault
 		return ib.retryNow(), herr
 	}
+	return ib.record(ctx, caller, func(tx TTx) (Outcome, bool, error) { return ib.recordFailure(ctx, tx, msg, p, herr) })
+}
+
+// recordFailure counts a failed attempt in tx and, for a permanent error
+// or at MaxAttempts, writes the dead letter in tx. keep tells whether tx
+// holds something to commit.
+func (ib *Inbox[TTx]) recordFailure(ctx context.Context, tx TTx, msg *Message, p *store.ClaimParams, herr error) (Outcome, bool, error) {
 	text := errorText(herr)
 	n, err := ib.driver.AttemptAdd(ctx, tx, &store.AttemptParams{Key: p.Key, Error: text})
 	if err != nil {
-		return ib.retryNow(), errors.Join(herr, fmt.Errorf("inbox: recording the attempt: %w", err))
+		return ib.retryNow(), false, errors.Join(herr, fmt.Errorf("inbox: recording the attempt: %w", err))
 	}
-	if IsPermanent(herr) || n >= ib.cfg.MaxAttempts {
+	permanent := IsPermanent(herr)
+	if permanent || (n >= ib.cfg.MaxAttempts && !IsRetryable(herr)) {
 		ok, err := ib.driver.DeadLetterAdd(ctx, tx, &store.DeadLetterParams{
 			ClaimParams: *p, Payload: msg.Payload, Headers: encodeHeaders(msg.Headers), Error: text, Attempts: n,
 		})
 		if err != nil {
-			return ib.retryNow(), errors.Join(herr, fmt.Errorf("inbox: writing the dead letter: %w", err))
+			return ib.retryNow(), false, errors.Join(herr, fmt.Errorf("inbox: writing the dead letter: %w", err))
 		}
 		if !ok { // a racing delivery processed it meanwhile
-			return Outcome{Status: Duplicate}, nil
+			return Outcome{Status: Duplicate}, false, nil
 		}
-		return Outcome{Status: DeadLettered, Attempts: n, Err: herr}, nil
+		return Outcome{Status: DeadLettered, Attempts: n, Err: herr}, true, nil
 	}
 	delay := ib.cfg.Backoff.Delay(n)
 	var ra *retryAfterError
 	if errors.As(herr, &ra) {
 		delay = max(ra.delay, 0)
 	}
-	return Outcome{Status: Retry, Delay: delay, Attempts: n, Err: herr}, herr
+	return Outcome{Status: Retry, Delay: delay, Attempts: n, Err: herr}, true, herr
+}
+
+// deadLetterInvalid keeps an invalid message as a dead letter in tx.
+func (ib *Inbox[TTx]) deadLetterInvalid(ctx context.Context, tx TTx, msg *Message, verr error) (Outcome, bool, error) {
+	_, err := ib.driver.DeadLetterAdd(ctx, tx, &store.DeadLetterParams{
+		ClaimParams: store.ClaimParams{Key: store.Key{Consumer: ib.consumer, MessageID: []byte(msg.ID)}, Type: storableType(msg.Type)},
+		Payload:     msg.Payload, Headers: encodeHeaders(msg.Headers), Error: errorText(verr), Invalid: true,
+	})
+	if err != nil {
+		return ib.retryNow(), false, errors.Join(verr, fmt.Errorf("inbox: writing the dead letter: %w", err))
+	}
+	return Outcome{Status: DeadLettered, Err: verr}, true, verr
 }
 
 func (ib *Inbox[TTx]) finish(ctx context.Context, msg *Message, start time.Time, out Outcome, err error) (Outcome, error) {
-	if out.Status != Invalid {
-		ib.hooks.outcome(ctx, &Event{Consumer: ib.cfg.Consumer, Message: msg, Outcome: out, Duration: time.Since(start)})
-	}
+	ib.hooks.outcome(ctx, &Event{Consumer: ib.cfg.Consumer, Message: msg, Outcome: out, Duration: time.Since(start)})
 	return out, err
 }
 
@@ -256,14 +288,4 @@ func callHandler[TTx any](ctx context.Context, tx TTx, msg *Message, h Handler[T
 const maxErrorText = 4096
 
 // errorText makes err's message storable: valid UTF-8, no NUL, bounded.
-func errorText(err error) string {
-	s := strings.ToValidUTF8(err.Error(), "\uFFFD")
-	s = strings.ReplaceAll(s, "\x00", "\\0")
-	if len(s) > maxErrorText {
-		s = s[:maxErrorText]
-		for !utf8.ValidString(s) {
-			s = s[:len(s)-1]
-		}
-	}
-	return s
-}
+func errorText(err error) string { return storable(err.Error(), maxErrorText) }

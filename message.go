@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -27,7 +28,8 @@ type Message struct {
 	// are three IDs.
 	ID string
 	// Type names the kind of message, for dead letters and metrics;
-	// optional, valid UTF-8 without NUL bytes, at most MaxTypeLen bytes.
+	// optional. It is stored as valid UTF-8 without NUL bytes, at most
+	// MaxTypeLen bytes: other bytes are replaced, a longer type is cut.
 	Type string
 	// Payload is the body. It is not stored except in a dead letter; its
 	// SHA-256 is stored with the claim to detect a reused ID.
@@ -42,14 +44,31 @@ func (m *Message) validate() error {
 		return invalid("empty ID")
 	case len(m.ID) > MaxIDLen:
 		return invalid(fmt.Sprintf("ID is %d bytes, more than the limit of %d", len(m.ID), MaxIDLen))
-	case len(m.Type) > MaxTypeLen:
-		return invalid(fmt.Sprintf("type is %d bytes, more than the limit of %d", len(m.Type), MaxTypeLen))
-	case !utf8.ValidString(m.Type):
-		return invalid("type is not valid UTF-8")
-	case containsNUL(m.Type):
-		return invalid("type contains a NUL byte")
 	}
 	return nil
+}
+
+// storableType makes a message type valid UTF-8 without NUL bytes and at
+// most MaxTypeLen bytes.
+func storableType(t string) string {
+	return storable(t, MaxTypeLen)
+}
+
+// storable makes s valid UTF-8 without NUL bytes (shown as \0) and at most
+// n bytes, cut at a rune boundary.
+func storable(s string, n int) string {
+	if utf8.ValidString(s) && !strings.Contains(s, "\x00") && len(s) <= n {
+		return s
+	}
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	s = strings.ReplaceAll(s, "\x00", "\\0")
+	if len(s) > n {
+		s = s[:n]
+		for !utf8.ValidString(s) {
+			s = s[:len(s)-1]
+		}
+	}
+	return s
 }
 
 func validateConsumer(c string) error {
@@ -62,14 +81,6 @@ func validateConsumer(c string) error {
 	return nil
 }
 
-func containsNUL(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] == 0 {
-			return true
-		}
-	}
-	return false
-}
 
 func fingerprint(payload []byte) []byte {
 	sum := sha256.Sum256(payload)

@@ -14,14 +14,9 @@ const (
 	// Duplicate: the message was processed (or dead-lettered) before;
 	// nothing ran. Ack.
 	Duplicate
-	// DeadLettered: the message failed for good; its dead letter, with the
-	// payload, committed. Ack.
+	// DeadLettered: the message failed for good, or is invalid; its dead
+	// letter, with the payload, committed. Ack.
 	DeadLettered
-	// Invalid: the message cannot be processed as it is (see
-	// ErrInvalidMessage); nothing was written. Keep its payload (a broker
-	// dead-letter queue, or a dead letter of your own), then ack: a retry
-	// would fail the same way.
-	Invalid
 )
 
 func (s Status) String() string {
@@ -34,8 +29,6 @@ func (s Status) String() string {
 		return "duplicate"
 	case DeadLettered:
 		return "dead-lettered"
-	case Invalid:
-		return "invalid"
 	}
 	return "unknown"
 }
@@ -58,11 +51,13 @@ type Outcome struct {
 
 // Commit reports, after ProcessTx, whether the caller should commit its
 // transaction: true when the inbox wrote in it something that must persist
-// (a claim with the handler's writes, an attempt record, a dead letter).
+// (the claim with the handler's writes; on a one-writer database also an
+// attempt record or a dead letter). Roll back otherwise.
 func (o Outcome) Commit() bool { return o.commit }
 
 // Ack reports whether the delivery may be acknowledged: the message's fate
-// is committed (Processed, Duplicate, DeadLettered).
+// is committed (Processed, Duplicate, DeadLettered). After ProcessTx, ack
+// only once the caller's COMMIT succeeded.
 func (o Outcome) Ack() bool {
 	return o.Status == Processed || o.Status == Duplicate || o.Status == DeadLettered
 }

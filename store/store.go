@@ -29,6 +29,12 @@ type Driver[TTx any] interface {
 	// Dialect names the SQL dialect: "postgres", "sqlite" or "mysql".
 	Dialect() string
 
+	// OneWriter reports whether one transaction at a time can write
+	// (SQLite). Package inbox then records a failure of ProcessTx in the
+	// caller's transaction, since a transaction of its own would wait for
+	// the caller's to end.
+	OneWriter() bool
+
 	// Begin opens a transaction at READ COMMITTED (where the database has
 	// isolation levels) with the lock timeout.
 	Begin(ctx context.Context, p *BeginParams) (TTx, error)
@@ -41,9 +47,9 @@ type Driver[TTx any] interface {
 
 	// Claim claims the message in a transaction the caller opened. It sets
 	// the lock timeout for the rest of that transaction where the database
-	// allows it. When p.Savepoint is set it first creates that savepoint, so
-	// that RollbackToSavepoint undoes the claim and what followed it, and a
-	// failed claim (a lock timeout) leaves the transaction usable after it.
+	// allows it. When p.Savepoint is set it creates that savepoint just
+	// before the claim, so that RollbackToSavepoint undoes the claim and
+	// what followed it.
 	Claim(ctx context.Context, tx TTx, p *ClaimParams) (*ClaimResult, error)
 
 	// Commit commits tx. An error whose outcome is unknown (the connection
@@ -66,6 +72,8 @@ type Driver[TTx any] interface {
 	// DeadLetterAdd writes a dead letter in tx and inserts the message's
 	// inbox row marked dead. If the row already exists (another delivery
 	// processed the message meanwhile) it writes nothing and returns false.
+	// With p.Invalid it writes only the dead letter (the ID is unusable as a
+	// key) and returns true.
 	DeadLetterAdd(ctx context.Context, tx TTx, p *DeadLetterParams) (bool, error)
 
 	// DeadLetterList lists a consumer's dead letters in ID order.
@@ -75,9 +83,11 @@ type Driver[TTx any] interface {
 	// and returns it; ErrNotFound if there is none with that ID.
 	DeadLetterTake(ctx context.Context, tx TTx, consumer []byte, id int64) (*DeadLetter, error)
 
-	// InboxMarkProcessed records the message as processed (not dead) in tx,
-	// inserting the row if pruning removed it.
-	InboxMarkProcessed(ctx context.Context, tx TTx, p *ClaimParams) error
+	// InboxReclaim claims a dead-lettered message again in tx, for a replay:
+	// it turns its dead inbox row into a live one, or inserts the row if
+	// pruning removed it. It returns false, changing nothing, when the row is
+	// live: a redelivery processed the message after it was dead-lettered.
+	InboxReclaim(ctx context.Context, tx TTx, p *ClaimParams) (bool, error)
 
 	// Prune deletes at most p.Limit inbox rows and attempt records older than
 	// p.Retention by the database's clock, in a transaction of its own. When
@@ -144,6 +154,9 @@ type DeadLetterParams struct {
 	Headers  []byte
 	Error    string
 	Attempts int
+	// Invalid is true for a message whose ID cannot be a key (empty or too
+	// long): only the dead letter is written.
+	Invalid bool
 }
 
 // DeadLetterListParams are the parameters of Driver.DeadLetterList.

@@ -8,6 +8,8 @@ import (
 	"embed"
 	"errors"
 	"hash/fnv"
+	"io"
+	"net"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -36,8 +38,9 @@ type Queries struct {
 	// SetSessionLockTimeout sets the lock timeout of the session: $1 a
 	// duration such as "5000ms".
 	SetSessionLockTimeout string
-	// Claim: $1 consumer, $2 message_id, $3 type, $4 fingerprint. Returns a
-	// row if it inserted, none for a duplicate.
+	// Claim: $1 consumer, $2 message_id, $3 type, $4 fingerprint. Inserts
+	// one row (command tag INSERT 0 1) for a new message, none for a
+	// duplicate.
 	Claim string
 	// ClaimLookup: $1 consumer, $2 message_id. Returns a duplicate's
 	// fingerprint.
@@ -54,8 +57,13 @@ type Queries struct {
 	DeadLetterList string
 	// DeadLetterTake: $1 consumer, $2 id. Returns the deleted row.
 	DeadLetterTake string
-	// InboxMarkProcessed: $1 consumer, $2 message_id, $3 type, $4 fingerprint.
-	InboxMarkProcessed string
+	// DeadLetterInsert: the dead letter of an invalid message alone: $1
+	// consumer, $2 message_id, $3 type, $4 payload, $5 headers, $6 error,
+	// $7 attempts.
+	DeadLetterInsert string
+	// InboxReclaim: $1 consumer, $2 message_id, $3 type, $4 fingerprint.
+	// Returns a row if it made the row live.
+	InboxReclaim string
 	// TryLock: $1 key. Returns whether the transaction got the lock.
 	TryLock string
 	// Lock: $1 key. Waits for the lock, for the transaction.
@@ -98,7 +106,7 @@ func New(t store.Tables) (*Queries, error) {
 		SetLockTimeout:        `SELECT set_config('lock_timeout', $1, true)`,
 		SetSessionLockTimeout: `SELECT set_config('lock_timeout', $1, false)`,
 		Claim: `INSERT INTO ` + inbox + ` (consumer, message_id, message_type, fingerprint) VALUES ($1, $2, $3, $4)
-ON CONFLICT DO NOTHING RETURNING true`,
+ON CONFLICT DO NOTHING`,
 		ClaimLookup: `SELECT fingerprint FROM ` + inbox + ` WHERE consumer = $1 AND message_id = $2`,
 		AttemptAdd: `INSERT INTO ` + attempts + ` AS a (consumer, message_id, attempts, last_error) VALUES ($1, $2, 1, $3)
 ON CONFLICT (consumer, message_id) DO UPDATE
@@ -115,8 +123,11 @@ RETURNING id`,
 		DeadLetterList: `SELECT ` + deadLetterColumns + ` FROM ` + dead + `
 WHERE consumer = $1 AND id > $2 ORDER BY id LIMIT $3`,
 		DeadLetterTake: `DELETE FROM ` + dead + ` WHERE consumer = $1 AND id = $2 RETURNING ` + deadLetterColumns,
-		InboxMarkProcessed: `INSERT INTO ` + inbox + ` (consumer, message_id, message_type, fingerprint) VALUES ($1, $2, $3, $4)
-ON CONFLICT (consumer, message_id) DO UPDATE SET dead = false`,
+		DeadLetterInsert: `INSERT INTO ` + dead + ` (consumer, message_id, message_type, payload, headers, error, attempts)
+VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+		InboxReclaim: `INSERT INTO ` + inbox + ` AS i (consumer, message_id, message_type, fingerprint) VALUES ($1, $2, $3, $4)
+ON CONFLICT (consumer, message_id) DO UPDATE SET dead = false WHERE i.dead
+RETURNING true`,
 		TryLock: `SELECT pg_try_advisory_xact_lock($1)`,
 		Lock:    `SELECT pg_advisory_xact_lock($1)`,
 		PruneInbox: `DELETE FROM ` + inbox + ` WHERE (consumer, message_id) IN (
@@ -163,9 +174,11 @@ func DurabilityWarnings(synchronousCommit, fsync string) []string {
 
 // Classify wraps in *store.RetryableError the errors after which a new
 // attempt may succeed: serialization failure (40001), deadlock (40P01), lock
-// timeout (55P03), a connection exception (08xxx) or server shutdown
-// (57P01..57P03), and any error that is not from the server, such as a
-// broken connection (the outcome of a COMMIT is then unknown).
+// timeout (55P03), a connection exception (08xxx), server shutdown
+// (57P01..57P03), and a broken or timed-out connection (the outcome of a
+// COMMIT is then unknown). Other errors, such as a COMMIT that rolled back
+// an aborted transaction or a constraint checked at COMMIT, are returned as
+// they are: retrying the same work will fail the same way.
 func Classify(err error) error {
 	if err == nil {
 		return nil
@@ -179,8 +192,11 @@ func Classify(err error) error {
 		}
 		return err
 	}
-	if errors.Is(err, context.Canceled) {
-		return err
+	var netErr net.Error
+	if pgconn.SafeToRetry(err) || pgconn.Timeout(err) || errors.As(err, &netErr) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, pgconn.ErrConnClosed) {
+		return store.Retryable(err)
 	}
-	return store.Retryable(err)
+	return err
 }

@@ -11,8 +11,8 @@
 // Process sends BEGIN and the claim in one round trip (a pgx batch), so that
 // a message costs the round trips of the bare business transaction. The lock
 // timeout is set once per pool connection (see
-// Config.LockTimeoutPerTransaction). A duplicate costs three round trips:
-// the batch, reading its fingerprint, ROLLBACK.
+// Config.LockTimeoutPerTransaction). A duplicate costs two round trips: the
+// batch, and one that reads its stored fingerprint and rolls back.
 package pgxstore
 
 import (
@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/inboxkit/inbox/internal/pgsql"
@@ -36,11 +37,13 @@ type Config struct {
 	Tables store.Tables
 
 	// LockTimeoutPerTransaction sets the inbox's lock timeout with SET
-	// LOCAL in every transaction (one statement more in each) instead of
-	// once per pool connection, for a pool whose other users must keep the
-	// connections' own lock_timeout. Default false: the driver sets the
-	// session's lock_timeout on each connection it uses, the first time it
-	// uses it, and other queries on that connection are bound by it too.
+	// LOCAL in every transaction (one statement more in each, in the same
+	// round trip) instead of once per pool connection. Use it for a pool
+	// whose other users must keep the connections' own lock_timeout, or
+	// whose connections are reset (RESET ALL, DISCARD ALL) behind the
+	// driver's back. Default false: the driver sets the session's
+	// lock_timeout on each connection the first time it uses it, and other
+	// queries on that connection are bound by it too.
 	LockTimeoutPerTransaction bool
 }
 
@@ -71,6 +74,9 @@ func New(pool *pgxpool.Pool, cfg *Config) (*Driver, error) {
 
 // Dialect returns "postgres".
 func (d *Driver) Dialect() string { return "postgres" }
+
+// OneWriter returns false: PostgreSQL writes rows concurrently.
+func (d *Driver) OneWriter() bool { return false }
 
 func lockTimeout(t time.Duration) string {
 	ms := t.Milliseconds()
@@ -153,12 +159,9 @@ func (d *Driver) BeginClaim(ctx context.Context, p *store.ClaimParams) (pgx.Tx, 
 }
 
 func (d *Driver) queueClaim(b *pgx.Batch, p *store.ClaimParams, res *store.ClaimResult) {
-	b.Queue(d.q.Claim, p.Consumer, p.MessageID, p.Type, p.Fingerprint).QueryRow(func(row pgx.Row) error {
-		err := row.Scan(&res.Claimed)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil
-		}
-		return err
+	b.Queue(d.q.Claim, p.Consumer, p.MessageID, p.Type, p.Fingerprint).Exec(func(tag pgconn.CommandTag) error {
+		res.Claimed = tag.RowsAffected() == 1
+		return nil
 	})
 }
 
@@ -173,15 +176,15 @@ func (d *Driver) queueLookup(b *pgx.Batch, p *store.ClaimParams, res *store.Clai
 	})
 }
 
-// Claim sends the savepoint, the lock timeout (SET LOCAL: for the rest of
-// tx) and the claim in one round trip.
+// Claim sends the lock timeout (SET LOCAL: for the rest of tx), the
+// savepoint and the claim in one round trip.
 func (d *Driver) Claim(ctx context.Context, tx pgx.Tx, p *store.ClaimParams) (*store.ClaimResult, error) {
 	res := &store.ClaimResult{}
 	b := &pgx.Batch{}
+	b.Queue(d.q.SetLockTimeout, lockTimeout(p.LockTimeout))
 	if p.Savepoint != "" {
 		b.Queue("SAVEPOINT " + store.QuoteDouble(p.Savepoint))
 	}
-	b.Queue(d.q.SetLockTimeout, lockTimeout(p.LockTimeout))
 	d.queueClaim(b, p, res)
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return nil, pgsql.Classify(err)
@@ -200,8 +203,7 @@ func (d *Driver) Claim(ctx context.Context, tx pgx.Tx, p *store.ClaimParams) (*s
 // when the transaction ends (as pgxpool's own transactions are).
 type connTx struct {
 	pgx.Tx
-	conn  *pgxpool.Conn
-	ended bool // by endWith, behind the back of Tx
+	conn *pgxpool.Conn
 }
 
 func (t *connTx) release() {
@@ -212,27 +214,21 @@ func (t *connTx) release() {
 }
 
 func (t *connTx) Commit(ctx context.Context) error {
-	if t.ended {
-		return pgx.ErrTxClosed
-	}
 	err := t.Tx.Commit(ctx)
 	t.release()
 	return err
 }
 
 func (t *connTx) Rollback(ctx context.Context) error {
-	if t.ended {
-		return pgx.ErrTxClosed
-	}
 	err := t.Tx.Rollback(ctx)
 	t.release()
 	return err
 }
 
 // endWith sends b, which ends the transaction (ROLLBACK last), on the
-// connection in one round trip, and releases the connection.
+// connection in one round trip, and releases the connection. t must not be
+// used afterwards: Tx does not know it ended.
 func (t *connTx) endWith(ctx context.Context, b *pgx.Batch) error {
-	t.ended = true
 	err := t.conn.Conn().SendBatch(ctx, b).Close()
 	t.release()
 	return pgsql.Classify(err)
@@ -275,6 +271,10 @@ func (d *Driver) AttemptsDelete(ctx context.Context, tx pgx.Tx, key store.Key) e
 
 // DeadLetterAdd writes a dead letter and the dead-marked inbox row.
 func (d *Driver) DeadLetterAdd(ctx context.Context, tx pgx.Tx, p *store.DeadLetterParams) (bool, error) {
+	if p.Invalid {
+		_, err := tx.Exec(ctx, d.q.DeadLetterInsert, p.Consumer, p.MessageID, p.Type, p.Payload, p.Headers, p.Error, p.Attempts)
+		return err == nil, pgsql.Classify(err)
+	}
 	var id int64
 	err := tx.QueryRow(ctx, d.q.DeadLetterAdd, p.Consumer, p.MessageID, p.Type, p.Fingerprint,
 		p.Payload, p.Headers, p.Error, p.Attempts).Scan(&id)
@@ -315,10 +315,14 @@ func (d *Driver) DeadLetterTake(ctx context.Context, tx pgx.Tx, consumer []byte,
 	return dl, nil
 }
 
-// InboxMarkProcessed records a message as processed.
-func (d *Driver) InboxMarkProcessed(ctx context.Context, tx pgx.Tx, p *store.ClaimParams) error {
-	_, err := tx.Exec(ctx, d.q.InboxMarkProcessed, p.Consumer, p.MessageID, p.Type, p.Fingerprint)
-	return pgsql.Classify(err)
+// InboxReclaim claims a dead-lettered message again, for a replay.
+func (d *Driver) InboxReclaim(ctx context.Context, tx pgx.Tx, p *store.ClaimParams) (bool, error) {
+	var ok bool
+	err := tx.QueryRow(ctx, d.q.InboxReclaim, p.Consumer, p.MessageID, p.Type, p.Fingerprint).Scan(&ok)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	return ok, pgsql.Classify(err)
 }
 
 // Prune deletes one batch of old rows, under an advisory lock per table.

@@ -25,6 +25,8 @@ func (d Dialect) String() string {
 // file per dialect (sqlite.go, ...), and a few behaviours. Package sqlstore's
 // logic (sqlstore.go) is written once against it.
 type dialect interface {
+	// oneWriter: one write transaction at a time (store.Driver.OneWriter).
+	oneWriter() bool
 	// name is what Driver.Dialect returns.
 	name() string
 	// quote quotes an identifier.
@@ -65,7 +67,8 @@ type dialect interface {
 // order: IDs and consumers are always bound as []byte, times are computed
 // by the database (unix milliseconds on SQLite).
 type queries struct {
-	// returning: the insert-if-absent statements (claim, deadInsert) return
+	// returning: the insert-if-absent statements (claim, deadInsert,
+	// reclaim) return
 	// a row when they insert (RETURNING); otherwise they report it as
 	// RowsAffected == 1 (MySQL's ON DUPLICATE KEY UPDATE).
 	returning bool
@@ -73,7 +76,7 @@ type queries struct {
 	// claim inserts the inbox row unless it exists.
 	// Args: consumer, message_id, message_type, fingerprint.
 	claim string
-	// claimLookup reads a duplicate's row: fingerprint, dead.
+	// claimLookup reads a duplicate's fingerprint.
 	// Args: consumer, message_id.
 	claimLookup string
 
@@ -106,9 +109,10 @@ type queries struct {
 	// deadLetterDelete: args consumer, id.
 	deadLetterDelete string
 
-	// markProcessed inserts the inbox row, or sets dead = false.
-	// Args: consumer, message_id, message_type, fingerprint.
-	markProcessed string
+	// reclaim inserts the inbox row, or turns a dead row live; it reports
+	// either (as the insert-if-absent statements do) and does nothing to a
+	// live row. Args: consumer, message_id, message_type, fingerprint.
+	reclaim string
 
 	// pruneInbox, pruneAttempts delete at most limit rows older than the
 	// retention by the database clock. Args: retention_ms, limit.
@@ -136,7 +140,7 @@ func render(q queries, t store.Tables, quote func(string) string) queries {
 		&q.claim, &q.claimLookup, &q.savepoint, &q.rollbackToSavepoint,
 		&q.attemptAdd, &q.attemptCount, &q.attemptsDelete,
 		&q.deadInsert, &q.deadLetterInsert, &q.deadLetterList, &q.deadLetterGet, &q.deadLetterDelete,
-		&q.markProcessed, &q.pruneInbox, &q.pruneAttempts,
+		&q.reclaim, &q.pruneInbox, &q.pruneAttempts,
 		&q.migrationsCreate, &q.migrationsApplied, &q.migrationRecord,
 	} {
 		*s = r.Replace(*s)

@@ -127,9 +127,10 @@ WHERE consumer = ? AND id > ? ORDER BY id LIMIT ?`,
 	deadLetterGet:    `SELECT ` + sqliteDeadLetterColumns + ` FROM {dead_letters} WHERE consumer = ? AND id = ?`,
 	deadLetterDelete: `DELETE FROM {dead_letters} WHERE consumer = ? AND id = ?`,
 
-	markProcessed: `INSERT INTO {inbox} (consumer, message_id, received_at, message_type, fingerprint, dead)
+	reclaim: `INSERT INTO {inbox} (consumer, message_id, received_at, message_type, fingerprint, dead)
 VALUES (?, ?, ` + sqliteNow + `, ?, ?, 0)
-ON CONFLICT (consumer, message_id) DO UPDATE SET dead = 0`,
+ON CONFLICT (consumer, message_id) DO UPDATE SET dead = 0 WHERE dead = 1
+RETURNING 1`,
 
 	pruneInbox: `DELETE FROM {inbox} WHERE (consumer, message_id) IN (
     SELECT consumer, message_id FROM {inbox}
@@ -154,6 +155,7 @@ ON CONFLICT (consumer, message_id) DO UPDATE SET dead = 0`,
 type sqliteDialect struct{}
 
 func (sqliteDialect) name() string              { return "sqlite" }
+func (sqliteDialect) oneWriter() bool           { return true }
 func (sqliteDialect) quote(ident string) string { return store.QuoteDouble(ident) }
 func (sqliteDialect) migrationsDir() string     { return "migrations/sqlite" }
 func (sqliteDialect) templates() queries        { return sqliteQueries }

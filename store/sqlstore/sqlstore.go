@@ -91,6 +91,9 @@ func New(db *sql.DB, cfg *Config) (*Driver, error) {
 // Dialect returns "sqlite" (later "mysql" or "postgres").
 func (d *Driver) Dialect() string { return d.dialect.name() }
 
+// OneWriter reports whether the database has one writer at a time (SQLite).
+func (d *Driver) OneWriter() bool { return d.dialect.oneWriter() }
+
 // fail adds op to err and marks it retryable when a later attempt may not
 // hit it; errors.As still reaches the database's own error.
 func (d *Driver) fail(op string, err error) error {
@@ -243,14 +246,16 @@ func (d *Driver) AttemptsDelete(ctx context.Context, tx *sql.Tx, key store.Key) 
 // DeadLetterAdd inserts the message's inbox row marked dead and writes the
 // dead letter; false, and nothing written, when the row exists.
 func (d *Driver) DeadLetterAdd(ctx context.Context, tx *sql.Tx, p *store.DeadLetterParams) (bool, error) {
-	ok, err := d.insertIfAbsent(ctx, tx, d.q.deadInsert, p.Consumer, p.MessageID, p.Type, nullBytes(p.Fingerprint))
-	if err != nil {
-		return false, d.fail("dead letter: inserting the inbox row", err)
+	if !p.Invalid {
+		ok, err := d.insertIfAbsent(ctx, tx, d.q.deadInsert, p.Consumer, p.MessageID, p.Type, nullBytes(p.Fingerprint))
+		if err != nil {
+			return false, d.fail("dead letter: inserting the inbox row", err)
+		}
+		if !ok {
+			return false, nil
+		}
 	}
-	if !ok {
-		return false, nil
-	}
-	_, err = tx.ExecContext(ctx, d.q.deadLetterInsert,
+	_, err := tx.ExecContext(ctx, d.q.deadLetterInsert,
 		p.Consumer, p.MessageID, p.Type, nullBytes(p.Payload), nullBytes(p.Headers), p.Error, p.Attempts)
 	if err != nil {
 		return false, d.fail("dead letter: inserting", err)
@@ -311,10 +316,10 @@ func scanDeadLetter(row interface{ Scan(...any) error }) (*store.DeadLetter, err
 	return &dl, nil
 }
 
-// InboxMarkProcessed records the message as processed, not dead.
-func (d *Driver) InboxMarkProcessed(ctx context.Context, tx *sql.Tx, p *store.ClaimParams) error {
-	_, err := tx.ExecContext(ctx, d.q.markProcessed, p.Consumer, p.MessageID, p.Type, nullBytes(p.Fingerprint))
-	return d.fail("mark processed", err)
+// InboxReclaim claims a dead-lettered message again, for a replay.
+func (d *Driver) InboxReclaim(ctx context.Context, tx *sql.Tx, p *store.ClaimParams) (bool, error) {
+	ok, err := d.insertIfAbsent(ctx, tx, d.q.reclaim, p.Consumer, p.MessageID, p.Type, nullBytes(p.Fingerprint))
+	return ok, d.fail("reclaim", err)
 }
 
 // Prune deletes at most p.Limit inbox rows and p.Limit attempt records

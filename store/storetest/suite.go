@@ -39,6 +39,8 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"RetryAfterAndCanceled", testRetryAfterAndCanceled[TTx]},
 		{"Durability", testDurability[TTx]},
 		{"Hooks", testHooks[TTx]},
+		{"ReplayAfterRedelivery", testReplayAfterRedelivery[TTx]},
+		{"RetryableHandlerError", testRetryableHandlerError[TTx]},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -123,7 +125,7 @@ func testHandlerErrorRollsBack[TTx any](t *testing.T, h Harness[TTx]) {
 func deliver[TTx any](ctx context.Context, ib *inbox.Inbox[TTx], m inbox.Message, hd inbox.Handler[TTx]) (inbox.Outcome, error) {
 	for i := 0; ; i++ {
 		out, err := ib.Process(ctx, m, hd)
-		if out.Ack() || out.Status == inbox.Invalid || i >= 200 {
+		if out.Ack() || i >= 200 {
 			return out, err
 		}
 		time.Sleep(min(out.Delay, 20*time.Millisecond))
@@ -306,22 +308,36 @@ func testIDs[TTx any](t *testing.T, h Harness[TTx]) {
 	env := open(t, h)
 	ib := newInbox(t, env, inbox.Config{})
 	invalid := []struct {
-		name, id, typ, reason string
+		name, id, reason string
 	}{
-		{"empty", "", "", "empty ID"},
-		{"1025 bytes", strings.Repeat("x", 1025), "", "1025 bytes"},
-		{"type not UTF-8", "ok", "\xff", "type is not valid UTF-8"},
-		{"type with NUL", "ok", "a\x00b", "NUL"},
-		{"type too long", "ok", strings.Repeat("t", 256), "type is 256 bytes"},
+		{"empty", "", "empty ID"},
+		{"1025 bytes", strings.Repeat("x", 1025), "1025 bytes"},
 	}
 	for _, tc := range invalid {
 		m := msg(tc.id)
-		m.Type = tc.typ
+		m.Type = "bad\xff\x00type"
 		out, err := ib.Process(ctx, m, writer(env))
 		var ime *inbox.InvalidMessageError
-		if out.Status != inbox.Invalid || !errors.Is(err, inbox.ErrInvalidMessage) || !errors.As(err, &ime) ||
-			!strings.Contains(ime.Reason, tc.reason) {
-			t.Fatalf("%s: %v %v, want Invalid and an error naming %q", tc.name, out.Status, err, tc.reason)
+		if out.Status != inbox.DeadLettered || !out.Ack() || !errors.Is(err, inbox.ErrInvalidMessage) ||
+			!errors.As(err, &ime) || !strings.Contains(ime.Reason, tc.reason) || !errors.Is(out.Err, inbox.ErrInvalidMessage) {
+			t.Fatalf("%s: %v %v, want DeadLettered and an error naming %q", tc.name, out.Status, err, tc.reason)
+		}
+	}
+	dls, err := ib.DeadLetters(ctx, nil)
+	if err != nil || len(dls) != len(invalid) {
+		t.Fatalf("dead letters of invalid messages: %d, %v; want %d", len(dls), err, len(invalid))
+	}
+	for i, dl := range dls {
+		if dl.Message.ID != invalid[i].id || string(dl.Message.Payload) != "payload of "+invalid[i].id ||
+			dl.Message.Headers["bin"] != "\x00\xff" || !strings.Contains(dl.Error, invalid[i].reason) ||
+			dl.Message.Type != "bad\uFFFD\\0type" {
+			t.Fatalf("dead letter %d = %+v: want the message kept, with a storable type", i, dl)
+		}
+		if _, err := ib.Replay(ctx, dl.ID, writer(env)); !errors.Is(err, inbox.ErrInvalidMessage) {
+			t.Fatalf("replay of an invalid message: %v, want ErrInvalidMessage", err)
+		}
+		if err := ib.Discard(ctx, dl.ID); err != nil {
+			t.Fatalf("discard: %v", err)
 		}
 	}
 	valid := []string{strings.Repeat("y", 1024), "a\x00b", "\x00", "\xff\xfe\xfd", "a", "A", "a ", " a", "ä", "a\x00"}
@@ -564,10 +580,17 @@ func testProcessTx[TTx any](t *testing.T, h Harness[TTx]) {
 	ctx := context.Background()
 	env := open(t, h)
 	ib := newInbox(t, env, inbox.Config{MaxAttempts: 2})
+	// On a one-writer database failures are recorded in the caller's
+	// transaction, which must then be committed.
+	failureCommits := env.Driver.OneWriter()
 	run := func(what string, m inbox.Message, hd inbox.Handler[TTx], want inbox.Status, wantCommit bool) inbox.Outcome {
 		t.Helper()
 		tx, err := env.BeginPlain(ctx)
 		if err != nil {
+			t.Fatal(err)
+		}
+		// The caller's own write before ProcessTx.
+		if err := env.Write(ctx, tx, key("caller-"+m.ID)); err != nil {
 			t.Fatal(err)
 		}
 		out, _ := ib.ProcessTx(ctx, tx, m, hd)
@@ -587,8 +610,8 @@ func testProcessTx[TTx any](t *testing.T, h Harness[TTx]) {
 	}
 	run("new", msg("tx-1"), writer(env), inbox.Processed, true)
 	run("again", msg("tx-1"), writer(env), inbox.Duplicate, false)
-	if n := count(t, env, "tx-1"); n != 1 {
-		t.Fatalf("%d effects, want 1", n)
+	if n, c := count(t, env, "tx-1"), count(t, env, "caller-tx-1"); n != 1 || c != 1 {
+		t.Fatalf("%d effects and %d caller writes, want 1 and 1", n, c)
 	}
 	failing := func(ctx context.Context, tx TTx, m *inbox.Message) error {
 		if err := env.Write(ctx, tx, key(m.ID)); err != nil {
@@ -596,17 +619,83 @@ func testProcessTx[TTx any](t *testing.T, h Harness[TTx]) {
 		}
 		return errors.New("nope")
 	}
-	if out := run("failing", msg("tx-2"), failing, inbox.Retry, true); out.Attempts != 1 {
+	if out := run("failing", msg("tx-2"), failing, inbox.Retry, failureCommits); out.Attempts != 1 {
 		t.Fatalf("failing: %d attempts, want 1", out.Attempts)
 	}
 	if n := count(t, env, "tx-2"); n != 0 {
 		t.Fatalf("%d effects of a failed handler, want 0", n)
 	}
-	run("failing at MaxAttempts", msg("tx-2"), failing, inbox.DeadLettered, true)
+	run("failing at MaxAttempts", msg("tx-2"), failing, inbox.DeadLettered, failureCommits)
 	run("after dead letter", msg("tx-2"), writer(env), inbox.Duplicate, false)
 	dls, err := ib.DeadLetters(ctx, nil)
 	if err != nil || len(dls) != 1 || dls[0].Message.ID != "tx-2" || dls[0].Attempts != 2 {
 		t.Fatalf("dead letters %+v %v, want tx-2 after 2 attempts", dls, err)
+	}
+	run("invalid", msg(""), writer(env), inbox.DeadLettered, failureCommits)
+	if dls, _ := ib.DeadLetters(ctx, nil); len(dls) != 2 {
+		t.Fatalf("%d dead letters after an invalid message, want 2", len(dls))
+	}
+}
+
+// After a dead letter's inbox row is pruned, a redelivery processes the
+// message; replaying the dead letter then must not run the handler again.
+func testReplayAfterRedelivery[TTx any](t *testing.T, h Harness[TTx]) {
+	ctx := context.Background()
+	env := open(t, h)
+	ib := newInbox(t, env, inbox.Config{})
+	out, _ := ib.Process(ctx, msg("late"), func(context.Context, TTx, *inbox.Message) error {
+		return inbox.Permanent(errors.New("bad"))
+	})
+	wantStatus(t, "permanent failure", out, inbox.DeadLettered)
+	if err := env.Backdate(ctx, store.Key{Consumer: []byte("storetest"), MessageID: []byte("late")}, 2*time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	p, err := inbox.NewPruner(env.Driver, &inbox.PrunerConfig{Retention: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := p.Prune(ctx); err != nil || n < 1 {
+		t.Fatalf("prune: %d %v", n, err)
+	}
+	out, err = ib.Process(ctx, msg("late"), writer(env))
+	if err != nil || out.Status != inbox.Processed {
+		t.Fatalf("redelivery after prune: %v %v", out.Status, err)
+	}
+	dls, err := ib.DeadLetters(ctx, nil)
+	if err != nil || len(dls) != 1 {
+		t.Fatalf("dead letters: %v %v", dls, err)
+	}
+	ran := false
+	out, err = ib.Replay(ctx, dls[0].ID, func(ctx context.Context, tx TTx, m *inbox.Message) error {
+		ran = true
+		return env.Write(ctx, tx, key(m.ID))
+	})
+	if err != nil || out.Status != inbox.Duplicate || ran {
+		t.Fatalf("replay of a message processed since: %v %v, handler ran: %v; want Duplicate without running it", out.Status, err, ran)
+	}
+	if n := count(t, env, "late"); n != 1 {
+		t.Fatalf("%d effects, want 1", n)
+	}
+	if dls, _ := ib.DeadLetters(ctx, nil); len(dls) != 0 {
+		t.Fatalf("%d dead letters left, want 0", len(dls))
+	}
+}
+
+// A handler failing with a retryable error (a deadlock in its own queries)
+// is retried past MaxAttempts, never dead-lettered and acked.
+func testRetryableHandlerError[TTx any](t *testing.T, h Harness[TTx]) {
+	ctx := context.Background()
+	env := open(t, h)
+	ib := newInbox(t, env, inbox.Config{MaxAttempts: 2})
+	deadlock := store.Retryable(errors.New("deadlock detected"))
+	for i := 1; i <= 4; i++ {
+		out, err := ib.Process(ctx, msg("contended"), func(context.Context, TTx, *inbox.Message) error { return deadlock })
+		if out.Status != inbox.Retry || out.Attempts != i || !inbox.IsRetryable(err) {
+			t.Fatalf("attempt %d: %+v %v, want Retry with %d attempts", i, out, err, i)
+		}
+	}
+	if out, err := ib.Process(ctx, msg("contended"), writer(env)); err != nil || out.Status != inbox.Processed {
+		t.Fatalf("after the contention: %v %v", out.Status, err)
 	}
 }
 
@@ -701,8 +790,8 @@ func testHooks[TTx any](t *testing.T, h Harness[TTx]) {
 	_, _ = ib.Process(ctx, msg("h-1"), writer(env))  // duplicate
 	_, _ = ib.Process(ctx, msg("h-2"), failing)      // retry
 	_, _ = ib.Process(ctx, msg("h-2"), failing)      // dead-lettered
-	_, _ = ib.Process(ctx, inbox.Message{}, failing) // invalid: no hook
-	want := map[inbox.Status]int{inbox.Processed: 1, inbox.Duplicate: 1, inbox.Retry: 1, inbox.DeadLettered: 1}
+	_, _ = ib.Process(ctx, inbox.Message{}, failing) // invalid: dead-lettered
+	want := map[inbox.Status]int{inbox.Processed: 1, inbox.Duplicate: 1, inbox.Retry: 1, inbox.DeadLettered: 2}
 	if fmt.Sprint(hooks.counts) != fmt.Sprint(want) || len(hooks.bad) > 0 {
 		t.Fatalf("hooks saw %v (%v), want %v", hooks.counts, hooks.bad, want)
 	}

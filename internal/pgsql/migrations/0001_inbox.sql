@@ -2,8 +2,8 @@
 -- The primary key is the guard: a second claim of (consumer, message_id)
 -- conflicts. Keys are bytea: binary-safe and compared byte by byte.
 CREATE TABLE {inbox} (
-	consumer     bytea       NOT NULL CHECK (octet_length(consumer) BETWEEN 1 AND 128),
-	message_id   bytea       NOT NULL CHECK (octet_length(message_id) BETWEEN 1 AND 1024),
+	consumer     bytea       NOT NULL,
+	message_id   bytea       NOT NULL,
 	received_at  timestamptz NOT NULL DEFAULT now(),
 	message_type text        NOT NULL DEFAULT '',
 	fingerprint  bytea,
