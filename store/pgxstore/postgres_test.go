@@ -142,10 +142,46 @@ func TestDurabilityWarning(t *testing.T) {
 	}
 }
 
+// A handler that swallows an error leaves PostgreSQL's transaction aborted:
+// COMMIT rolls back. That is the handler's failure, counted like any other,
+// so the message is dead-lettered at MaxAttempts instead of looping.
+func TestSwallowedErrorFailsAtCommit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d, _, count := migrated(t)
+	ib, err := inbox.New(ctx, d, &inbox.Config{Consumer: "c", MaxAttempts: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	swallow := func(ctx context.Context, tx pgx.Tx, m *inbox.Message) error {
+		_, _ = tx.Exec(ctx, "SELECT 1/0") // error ignored: the transaction is now aborted
+		return nil
+	}
+	out, err := ib.Process(ctx, inbox.Message{ID: "swallowed"}, swallow)
+	if out.Status != inbox.Retry || out.Attempts != 1 || !errors.Is(err, pgx.ErrTxCommitRollback) {
+		t.Fatalf("first: %+v %v, want Retry after 1 counted attempt", out, err)
+	}
+	out, _ = ib.Process(ctx, inbox.Message{ID: "swallowed"}, swallow)
+	if out.Status != inbox.DeadLettered || out.Attempts != 2 || count("swallowed") != 0 {
+		t.Fatalf("second: %+v, want DeadLettered at MaxAttempts", out)
+	}
+}
+
 func TestNewRejects(t *testing.T) {
 	t.Parallel()
 	if _, err := pgxstore.New(nil, nil); err == nil {
 		t.Fatal("nil pool accepted")
+	}
+	// A pool that cannot connect: a hostile name is refused without SQL.
+	nowhere, err := pgxpool.New(context.Background(), "postgres://nobody@127.0.0.1:1/none?connect_timeout=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nowhere.Close()
+	for _, tables := range []store.Tables{{Prefix: `x"; DROP TABLE y; --`}, {Schema: "a b"}, {Prefix: strings.Repeat("p", 200)}} {
+		if _, err := pgxstore.New(nowhere, &pgxstore.Config{Tables: tables}); !errors.Is(err, store.ErrInvalidTables) {
+			t.Fatalf("tables %+v: %v, want ErrInvalidTables", tables, err)
+		}
 	}
 	if _, err := pgxstore.Migrations(store.Tables{Prefix: "bad;"}); !errors.Is(err, store.ErrInvalidTables) {
 		t.Fatalf("Migrations with a hostile prefix: %v", err)
