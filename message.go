@@ -81,7 +81,6 @@ func validateConsumer(c string) error {
 	return nil
 }
 
-
 func fingerprint(payload []byte) []byte {
 	sum := sha256.Sum256(payload)
 	return sum[:]
