@@ -56,7 +56,7 @@ func Bench[TTx any](b *testing.B, h Harness[TTx]) {
 			go func() {
 				defer wg.Done()
 				for i := range 20 {
-					if err := fn(int64(-1 - g*100 - i)); err != nil {
+					if err := retrying(fn, int64(-1-g*100-i)); err != nil {
 						b.Error(err)
 						return
 					}
@@ -110,7 +110,7 @@ func parallel(b *testing.B, g int, fn func(i int64) error) {
 				if i >= int64(b.N) {
 					return
 				}
-				if err := fn(i); err != nil {
+				if err := retrying(fn, i); err != nil {
 					once.Do(func() { b.Error(err) })
 					return
 				}
@@ -120,4 +120,14 @@ func parallel(b *testing.B, g int, fn func(i int64) error) {
 	wg.Wait()
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+}
+
+// retrying runs fn(i), again after a retryable error (SQLite busy behind
+// other writers), as a consumer would, for every path alike.
+func retrying(fn func(i int64) error, i int64) error {
+	err := fn(i)
+	for try := 0; inbox.IsRetryable(err) && try < 100; try++ {
+		err = fn(i)
+	}
+	return err
 }
