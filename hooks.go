@@ -63,6 +63,7 @@ type hookSet struct {
 	dead      []DeadLetteredHook
 	conflict  []FingerprintConflictHook
 	pruned    []PrunedHook
+	any       bool // an outcome hook is set
 }
 
 func newHookSet(hooks []any) hookSet {
@@ -87,6 +88,7 @@ func newHookSet(hooks []any) hookSet {
 			s.pruned = append(s.pruned, x)
 		}
 	}
+	s.any = len(s.processed)+len(s.duplicate)+len(s.retry)+len(s.dead) > 0
 	return s
 }
 

@@ -270,7 +270,9 @@ func (ib *Inbox[TTx]) deadLetterInvalid(ctx context.Context, tx TTx, msg *Messag
 }
 
 func (ib *Inbox[TTx]) finish(ctx context.Context, msg *Message, start time.Time, out Outcome, err error) (Outcome, error) {
-	ib.hooks.outcome(ctx, &Event{Consumer: ib.cfg.Consumer, Message: msg, Outcome: out, Duration: time.Since(start)})
+	if ib.hooks.any {
+		ib.hooks.outcome(ctx, &Event{Consumer: ib.cfg.Consumer, Message: msg, Outcome: out, Duration: time.Since(start)})
+	}
 	return out, err
 }
 

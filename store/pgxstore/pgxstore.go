@@ -78,13 +78,22 @@ func (d *Driver) Dialect() string { return "postgres" }
 // OneWriter returns false: PostgreSQL writes rows concurrently.
 func (d *Driver) OneWriter() bool { return false }
 
+// lockTimeout formats t for lock_timeout; the default's text is kept.
 func lockTimeout(t time.Duration) string {
+	if t == defaultLockTimeout {
+		return defaultLockTimeoutText
+	}
 	ms := t.Milliseconds()
 	if ms <= 0 {
 		ms = 1 // 0 would mean no timeout
 	}
 	return strconv.FormatInt(ms, 10) + "ms"
 }
+
+const (
+	defaultLockTimeout     = 5 * time.Second
+	defaultLockTimeoutText = "5000ms"
+)
 
 // lockTimeoutKey marks, in a connection's CustomData, the session
 // lock_timeout the driver set on it.
