@@ -54,10 +54,9 @@
 //			_, err := tx.Exec(ctx, "UPDATE accounts SET balance = balance + $1 WHERE id = $2", amount, account)
 //			return err
 //		})
-//	switch {
-//	case out.Ack():
+//	if out.Ack() { // processed, duplicate or dead-lettered: committed
 //		delivery.Ack(ctx)
-//	case out.Status == inbox.Retry:
+//	} else { // Retry: nothing committed
 //		delivery.Nack(ctx, out.Delay)
 //	}
 //
