@@ -6,11 +6,13 @@ package testenv
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"os"
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -58,6 +60,50 @@ func PostgresPool(tb testing.TB, maxConns int32) *pgxpool.Pool {
 	}
 	tb.Cleanup(pool.Close)
 	return pool
+}
+
+// MySQLDSN returns INBOX_MYSQL_DSN or the default local DSN
+// (go-sql-driver/mysql's format).
+func MySQLDSN() string {
+	if dsn := os.Getenv("INBOX_MYSQL_DSN"); dsn != "" {
+		return dsn
+	}
+	return "root@tcp(127.0.0.1:3306)/test"
+}
+
+// MySQLDatabase creates a fresh database on the MySQL or MariaDB server of
+// MySQLDSN, dropped when tb ends, and returns MySQLDSN with that database
+// in it; it skips or fails tb when the server does not answer.
+func MySQLDatabase(tb testing.TB) string {
+	tb.Helper()
+	cfg, err := mysql.ParseDSN(MySQLDSN())
+	if err != nil {
+		tb.Fatalf("INBOX_MYSQL_DSN: %v", err)
+	}
+	conn, err := mysql.NewConnector(cfg)
+	if err != nil {
+		tb.Fatalf("INBOX_MYSQL_DSN: %v", err)
+	}
+	admin := sql.OpenDB(conn)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := admin.PingContext(ctx); err != nil {
+		_ = admin.Close()
+		Unavailable(tb, "MySQL at "+cfg.Addr, err)
+	}
+	name := Name("inboxtest_")
+	if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
+		_ = admin.Close()
+		tb.Fatalf("create database: %v", err)
+	}
+	tb.Cleanup(func() {
+		defer admin.Close()
+		if _, err := admin.Exec("DROP DATABASE " + name); err != nil {
+			tb.Errorf("drop database %s: %v", name, err)
+		}
+	})
+	cfg.DBName = name
+	return cfg.FormatDSN()
 }
 
 // Name returns prefix followed by 12 random hex digits, for schemas and

@@ -9,7 +9,7 @@ import (
 	"github.com/inboxkit/inbox/store"
 )
 
-// Dialect is the SQL dialect of a database: SQLite (later MySQL and
+// Dialect is the SQL dialect of a database: SQLite or MySQL/MariaDB (later
 // PostgreSQL). Its zero value is no dialect.
 type Dialect struct{ d dialect }
 
@@ -40,8 +40,12 @@ type dialect interface {
 	// internal/migrate ({inbox}, {attempts}, ...) still in them.
 	templates() queries
 
+	// txOptions are the options of the transactions the driver begins
+	// (MySQL: READ COMMITTED); nil for the database's default.
+	txOptions() *sql.TxOptions
 	// setLockTimeout bounds lock waits for the rest of tx; a no-op where
-	// the lock timeout is a connection setting (SQLite: busy_timeout).
+	// the lock timeout is a connection setting (SQLite: busy_timeout,
+	// MySQL: innodb_lock_wait_timeout).
 	setLockTimeout(ctx context.Context, tx *sql.Tx, d time.Duration) error
 	// retryable reports whether a later attempt may not hit err.
 	retryable(err error) bool
@@ -49,14 +53,19 @@ type dialect interface {
 	busy(err error) bool
 
 	// beginMigrate starts the migration transaction on conn, holding the
-	// lock that keeps concurrent migrations apart.
-	beginMigrate(ctx context.Context, conn *sql.Conn) error
+	// lock that keeps concurrent migrations of tables t apart.
+	beginMigrate(ctx context.Context, conn *sql.Conn, t store.Tables) error
 	// endMigrate commits or rolls back what beginMigrate started and
 	// releases its lock.
-	endMigrate(ctx context.Context, conn *sql.Conn, commit bool) error
-	// lockPrune takes the pruners' lock in tx; false means another pruner
-	// holds it.
-	lockPrune(ctx context.Context, tx *sql.Tx) (bool, error)
+	endMigrate(ctx context.Context, conn *sql.Conn, t store.Tables, commit bool) error
+	// statements splits a migration into the statements to execute one
+	// by one (MySQL runs one statement per call without multiStatements).
+	statements(migration string) []string
+	// lockPrune takes the lock of the pruners of tables t on conn, before
+	// the pruning transaction begins; false means another pruner holds it.
+	lockPrune(ctx context.Context, conn *sql.Conn, t store.Tables) (bool, error)
+	// unlockPrune releases what lockPrune took, after the transaction.
+	unlockPrune(ctx context.Context, conn *sql.Conn, t store.Tables) error
 
 	// durabilityWarnings reads the settings of conn that let a committed
 	// claim be lost in a crash.
@@ -68,9 +77,13 @@ type dialect interface {
 // by the database (unix milliseconds on SQLite).
 type queries struct {
 	// returning: the insert-if-absent statements (claim, deadInsert,
-	// reclaim) return
-	// a row when they insert (RETURNING); otherwise they report it as
-	// RowsAffected == 1 (MySQL's ON DUPLICATE KEY UPDATE).
+	// reclaim) return a row when they insert (RETURNING). Otherwise (MySQL's
+	// ON DUPLICATE KEY UPDATE) they report an inserted or changed row as
+	// RowsAffected >= 1, and mark a row they leave alone with
+	// LAST_INSERT_ID(1), which the result carries as LastInsertId 1 while
+	// RowsAffected is 0: a connection that counts found rows instead of
+	// changed ones (clientFoundRows) reports 1 for that row too and is
+	// caught, instead of a duplicate being taken for new.
 	returning bool
 
 	// claim inserts the inbox row unless it exists.

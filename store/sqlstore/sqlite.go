@@ -167,6 +167,7 @@ func (sqliteDialect) checkTables(t store.Tables) error {
 	return nil
 }
 
+func (sqliteDialect) txOptions() *sql.TxOptions                                    { return nil }
 func (sqliteDialect) setLockTimeout(context.Context, *sql.Tx, time.Duration) error { return nil }
 
 // sqliteCode returns the primary result code of a SQLite error, 0 if err
@@ -193,12 +194,12 @@ func (sqliteDialect) busy(err error) bool {
 
 // beginMigrate takes the write lock at BEGIN, whatever the pool's _txlock:
 // a second migrator waits (busy_timeout) and then sees the versions applied.
-func (sqliteDialect) beginMigrate(ctx context.Context, conn *sql.Conn) error {
+func (sqliteDialect) beginMigrate(ctx context.Context, conn *sql.Conn, _ store.Tables) error {
 	_, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE")
 	return err
 }
 
-func (sqliteDialect) endMigrate(ctx context.Context, conn *sql.Conn, commit bool) error {
+func (sqliteDialect) endMigrate(ctx context.Context, conn *sql.Conn, _ store.Tables, commit bool) error {
 	stmt := "ROLLBACK"
 	if commit {
 		stmt = "COMMIT"
@@ -207,8 +208,14 @@ func (sqliteDialect) endMigrate(ctx context.Context, conn *sql.Conn, commit bool
 	return err
 }
 
+// statements: SQLite runs a whole migration in one call.
+func (sqliteDialect) statements(migration string) []string { return []string{migration} }
+
 // lockPrune: SQLite has one writer, so the write lock is the pruners' lock.
-func (sqliteDialect) lockPrune(context.Context, *sql.Tx) (bool, error) { return true, nil }
+func (sqliteDialect) lockPrune(context.Context, *sql.Conn, store.Tables) (bool, error) {
+	return true, nil
+}
+func (sqliteDialect) unlockPrune(context.Context, *sql.Conn, store.Tables) error { return nil }
 
 func (sqliteDialect) durabilityWarnings(ctx context.Context, conn *sql.Conn) ([]string, error) {
 	var mode string

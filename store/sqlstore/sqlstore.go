@@ -1,17 +1,19 @@
 // Package sqlstore is the inbox's store on database/sql: a
-// store.Driver[*sql.Tx] for SQLite (modernc.org/sqlite, pure Go), and later
-// MySQL/MariaDB and PostgreSQL through pgx's stdlib.
+// store.Driver[*sql.Tx] for SQLite (modernc.org/sqlite, pure Go) and
+// MySQL/MariaDB (github.com/go-sql-driver/mysql), and later PostgreSQL
+// through pgx's stdlib.
 //
-//	db, err := sqlstore.OpenSQLite("inbox.db", nil)
+//	db, err := sqlstore.OpenSQLite("inbox.db", nil) // or sqlstore.OpenMySQL(dsn, nil)
 //	...
-//	driver, err := sqlstore.New(db, &sqlstore.Config{Dialect: sqlstore.SQLite})
+//	driver, err := sqlstore.New(db, &sqlstore.Config{Dialect: sqlstore.SQLite}) // or sqlstore.MySQL
 //	...
 //	err = driver.Migrate(ctx)
 //
-// Each dialect keeps its SQL in one file (sqlite.go) and its migrations in
-// embedded files (migrations/sqlite/*.sql). Message IDs and consumers are
-// bound as bytes and stored as BLOBs: NUL bytes, invalid UTF-8 and IDs that
-// differ only in case or trailing spaces are distinct.
+// Each dialect keeps its SQL in one file (sqlite.go, mysql.go) and its
+// migrations in embedded files (migrations/sqlite/*.sql, ...). Message IDs
+// and consumers are bound as bytes and stored as BLOBs or VARBINARY: NUL
+// bytes, invalid UTF-8 and IDs that differ only in case or trailing spaces
+// are distinct.
 package sqlstore
 
 import (
@@ -37,7 +39,8 @@ type Config struct {
 	Dialect Dialect
 	// Tables names the schema and prefix (see store.Tables). SQLite has no
 	// schemas: a non-empty Schema is rejected with an error wrapping
-	// store.ErrInvalidTables. Default: no prefix.
+	// store.ErrInvalidTables. On MySQL the schema is a database. Default:
+	// no prefix, the connection's database.
 	Tables store.Tables
 	// Logger receives what the driver has to say (migrations applied,
 	// rollbacks that failed). Default slog.Default().
@@ -48,6 +51,7 @@ type Config struct {
 type Driver struct {
 	db         *sql.DB
 	dialect    dialect
+	tables     store.Tables
 	q          queries
 	migrations []store.Migration
 	log        *slog.Logger
@@ -82,13 +86,14 @@ func New(db *sql.DB, cfg *Config) (*Driver, error) {
 	return &Driver{
 		db:         db,
 		dialect:    d,
+		tables:     cfg.Tables,
 		q:          render(d.templates(), cfg.Tables, d.quote),
 		migrations: migrations,
 		log:        log,
 	}, nil
 }
 
-// Dialect returns "sqlite" (later "mysql" or "postgres").
+// Dialect returns "sqlite" or "mysql" (later "postgres").
 func (d *Driver) Dialect() string { return d.dialect.name() }
 
 // OneWriter reports whether the database has one writer at a time (SQLite).
@@ -107,10 +112,10 @@ func (d *Driver) fail(op string, err error) error {
 	return err
 }
 
-// Begin opens a transaction. SQLite: see the SQLite variable for what
-// LockTimeout and isolation mean there.
+// Begin opens a transaction. SQLite and MySQL: see the SQLite and MySQL
+// variables for what LockTimeout and isolation mean there.
 func (d *Driver) Begin(ctx context.Context, p *store.BeginParams) (*sql.Tx, error) {
-	tx, err := d.db.BeginTx(ctx, nil)
+	tx, err := d.db.BeginTx(ctx, d.dialect.txOptions())
 	if err != nil {
 		return nil, d.fail("begin", err)
 	}
@@ -186,7 +191,23 @@ func (d *Driver) insertIfAbsent(ctx context.Context, tx *sql.Tx, query string, a
 		return false, err
 	}
 	n, err := r.RowsAffected()
-	return n == 1, err
+	if err != nil {
+		return false, err
+	}
+	id, err := r.LastInsertId()
+	if err != nil {
+		return false, err
+	}
+	switch left := id == 1; {
+	case left && n == 0:
+		return false, nil
+	case !left && n >= 1:
+		return true, nil
+	case left: // the row was left alone, yet counted
+		return false, fmt.Errorf("the connection counts found rows, not changed rows: %w", ErrClientFoundRows)
+	default:
+		return false, fmt.Errorf("the statement reported %d rows affected and no row left alone", n)
+	}
 }
 
 // Commit commits tx. An error that leaves the outcome unknown (a broken
@@ -337,15 +358,29 @@ func (d *Driver) Prune(ctx context.Context, p *store.PruneParams) (*store.PruneR
 	return res, d.fail("prune", err)
 }
 
-func (d *Driver) prune(ctx context.Context, p *store.PruneParams) (*store.PruneResult, error) {
-	tx, err := d.db.BeginTx(ctx, nil)
+func (d *Driver) prune(ctx context.Context, p *store.PruneParams) (_ *store.PruneResult, err error) {
+	conn, err := d.db.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	if ok, err := d.dialect.lockPrune(ctx, conn, d.tables); err != nil || !ok {
+		if err != nil {
+			dropConn(conn) // it may hold the lock
+		}
+		return &store.PruneResult{Busy: !ok}, err
+	}
+	defer func() {
+		if uerr := d.dialect.unlockPrune(context.WithoutCancel(ctx), conn, d.tables); uerr != nil {
+			dropConn(conn) // closing the connection releases its lock
+			err = errors.Join(err, uerr)
+		}
+	}()
+	tx, err := conn.BeginTx(ctx, d.dialect.txOptions())
 	if err != nil {
 		return nil, err
 	}
 	defer d.rollbackQuietly(tx)
-	if ok, err := d.dialect.lockPrune(ctx, tx); err != nil || !ok {
-		return &store.PruneResult{Busy: !ok}, err
-	}
 	retention := p.Retention.Milliseconds()
 	var res store.PruneResult
 	for _, q := range []string{d.q.pruneInbox, d.q.pruneAttempts} {
@@ -365,32 +400,35 @@ func (d *Driver) prune(ctx context.Context, p *store.PruneParams) (*store.PruneR
 	return &res, nil
 }
 
-// Migrate applies the missing migrations in one transaction on one
-// connection, under the dialect's lock (SQLite: BEGIN IMMEDIATE, the write
-// lock), so that a concurrent Migrate waits and then finds them applied.
-// It waits up to the connection's busy_timeout; with none it fails at once
-// with a retryable SQLITE_BUSY.
+// Migrate applies the missing migrations on one connection, under the
+// dialect's lock, so that a concurrent Migrate waits and then finds them
+// applied. SQLite: in one transaction begun with BEGIN IMMEDIATE (the write
+// lock); it waits up to the connection's busy_timeout, with none it fails
+// at once with a retryable SQLITE_BUSY. MySQL: under GET_LOCK; DDL commits
+// by itself there, so each statement of a migration is idempotent and a
+// version is recorded after its statements ran: a migration cut short runs
+// again cleanly.
 func (d *Driver) Migrate(ctx context.Context) (err error) {
 	conn, err := d.db.Conn(ctx)
 	if err != nil {
 		return d.fail("migrate", err)
 	}
 	defer func() {
-		if err != nil { // a failed migration may leave conn inside a transaction: drop it
-			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+		if err != nil { // a failed migration may leave conn inside a transaction or holding a lock: drop it
+			dropConn(conn)
 		}
 		_ = conn.Close()
 	}()
-	if err := d.dialect.beginMigrate(ctx, conn); err != nil {
+	if err := d.dialect.beginMigrate(ctx, conn, d.tables); err != nil {
 		return d.fail("migrate: lock", err)
 	}
 	if err := d.migrate(ctx, conn); err != nil {
-		if rerr := d.dialect.endMigrate(context.WithoutCancel(ctx), conn, false); rerr != nil {
+		if rerr := d.dialect.endMigrate(context.WithoutCancel(ctx), conn, d.tables, false); rerr != nil {
 			d.log.Warn("sqlstore: migrate: rollback failed", "dialect", d.dialect.name(), "error", rerr)
 		}
 		return d.fail("migrate", err)
 	}
-	if err := d.dialect.endMigrate(ctx, conn, true); err != nil {
+	if err := d.dialect.endMigrate(ctx, conn, d.tables, true); err != nil {
 		return d.fail("migrate: commit", err)
 	}
 	return nil
@@ -421,8 +459,10 @@ func (d *Driver) migrate(ctx context.Context, conn *sql.Conn) error {
 		if applied[m.Version] {
 			continue
 		}
-		if _, err := conn.ExecContext(ctx, m.SQL); err != nil {
-			return fmt.Errorf("migration %04d_%s: %w", m.Version, m.Name, err)
+		for _, stmt := range d.dialect.statements(m.SQL) {
+			if _, err := conn.ExecContext(ctx, stmt); err != nil {
+				return fmt.Errorf("migration %04d_%s: %w", m.Version, m.Name, err)
+			}
 		}
 		if _, err := conn.ExecContext(ctx, d.q.migrationRecord, m.Version, m.Name); err != nil {
 			return fmt.Errorf("recording migration %04d_%s: %w", m.Version, m.Name, err)
@@ -451,6 +491,10 @@ func (d *Driver) DurabilityWarnings(ctx context.Context) ([]string, error) {
 	w, err := d.dialect.durabilityWarnings(ctx, conn)
 	return w, d.fail("durability settings", err)
 }
+
+// dropConn makes conn's Close discard the connection instead of returning
+// it to the pool.
+func dropConn(conn *sql.Conn) { _ = conn.Raw(func(any) error { return driver.ErrBadConn }) }
 
 // nullBytes binds an empty byte slice as NULL.
 func nullBytes(b []byte) any {

@@ -39,6 +39,11 @@ type Env[TTx any] struct {
 	// checkpoint) before each timed benchmark, so that one benchmark's
 	// debt is not paid during the next one's run.
 	Settle func(ctx context.Context) error
+	// LockWaits, if set, returns the number of transactions on these
+	// tables' database that wait for a row lock, so that a test can tell
+	// when racing claims queue behind a held one; without it the suite
+	// waits a fixed time instead.
+	LockWaits func(ctx context.Context) (int, error)
 }
 
 // Harness opens environments for the suite.

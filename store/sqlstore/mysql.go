@@ -1,0 +1,368 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/inboxkit/inbox/store"
+)
+
+// MySQL is the dialect of MySQL (8.0 and later) and MariaDB (10.6 and
+// later) through github.com/go-sql-driver/mysql (driver name "mysql"), on
+// InnoDB tables. Open the database with OpenMySQL, or give its DSN the same
+// settings.
+//
+//   - The claim is INSERT ... ON DUPLICATE KEY UPDATE, which reports a new
+//     row as one row affected and a duplicate as none; never INSERT IGNORE,
+//     which would turn every error into a warning. A connection with
+//     clientFoundRows=true counts a duplicate as one row too: OpenMySQL
+//     refuses such a DSN, and on a pool opened otherwise the claim notices
+//     it on the first duplicate (which the statement marks with
+//     LAST_INSERT_ID(1)) and fails with an error instead of taking the
+//     duplicate for new. That marker is the connection's LAST_INSERT_ID()
+//     afterwards.
+//   - Transactions begin at READ COMMITTED (one more round trip at BEGIN).
+//   - The lock timeout is the connection's innodb_lock_wait_timeout, which
+//     OpenMySQL sets on every connection (MySQLOptions.LockTimeout):
+//     BeginParams.LockTimeout and ClaimParams.LockTimeout are not used, so
+//     that a transaction costs no extra SET. MySQL counts it in whole
+//     seconds. A claim that waits longer fails with the retryable error
+//     1205; a deadlock (1213) is retryable too. DurabilityWarnings warns
+//     about a connection left at the server's default of 50 s.
+//   - A handler's own deadlock or lock timeout (a *mysql.MySQLError) is not
+//     recognized by inbox.IsRetryable, since that error type has no method
+//     to recognize it by without importing the driver: return
+//     MarkRetryable(err) from the handler to have it retried without
+//     counting towards MaxAttempts.
+//   - Migrations run under GET_LOCK, one statement at a time (no
+//     multiStatements needed); DDL commits by itself in MySQL, so every
+//     statement is idempotent. Pruning deletes in DELETE ... ORDER BY
+//     received_at LIMIT n batches, one pruner per table at a time
+//     (GET_LOCK, with Busy reported when another holds it).
+//   - Times are UTC by the database's clock (UTC_TIMESTAMP(6)), in
+//     DATETIME(6) columns.
+//
+// Config.Tables.Schema names a database; empty means the connection's.
+var MySQL = Dialect{d: mysqlDialect{}}
+
+// MySQLOptions are the settings of OpenMySQL.
+type MySQLOptions struct {
+	// LockTimeout is innodb_lock_wait_timeout on every connection: how
+	// long a statement waits for a row lock (a claim behind a racing
+	// delivery of the same message) before it fails with the retryable
+	// error 1205. MySQL counts whole seconds: it is rounded up, to at least
+	// 1 s. Default: the DSN's innodb_lock_wait_timeout parameter if it has
+	// one, else 5 s.
+	LockTimeout time.Duration
+}
+
+// ErrClientFoundRows is returned by OpenMySQL for a DSN with
+// clientFoundRows=true, and wrapped by a claim on a connection that counts
+// found rows: a duplicate would look new.
+var ErrClientFoundRows = errors.New("sqlstore: clientFoundRows=true makes a duplicate claim look new; remove it from the MySQL DSN")
+
+// OpenMySQL opens a pool on the MySQL or MariaDB database of dsn
+// (go-sql-driver/mysql's format, user:password@tcp(host:3306)/database?...)
+// with the settings the inbox needs: it refuses clientFoundRows=true
+// (ErrClientFoundRows), sets parseTime=true, and sets innodb_lock_wait_timeout
+// on every connection (see MySQLOptions). opts may be nil. It connects
+// once to report a bad DSN or server now. The DSN's other settings are
+// kept: with interpolateParams=true a statement with arguments costs one
+// round trip instead of two, for the inbox and the handlers alike.
+func OpenMySQL(dsn string, opts *MySQLOptions) (*sql.DB, error) {
+	cfg, err := mysqlConfig(dsn, opts)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: OpenMySQL: %w", err)
+	}
+	db := sql.OpenDB(conn)
+	if err := db.Ping(); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("sqlstore: OpenMySQL %s: %w", cfg.Addr, err)
+	}
+	return db, nil
+}
+
+func mysqlConfig(dsn string, opts *MySQLOptions) (*mysql.Config, error) {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: OpenMySQL: %w", err)
+	}
+	if cfg.ClientFoundRows {
+		return nil, ErrClientFoundRows
+	}
+	cfg.ParseTime = true
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
+	timeout := 5 * time.Second
+	if opts != nil && opts.LockTimeout != 0 {
+		timeout = opts.LockTimeout
+	} else if s, ok := cfg.Params["innodb_lock_wait_timeout"]; ok {
+		if _, err := strconv.ParseUint(s, 10, 32); err != nil {
+			return nil, fmt.Errorf("sqlstore: OpenMySQL: innodb_lock_wait_timeout=%q, want whole seconds", s)
+		}
+		return cfg, nil
+	}
+	if timeout < 0 {
+		return nil, fmt.Errorf("sqlstore: OpenMySQL: negative LockTimeout %v", timeout)
+	}
+	cfg.Params["innodb_lock_wait_timeout"] = strconv.FormatInt(mysqlSeconds(timeout), 10)
+	return cfg, nil
+}
+
+// mysqlSeconds rounds d up to whole seconds, at least 1.
+func mysqlSeconds(d time.Duration) int64 {
+	return max(1, int64(math.Ceil(d.Seconds())))
+}
+
+// mysqlNow is the database clock, UTC, to the microsecond.
+const mysqlNow = `UTC_TIMESTAMP(6)`
+
+// mysqlMillis is the dead letter's failed_at in unix milliseconds, as
+// scanDeadLetter reads it (the DATETIME holds UTC).
+const mysqlMillis = `TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', failed_at) DIV 1000`
+
+const mysqlDeadLetterColumns = `id, consumer, message_id, message_type, payload, headers, error, attempts, ` + mysqlMillis
+
+// In the ON DUPLICATE KEY UPDATE clauses, IF(LAST_INSERT_ID(1), x, x)
+// assigns x its own value, which changes nothing (0 rows affected), and
+// marks the row as left alone (see queries.returning).
+var mysqlQueries = queries{
+	returning: false,
+
+	claim: `INSERT INTO {inbox} (consumer, message_id, received_at, message_type, fingerprint, dead)
+VALUES (?, ?, ` + mysqlNow + `, ?, ?, FALSE)
+ON DUPLICATE KEY UPDATE consumer = IF(LAST_INSERT_ID(1), consumer, consumer)`,
+	claimLookup: `SELECT fingerprint FROM {inbox} WHERE consumer = ? AND message_id = ?`,
+
+	savepoint:           `SAVEPOINT `,
+	rollbackToSavepoint: `ROLLBACK TO SAVEPOINT `,
+
+	attemptAdd: `INSERT INTO {attempts} (consumer, message_id, attempts, first_failed_at, last_failed_at, last_error)
+VALUES (?, ?, 1, ` + mysqlNow + `, ` + mysqlNow + `, ?)
+ON DUPLICATE KEY UPDATE
+    attempts = attempts + 1,
+    last_failed_at = VALUES(last_failed_at),
+    last_error = VALUES(last_error)`,
+	attemptCount:   `SELECT attempts FROM {attempts} WHERE consumer = ? AND message_id = ?`,
+	attemptsDelete: `DELETE FROM {attempts} WHERE consumer = ? AND message_id = ?`,
+
+	deadInsert: `INSERT INTO {inbox} (consumer, message_id, received_at, message_type, fingerprint, dead)
+VALUES (?, ?, ` + mysqlNow + `, ?, ?, TRUE)
+ON DUPLICATE KEY UPDATE consumer = IF(LAST_INSERT_ID(1), consumer, consumer)`,
+	deadLetterInsert: `INSERT INTO {dead_letters} (consumer, message_id, message_type, payload, headers, error, attempts, failed_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ` + mysqlNow + `)`,
+	deadLetterList: `SELECT ` + mysqlDeadLetterColumns + ` FROM {dead_letters}
+WHERE consumer = ? AND id > ? ORDER BY id LIMIT ?`,
+	deadLetterGet:    `SELECT ` + mysqlDeadLetterColumns + ` FROM {dead_letters} WHERE consumer = ? AND id = ? FOR UPDATE`,
+	deadLetterDelete: `DELETE FROM {dead_letters} WHERE consumer = ? AND id = ?`,
+
+	// A dead row turns live (2 rows affected); a live one is left alone.
+	reclaim: `INSERT INTO {inbox} (consumer, message_id, received_at, message_type, fingerprint, dead)
+VALUES (?, ?, ` + mysqlNow + `, ?, ?, FALSE)
+ON DUPLICATE KEY UPDATE dead = IF(dead, FALSE, IF(LAST_INSERT_ID(1), dead, dead))`,
+
+	pruneInbox: `DELETE FROM {inbox}
+WHERE received_at < ` + mysqlNow + ` - INTERVAL (? * 1000) MICROSECOND
+ORDER BY received_at
+LIMIT ?`,
+	pruneAttempts: `DELETE FROM {attempts}
+WHERE last_failed_at < ` + mysqlNow + ` - INTERVAL (? * 1000) MICROSECOND
+ORDER BY last_failed_at
+LIMIT ?`,
+
+	migrationsCreate: `CREATE TABLE IF NOT EXISTS {migrations} (
+    version    INT          NOT NULL PRIMARY KEY,
+    name       VARCHAR(255) NOT NULL,
+    applied_at DATETIME(6)  NOT NULL
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
+	migrationsApplied: `SELECT version FROM {migrations}`,
+	migrationRecord:   `INSERT INTO {migrations} (version, name, applied_at) VALUES (?, ?, ` + mysqlNow + `)`,
+}
+
+// mysqlLockName is a GET_LOCK name for what (migrate, prune) on the
+// tables of one database and prefix. Lock names are server-wide and at
+// most 64 characters: the database and prefix are hashed.
+// Args: what, schema, prefix.
+const mysqlLockName = `CONCAT('inboxkit/', ?, '/', MD5(CONCAT(IF(? = '', IFNULL(DATABASE(), ''), ?), '.', ?)))`
+
+// mysqlMigrateWait bounds how long Migrate waits for another migrator, in
+// seconds; a migration takes far less.
+const mysqlMigrateWait = 600
+
+type mysqlDialect struct{}
+
+func (mysqlDialect) name() string              { return "mysql" }
+func (mysqlDialect) oneWriter() bool           { return false }
+func (mysqlDialect) quote(ident string) string { return store.QuoteBacktick(ident) }
+func (mysqlDialect) migrationsDir() string     { return "migrations/mysql" }
+func (mysqlDialect) templates() queries        { return mysqlQueries }
+
+func (mysqlDialect) checkTables(store.Tables) error { return nil }
+
+var mysqlTxOptions = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
+
+func (mysqlDialect) txOptions() *sql.TxOptions { return mysqlTxOptions }
+
+// setLockTimeout: innodb_lock_wait_timeout is set per connection (OpenMySQL).
+func (mysqlDialect) setLockTimeout(context.Context, *sql.Tx, time.Duration) error { return nil }
+
+// MySQL error numbers the dialect tells apart.
+const (
+	mysqlErrCheckRead       = 1020 // record changed since last read: a serialization failure
+	mysqlErrLockWaitTimeout = 1205
+	mysqlErrDeadlock        = 1213
+)
+
+// mysqlNumber returns the error number of a MySQL error, 0 if err is not one.
+func mysqlNumber(err error) uint16 {
+	var e *mysql.MySQLError
+	if errors.As(err, &e) {
+		return e.Number
+	}
+	return 0
+}
+
+func (mysqlDialect) retryable(err error) bool {
+	switch mysqlNumber(err) {
+	case mysqlErrCheckRead, mysqlErrLockWaitTimeout, mysqlErrDeadlock:
+		return true
+	}
+	return errors.Is(err, driver.ErrBadConn) || errors.Is(err, mysql.ErrInvalidConn)
+}
+
+func (mysqlDialect) busy(err error) bool { return mysqlNumber(err) == mysqlErrLockWaitTimeout }
+
+// MarkRetryable wraps err in *store.RetryableError when it is a MySQL
+// error after which the same message may succeed if tried again: a
+// deadlock (1213), a lock wait timeout (1205), a serialization failure
+// (1020) or a lost connection. Other errors, and nil, are returned as they
+// are. A handler returns MarkRetryable(err) so that inbox.IsRetryable
+// recognizes its own queries' deadlocks: errors that come from the store
+// itself are marked already.
+func MarkRetryable(err error) error {
+	var r *store.RetryableError
+	if err == nil || errors.As(err, &r) || !(mysqlDialect{}).retryable(err) {
+		return err
+	}
+	return store.Retryable(err)
+}
+
+func mysqlLock(ctx context.Context, conn *sql.Conn, what string, t store.Tables, wait int) (bool, error) {
+	var got sql.NullInt64
+	err := conn.QueryRowContext(ctx, `SELECT GET_LOCK(`+mysqlLockName+`, ?)`,
+		what, t.Schema, t.Schema, t.Prefix, wait).Scan(&got)
+	if err != nil {
+		return false, err
+	}
+	if !got.Valid {
+		return false, fmt.Errorf("GET_LOCK of the %s lock failed", what)
+	}
+	return got.Int64 == 1, nil
+}
+
+func mysqlUnlock(ctx context.Context, conn *sql.Conn, what string, t store.Tables) error {
+	var released sql.NullInt64
+	err := conn.QueryRowContext(ctx, `SELECT RELEASE_LOCK(`+mysqlLockName+`)`,
+		what, t.Schema, t.Schema, t.Prefix).Scan(&released)
+	if err == nil && released.Int64 != 1 {
+		err = fmt.Errorf("RELEASE_LOCK: the %s lock was not held", what)
+	}
+	return err
+}
+
+// beginMigrate takes the migration lock of the tables, waiting for
+// another migrator; there is no transaction to begin, as DDL commits.
+func (mysqlDialect) beginMigrate(ctx context.Context, conn *sql.Conn, t store.Tables) error {
+	ok, err := mysqlLock(ctx, conn, "migrate", t, mysqlMigrateWait)
+	if err == nil && !ok {
+		err = fmt.Errorf("another migration held the lock for %d s", mysqlMigrateWait)
+	}
+	return err
+}
+
+// endMigrate releases the lock. A failed migration stays partly applied:
+// its statements are idempotent, and the next Migrate runs it again.
+func (mysqlDialect) endMigrate(ctx context.Context, conn *sql.Conn, t store.Tables, _ bool) error {
+	return mysqlUnlock(ctx, conn, "migrate", t)
+}
+
+// statements splits a migration at the lines that end with ";". The
+// migration files keep to that: no statement has a line ending in ";"
+// inside it.
+func (mysqlDialect) statements(migration string) []string {
+	var out []string
+	var cur strings.Builder
+	for line := range strings.Lines(migration) {
+		cur.WriteString(line)
+		if strings.HasSuffix(strings.TrimSpace(line), ";") {
+			if s := mysqlStatement(cur.String()); s != "" {
+				out = append(out, s)
+			}
+			cur.Reset()
+		}
+	}
+	if s := mysqlStatement(cur.String()); s != "" {
+		out = append(out, s)
+	}
+	return out
+}
+
+// mysqlStatement trims a statement's terminator and leading comment lines;
+// "" if nothing but comments and blanks is left.
+func mysqlStatement(s string) string {
+	var keep []string
+	for line := range strings.Lines(s) {
+		if t := strings.TrimSpace(line); len(keep) == 0 && (t == "" || strings.HasPrefix(t, "--")) {
+			continue
+		}
+		keep = append(keep, line)
+	}
+	return strings.TrimSuffix(strings.TrimSpace(strings.Join(keep, "")), ";")
+}
+
+func (mysqlDialect) lockPrune(ctx context.Context, conn *sql.Conn, t store.Tables) (bool, error) {
+	return mysqlLock(ctx, conn, "prune", t, 0)
+}
+
+func (mysqlDialect) unlockPrune(ctx context.Context, conn *sql.Conn, t store.Tables) error {
+	return mysqlUnlock(ctx, conn, "prune", t)
+}
+
+// mysqlDefaultLockWait is the server's default innodb_lock_wait_timeout:
+// a connection that still has it was not opened with OpenMySQL.
+const mysqlDefaultLockWait = 50
+
+func (mysqlDialect) durabilityWarnings(ctx context.Context, conn *sql.Conn) ([]string, error) {
+	var flush, lockWait int64
+	var logBin, syncBinlog int64
+	err := conn.QueryRowContext(ctx, `SELECT @@GLOBAL.innodb_flush_log_at_trx_commit, @@SESSION.innodb_lock_wait_timeout,
+    @@GLOBAL.log_bin, @@GLOBAL.sync_binlog`).Scan(&flush, &lockWait, &logBin, &syncBinlog)
+	if err != nil {
+		return nil, err
+	}
+	var w []string
+	if flush != 1 {
+		w = append(w, fmt.Sprintf("MySQL innodb_flush_log_at_trx_commit is %d, not 1: a committed claim can be lost in a crash", flush))
+	}
+	if logBin == 1 && syncBinlog != 1 {
+		w = append(w, fmt.Sprintf("MySQL sync_binlog is %d, not 1, with the binary log on: a committed claim can be missing from the binary log (and replicas) after a crash", syncBinlog))
+	}
+	if lockWait >= mysqlDefaultLockWait {
+		w = append(w, fmt.Sprintf("MySQL innodb_lock_wait_timeout is %d s: a racing duplicate's claim waits that long for the lock, and the inbox's LockTimeout is not used on MySQL (open the pool with sqlstore.OpenMySQL)", lockWait))
+	}
+	return w, nil
+}

@@ -1,0 +1,246 @@
+package sqlstore_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/inboxkit/inbox"
+	"github.com/inboxkit/inbox/internal/testenv"
+	"github.com/inboxkit/inbox/store"
+	"github.com/inboxkit/inbox/store/sqlstore"
+)
+
+// withParam adds a parameter to a go-sql-driver/mysql DSN.
+func withParam(t *testing.T, dsn, param string) string {
+	t.Helper()
+	if _, err := mysql.ParseDSN(dsn); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(dsn, "?") {
+		return dsn + "&" + param
+	}
+	return dsn + "?" + param
+}
+
+func TestOpenMySQL(t *testing.T) {
+	t.Parallel()
+	dsn := testenv.MySQLDatabase(t)
+	tests := []struct {
+		name     string
+		dsn      string
+		opts     *sqlstore.MySQLOptions
+		wantErr  error // errors.Is; nil: opens
+		wantWait int   // session innodb_lock_wait_timeout
+	}{
+		{"default 5 s", dsn, nil, nil, 5},
+		{"rounded up", dsn, &sqlstore.MySQLOptions{LockTimeout: 1500 * time.Millisecond}, nil, 2},
+		{"at least 1 s", dsn, &sqlstore.MySQLOptions{LockTimeout: 300 * time.Millisecond}, nil, 1},
+		{"DSN parameter kept", withParam(t, dsn, "innodb_lock_wait_timeout=7"), nil, nil, 7},
+		{"option over DSN parameter", withParam(t, dsn, "innodb_lock_wait_timeout=7"), &sqlstore.MySQLOptions{LockTimeout: 3 * time.Second}, nil, 3},
+		{"clientFoundRows=true refused", withParam(t, dsn, "clientFoundRows=true"), nil, sqlstore.ErrClientFoundRows, 0},
+		{"clientFoundRows=1 refused", withParam(t, dsn, "clientFoundRows=1"), nil, sqlstore.ErrClientFoundRows, 0},
+		{"clientFoundRows=false", withParam(t, dsn, "clientFoundRows=false"), nil, nil, 5},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			db, err := sqlstore.OpenMySQL(tc.dsn, tc.opts)
+			if tc.wantErr != nil {
+				if !errors.Is(err, tc.wantErr) {
+					t.Fatalf("OpenMySQL: %v, want %v", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			var wait int
+			if err := db.QueryRow("SELECT @@SESSION.innodb_lock_wait_timeout").Scan(&wait); err != nil {
+				t.Fatal(err)
+			}
+			if wait != tc.wantWait {
+				t.Fatalf("innodb_lock_wait_timeout = %d, want %d", wait, tc.wantWait)
+			}
+		})
+	}
+	for _, bad := range []string{"not a dsn", withParam(t, dsn, "innodb_lock_wait_timeout=5;DROP")} {
+		if db, err := sqlstore.OpenMySQL(bad, nil); err == nil {
+			_ = db.Close()
+			t.Fatalf("OpenMySQL(%q) opened, want an error", bad)
+		}
+	}
+}
+
+// A pool opened around OpenMySQL with clientFoundRows=true counts a
+// duplicate claim as one row affected, like a new one: the claim must
+// fail rather than run the handler a second time.
+func TestMySQLClientFoundRowsRefused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, err := sql.Open("mysql", withParam(t, testenv.MySQLDatabase(t), "clientFoundRows=true&innodb_lock_wait_timeout=1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	if _, err := db.Exec("CREATE TABLE ledger (k VARCHAR(100) NOT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	d, err := sqlstore.New(db, &sqlstore.Config{Dialect: sqlstore.MySQL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ib, err := inbox.New(ctx, d, &inbox.Config{Consumer: "found-rows"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var runs atomic.Int32
+	hd := func(ctx context.Context, tx *sql.Tx, m *inbox.Message) error {
+		runs.Add(1)
+		_, err := tx.ExecContext(ctx, "INSERT INTO ledger (k) VALUES (?)", m.ID)
+		return err
+	}
+	if out, err := ib.Process(ctx, inbox.Message{ID: "m"}, hd); err != nil || out.Status != inbox.Processed {
+		t.Fatalf("first delivery: %v %v, want Processed", out.Status, err)
+	}
+	for _, process := range []func() (inbox.Outcome, error){
+		func() (inbox.Outcome, error) { return ib.Process(ctx, inbox.Message{ID: "m"}, hd) },
+		func() (inbox.Outcome, error) {
+			tx, err := db.BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback()
+			return ib.ProcessTx(ctx, tx, inbox.Message{ID: "m"}, hd)
+		},
+	} {
+		out, err := process()
+		if !errors.Is(err, sqlstore.ErrClientFoundRows) || out.Ack() || out.Commit() {
+			t.Fatalf("duplicate on a clientFoundRows connection: %+v %v, want no ack and ErrClientFoundRows", out, err)
+		}
+	}
+	var n int
+	if err := db.QueryRow("SELECT COUNT(*) FROM ledger").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if runs.Load() != 1 || n != 1 {
+		t.Fatalf("handler ran %d times, %d effects; want 1 and 1", runs.Load(), n)
+	}
+}
+
+// The claim's marker of a duplicate (LAST_INSERT_ID(1)) must not leak into
+// the next claim on the same connection.
+func TestMySQLDuplicateThenNewOnOneConnection(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := openMySQL(t)
+	db.SetMaxOpenConns(1)
+	d, err := sqlstore.New(db, &sqlstore.Config{Dialect: sqlstore.MySQL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ib, err := inbox.New(ctx, d, &inbox.Config{Consumer: "one-conn"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nop := func(context.Context, *sql.Tx, *inbox.Message) error { return nil }
+	for i, step := range []struct {
+		id   string
+		want inbox.Status
+	}{{"a", inbox.Processed}, {"a", inbox.Duplicate}, {"b", inbox.Processed}, {"b", inbox.Duplicate}, {"c", inbox.Processed}} {
+		if out, err := ib.Process(ctx, inbox.Message{ID: step.id}, nop); err != nil || out.Status != step.want {
+			t.Fatalf("step %d, ID %q: %v %v, want %v", i, step.id, out.Status, err, step.want)
+		}
+	}
+}
+
+// A handler's own lock wait timeout is retryable once marked, and the
+// store's own errors are marked already.
+func TestMySQLMarkRetryable(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := openMySQL(t)
+	if _, err := db.Exec("CREATE TABLE acct (id INT PRIMARY KEY, n INT NOT NULL) ENGINE=InnoDB"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec("INSERT INTO acct VALUES (1, 0)"); err != nil {
+		t.Fatal(err)
+	}
+	holder, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Rollback()
+	if _, err := holder.Exec("UPDATE acct SET n = n + 1 WHERE id = 1"); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	_, lockErr := tx.Exec("UPDATE acct SET n = n + 1 WHERE id = 1") // waits 1 s, then 1205
+	tests := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"lock wait timeout", lockErr, true},
+		{"wrapped", errors.Join(errors.New("handler"), lockErr), true},
+		{"deadlock", &mysql.MySQLError{Number: 1213}, true},
+		{"lost connection", mysql.ErrInvalidConn, true},
+		{"duplicate key", &mysql.MySQLError{Number: 1062}, false},
+		{"other", errors.New("no"), false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			marked := sqlstore.MarkRetryable(tc.err)
+			if inbox.IsRetryable(marked) != tc.want || !errors.Is(marked, tc.err) {
+				t.Fatalf("MarkRetryable(%v): retryable %v, want %v, and the error kept", tc.err, inbox.IsRetryable(marked), tc.want)
+			}
+		})
+	}
+	if sqlstore.MarkRetryable(nil) != nil {
+		t.Fatal("MarkRetryable(nil) is not nil")
+	}
+	if marked := store.Retryable(lockErr); sqlstore.MarkRetryable(marked) != marked {
+		t.Fatal("MarkRetryable wrapped a marked error again")
+	}
+}
+
+// A pool that was not opened with OpenMySQL keeps the server's 50 s lock
+// wait: the inbox says so at start.
+func TestMySQLDurabilityWarnsAboutLockWait(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, err := sql.Open("mysql", withParam(t, testenv.MySQLDatabase(t), "innodb_lock_wait_timeout=50"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	d, err := sqlstore.New(db, &sqlstore.Config{Dialect: sqlstore.MySQL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := d.DurabilityWarnings(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(w) != 1 || !strings.Contains(w[0], "innodb_lock_wait_timeout is 50") {
+		t.Fatalf("warnings %q, want one about innodb_lock_wait_timeout", w)
+	}
+}

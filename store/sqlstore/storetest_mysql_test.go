@@ -1,0 +1,85 @@
+package sqlstore_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/inboxkit/inbox/internal/testenv"
+	"github.com/inboxkit/inbox/store"
+	"github.com/inboxkit/inbox/store/sqlstore"
+	"github.com/inboxkit/inbox/store/storetest"
+)
+
+// mysqlHarness opens a fresh database per test (a MySQL schema is a
+// database). The lock timeout of 1 s, MySQL's least, keeps
+// LockTimeoutIsRetryable short while racing claims still queue.
+var mysqlHarness = storetest.Harness[*sql.Tx]{
+	Open: func(tb testing.TB, tables store.Tables) (*storetest.Env[*sql.Tx], error) {
+		tb.Helper()
+		db := openMySQL(tb)
+		if _, err := db.Exec("CREATE TABLE ledger (k VARCHAR(4100) NOT NULL, at DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)) ENGINE=InnoDB"); err != nil {
+			tb.Fatal(err)
+		}
+		d, err := sqlstore.New(db, &sqlstore.Config{Dialect: sqlstore.MySQL, Tables: tables})
+		if err != nil {
+			return nil, err
+		}
+		return mysqlEnv(db, d, tables), nil
+	},
+}
+
+// openMySQL opens a pool on a fresh database, closed when tb ends.
+func openMySQL(tb testing.TB) *sql.DB {
+	tb.Helper()
+	db, err := sqlstore.OpenMySQL(testenv.MySQLDatabase(tb), &sqlstore.MySQLOptions{LockTimeout: time.Second})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	db.SetMaxOpenConns(20)
+	tb.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
+func mysqlEnv(db *sql.DB, d *sqlstore.Driver, tables store.Tables) *storetest.Env[*sql.Tx] {
+	inboxTable := tables.Name("inbox", store.QuoteBacktick)
+	return &storetest.Env[*sql.Tx]{
+		Driver: d,
+		Write: func(ctx context.Context, tx *sql.Tx, key string) error {
+			_, err := tx.ExecContext(ctx, "INSERT INTO ledger (k) VALUES (?)", key)
+			return err
+		},
+		Count: func(ctx context.Context, key string) (n int, err error) {
+			err = db.QueryRowContext(ctx, "SELECT COUNT(*) FROM ledger WHERE k = ?", key).Scan(&n)
+			return n, err
+		},
+		Backdate: func(ctx context.Context, k store.Key, age time.Duration) error {
+			res, err := db.ExecContext(ctx, "UPDATE "+inboxTable+
+				" SET received_at = UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND WHERE consumer = ? AND message_id = ?",
+				age.Microseconds(), k.Consumer, k.MessageID)
+			if err != nil {
+				return err
+			}
+			if n, _ := res.RowsAffected(); n != 1 {
+				return fmt.Errorf("backdate: %d rows", n)
+			}
+			return nil
+		},
+		BeginPlain: func(ctx context.Context) (*sql.Tx, error) { return db.BeginTx(ctx, nil) },
+		// Transactions of this database's connections waiting for a row
+		// lock. MariaDB refreshes INNODB_TRX only when it was not read for
+		// 100 ms: the suite polls more slowly than that.
+		LockWaits: func(ctx context.Context) (n int, err error) {
+			err = db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.INNODB_TRX t
+JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id
+WHERE t.trx_state = 'LOCK WAIT' AND p.DB = DATABASE()`).Scan(&n)
+			return n, err
+		},
+	}
+}
+
+func TestMySQLStore(t *testing.T) { storetest.Run(t, mysqlHarness) }
+
+func BenchmarkMySQLStore(b *testing.B) { storetest.Bench(b, mysqlHarness) }
