@@ -40,9 +40,9 @@ type dialect interface {
 	// internal/migrate ({inbox}, {attempts}, ...) still in them.
 	templates() queries
 
-	// txOptions are the options of the transactions the driver begins
-	// (MySQL: READ COMMITTED); nil for the database's default.
-	txOptions() *sql.TxOptions
+	// txOptions are the options of the transactions the driver begins on
+	// db (MySQL: READ COMMITTED); nil for the connection's default.
+	txOptions(db *sql.DB) *sql.TxOptions
 	// setLockTimeout bounds lock waits for the rest of tx; a no-op where
 	// the lock timeout is a connection setting (SQLite: busy_timeout,
 	// MySQL: innodb_lock_wait_timeout).

@@ -30,7 +30,9 @@ import (
 //     LAST_INSERT_ID(1)) and fails with an error instead of taking the
 //     duplicate for new. That marker is the connection's LAST_INSERT_ID()
 //     afterwards.
-//   - Transactions begin at READ COMMITTED (one more round trip at BEGIN).
+//   - Transactions run at READ COMMITTED. A pool opened with OpenMySQL
+//     sets it once per connection; on another pool Begin sets it for each
+//     transaction, which costs one more round trip.
 //   - The lock timeout is the connection's innodb_lock_wait_timeout, which
 //     OpenMySQL sets on every connection (MySQLOptions.LockTimeout):
 //     BeginParams.LockTimeout and ClaimParams.LockTimeout are not used, so
@@ -73,11 +75,13 @@ var ErrClientFoundRows = errors.New("sqlstore: clientFoundRows=true makes a dupl
 // OpenMySQL opens a pool on the MySQL or MariaDB database of dsn
 // (go-sql-driver/mysql's format, user:password@tcp(host:3306)/database?...)
 // with the settings the inbox needs: it refuses clientFoundRows=true
-// (ErrClientFoundRows), sets parseTime=true, and sets innodb_lock_wait_timeout
-// on every connection (see MySQLOptions). opts may be nil. It connects
-// once to report a bad DSN or server now. The DSN's other settings are
-// kept: with interpolateParams=true a statement with arguments costs one
-// round trip instead of two, for the inbox and the handlers alike.
+// (ErrClientFoundRows), sets parseTime=true, and sets on every connection
+// innodb_lock_wait_timeout (see MySQLOptions) and READ COMMITTED as the
+// session's isolation level, which the application's own transactions on
+// the pool get too. opts may be nil. It connects once to report a bad DSN
+// or server now. The DSN's other settings are kept: with
+// interpolateParams=true a statement with arguments costs one round trip
+// instead of two, for the inbox and the handlers alike.
 func OpenMySQL(dsn string, opts *MySQLOptions) (*sql.DB, error) {
 	cfg, err := mysqlConfig(dsn, opts)
 	if err != nil {
@@ -87,7 +91,7 @@ func OpenMySQL(dsn string, opts *MySQLOptions) (*sql.DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: OpenMySQL: %w", err)
 	}
-	db := sql.OpenDB(conn)
+	db := sql.OpenDB(mysqlConnector{conn})
 	if err := db.Ping(); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("sqlstore: OpenMySQL %s: %w", cfg.Addr, err)
@@ -122,6 +126,35 @@ func mysqlConfig(dsn string, opts *MySQLOptions) (*mysql.Config, error) {
 	cfg.Params["innodb_lock_wait_timeout"] = strconv.FormatInt(mysqlSeconds(timeout), 10)
 	return cfg, nil
 }
+
+// mysqlConnector sets READ COMMITTED on each new connection. New tells
+// its pools by their driver, mysqlOpened, and then leaves the isolation
+// level out of Begin.
+type mysqlConnector struct{ driver.Connector }
+
+const mysqlSessionReadCommitted = `SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED`
+
+func (c mysqlConnector) Connect(ctx context.Context) (driver.Conn, error) {
+	conn, err := c.Connector.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ex, ok := conn.(driver.ExecerContext)
+	if !ok {
+		_ = conn.Close()
+		return nil, errors.New("sqlstore: the mysql driver's connection cannot execute statements")
+	}
+	if _, err := ex.ExecContext(ctx, mysqlSessionReadCommitted, nil); err != nil {
+		_ = conn.Close()
+		return nil, err
+	}
+	return conn, nil
+}
+
+func (c mysqlConnector) Driver() driver.Driver { return mysqlOpened{} }
+
+// mysqlOpened is the driver of the pools OpenMySQL opens.
+type mysqlOpened struct{ mysql.MySQLDriver }
 
 // mysqlSeconds rounds d up to whole seconds, at least 1.
 func mysqlSeconds(d time.Duration) int64 {
@@ -215,7 +248,14 @@ func (mysqlDialect) checkTables(store.Tables) error { return nil }
 
 var mysqlTxOptions = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 
-func (mysqlDialect) txOptions() *sql.TxOptions { return mysqlTxOptions }
+// txOptions: READ COMMITTED for each transaction, unless OpenMySQL opened
+// db and so set it for each connection.
+func (mysqlDialect) txOptions(db *sql.DB) *sql.TxOptions {
+	if _, ok := db.Driver().(mysqlOpened); ok {
+		return nil
+	}
+	return mysqlTxOptions
+}
 
 // setLockTimeout: innodb_lock_wait_timeout is set per connection (OpenMySQL).
 func (mysqlDialect) setLockTimeout(context.Context, *sql.Tx, time.Duration) error { return nil }

@@ -18,7 +18,7 @@ import (
 )
 
 // withParam adds a parameter to a go-sql-driver/mysql DSN.
-func withParam(t *testing.T, dsn, param string) string {
+func withParam(t testing.TB, dsn, param string) string {
 	t.Helper()
 	if _, err := mysql.ParseDSN(dsn); err != nil {
 		t.Fatal(err)
@@ -62,12 +62,21 @@ func TestOpenMySQL(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer db.Close()
+			db.SetMaxOpenConns(1) // one connection: the settings are the connection's
 			var wait int
 			if err := db.QueryRow("SELECT @@SESSION.innodb_lock_wait_timeout").Scan(&wait); err != nil {
 				t.Fatal(err)
 			}
 			if wait != tc.wantWait {
 				t.Fatalf("innodb_lock_wait_timeout = %d, want %d", wait, tc.wantWait)
+			}
+			var iso string
+			err = db.QueryRow("SELECT @@SESSION.transaction_isolation").Scan(&iso)
+			if err != nil { // MariaDB before 11.1 and MySQL before 8 call it tx_isolation
+				err = db.QueryRow("SELECT @@SESSION.tx_isolation").Scan(&iso)
+			}
+			if err != nil || iso != "READ-COMMITTED" {
+				t.Fatalf("session isolation %q, %v; want READ-COMMITTED", iso, err)
 			}
 		})
 	}
@@ -143,7 +152,7 @@ func TestMySQLClientFoundRowsRefused(t *testing.T) {
 func TestMySQLDuplicateThenNewOnOneConnection(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := openMySQL(t)
+	db := openMySQL(t, "")
 	db.SetMaxOpenConns(1)
 	d, err := sqlstore.New(db, &sqlstore.Config{Dialect: sqlstore.MySQL})
 	if err != nil {
@@ -172,7 +181,7 @@ func TestMySQLDuplicateThenNewOnOneConnection(t *testing.T) {
 func TestMySQLMarkRetryable(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := openMySQL(t)
+	db := openMySQL(t, "")
 	if _, err := db.Exec("CREATE TABLE acct (id INT PRIMARY KEY, n INT NOT NULL) ENGINE=InnoDB"); err != nil {
 		t.Fatal(err)
 	}

@@ -167,7 +167,7 @@ func (sqliteDialect) checkTables(t store.Tables) error {
 	return nil
 }
 
-func (sqliteDialect) txOptions() *sql.TxOptions                                    { return nil }
+func (sqliteDialect) txOptions(*sql.DB) *sql.TxOptions                             { return nil }
 func (sqliteDialect) setLockTimeout(context.Context, *sql.Tx, time.Duration) error { return nil }
 
 // sqliteCode returns the primary result code of a SQLite error, 0 if err

@@ -52,6 +52,7 @@ type Driver struct {
 	db         *sql.DB
 	dialect    dialect
 	tables     store.Tables
+	txOpts     *sql.TxOptions
 	q          queries
 	migrations []store.Migration
 	log        *slog.Logger
@@ -87,6 +88,7 @@ func New(db *sql.DB, cfg *Config) (*Driver, error) {
 		db:         db,
 		dialect:    d,
 		tables:     cfg.Tables,
+		txOpts:     d.txOptions(db),
 		q:          render(d.templates(), cfg.Tables, d.quote),
 		migrations: migrations,
 		log:        log,
@@ -115,7 +117,7 @@ func (d *Driver) fail(op string, err error) error {
 // Begin opens a transaction. SQLite and MySQL: see the SQLite and MySQL
 // variables for what LockTimeout and isolation mean there.
 func (d *Driver) Begin(ctx context.Context, p *store.BeginParams) (*sql.Tx, error) {
-	tx, err := d.db.BeginTx(ctx, d.dialect.txOptions())
+	tx, err := d.db.BeginTx(ctx, d.txOpts)
 	if err != nil {
 		return nil, d.fail("begin", err)
 	}
@@ -376,7 +378,7 @@ func (d *Driver) prune(ctx context.Context, p *store.PruneParams) (_ *store.Prun
 			err = errors.Join(err, uerr)
 		}
 	}()
-	tx, err := conn.BeginTx(ctx, d.dialect.txOptions())
+	tx, err := conn.BeginTx(ctx, d.txOpts)
 	if err != nil {
 		return nil, err
 	}

@@ -14,12 +14,13 @@ import (
 )
 
 // mysqlHarness opens a fresh database per test (a MySQL schema is a
-// database). The lock timeout of 1 s, MySQL's least, keeps
-// LockTimeoutIsRetryable short while racing claims still queue.
-var mysqlHarness = storetest.Harness[*sql.Tx]{
-	Open: func(tb testing.TB, tables store.Tables) (*storetest.Env[*sql.Tx], error) {
+// database), with params added to the DSN. The lock timeout of 1 s,
+// MySQL's least, keeps LockTimeoutIsRetryable short while racing claims
+// still queue.
+func mysqlHarness(params string) storetest.Harness[*sql.Tx] {
+	return storetest.Harness[*sql.Tx]{Open: func(tb testing.TB, tables store.Tables) (*storetest.Env[*sql.Tx], error) {
 		tb.Helper()
-		db := openMySQL(tb)
+		db := openMySQL(tb, params)
 		if _, err := db.Exec("CREATE TABLE ledger (k VARCHAR(4100) NOT NULL, at DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)) ENGINE=InnoDB"); err != nil {
 			tb.Fatal(err)
 		}
@@ -28,13 +29,18 @@ var mysqlHarness = storetest.Harness[*sql.Tx]{
 			return nil, err
 		}
 		return mysqlEnv(db, d, tables), nil
-	},
+	}}
 }
 
-// openMySQL opens a pool on a fresh database, closed when tb ends.
-func openMySQL(tb testing.TB) *sql.DB {
+// openMySQL opens a pool on a fresh database, with params added to the
+// DSN, closed when tb ends.
+func openMySQL(tb testing.TB, params string) *sql.DB {
 	tb.Helper()
-	db, err := sqlstore.OpenMySQL(testenv.MySQLDatabase(tb), &sqlstore.MySQLOptions{LockTimeout: time.Second})
+	dsn := testenv.MySQLDatabase(tb)
+	if params != "" {
+		dsn = withParam(tb, dsn, params)
+	}
+	db, err := sqlstore.OpenMySQL(dsn, &sqlstore.MySQLOptions{LockTimeout: time.Second})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -80,6 +86,16 @@ WHERE t.trx_state = 'LOCK WAIT' AND p.DB = DATABASE()`).Scan(&n)
 	}
 }
 
-func TestMySQLStore(t *testing.T) { storetest.Run(t, mysqlHarness) }
+// Statements with arguments are prepared, executed and closed, or with
+// interpolateParams=true sent as text with the arguments escaped in: the
+// suite runs both ways, so that binary IDs survive each.
+var (
+	mysqlPrepared     = mysqlHarness("")
+	mysqlInterpolated = mysqlHarness("interpolateParams=true")
+)
 
-func BenchmarkMySQLStore(b *testing.B) { storetest.Bench(b, mysqlHarness) }
+func TestMySQLStore(t *testing.T)             { storetest.Run(t, mysqlPrepared) }
+func TestMySQLStoreInterpolated(t *testing.T) { storetest.Run(t, mysqlInterpolated) }
+
+func BenchmarkMySQLStore(b *testing.B)             { storetest.Bench(b, mysqlPrepared) }
+func BenchmarkMySQLStoreInterpolated(b *testing.B) { storetest.Bench(b, mysqlInterpolated) }
