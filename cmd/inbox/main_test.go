@@ -26,6 +26,8 @@ func TestCommands(t *testing.T) {
 			[]string{"processed:  50\n"}, nil},
 		{"print postgres", []string{"migrate", "-print", "-dialect", "postgres", "-schema", "app", "-prefix", "x_"},
 			[]string{`CREATE TABLE "app"."x_inbox"`, `"app"."x_inbox_dead_letters"`, "-- migration 1: inbox"}, nil},
+		{"print mysql", []string{"migrate", "-print", "-dialect", "mysql", "-schema", "app", "-prefix", "x_"},
+			[]string{"CREATE TABLE IF NOT EXISTS `app`.`x_inbox`", "VARBINARY(1024)", "ENGINE=InnoDB"}, nil},
 		{"print sqlite", []string{"migrate", "-print", "-dialect", "sqlite"},
 			[]string{`CREATE TABLE IF NOT EXISTS "inbox"`, "WITHOUT ROWID"}, nil},
 		{"hostile prefix", []string{"migrate", "-print", "-dialect", "postgres", "-prefix", `x"; DROP TABLE y; --`},

@@ -73,7 +73,7 @@ func migrateCmd(ctx context.Context, args []string, out io.Writer) error {
 	var sf storeFlags
 	sf.register(fs)
 	print := fs.Bool("print", false, "print the SQL instead of applying it (with -dialect)")
-	dialect := fs.String("dialect", "", "with -print: postgres or sqlite")
+	dialect := fs.String("dialect", "", "with -print: postgres, mysql or sqlite")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -99,10 +99,12 @@ func printMigrations(dialect string, tables store.Tables, out io.Writer) error {
 	switch dialect {
 	case "postgres":
 		ms, err = pgxstore.Migrations(tables)
+	case "mysql":
+		ms, err = sqlstore.Migrations(sqlstore.MySQL, tables)
 	case "sqlite":
 		ms, err = sqlstore.Migrations(sqlstore.SQLite, tables)
 	default:
-		return fmt.Errorf("-dialect must be postgres or sqlite, not %q", dialect)
+		return fmt.Errorf("-dialect must be postgres, mysql or sqlite, not %q", dialect)
 	}
 	if err != nil {
 		return err
