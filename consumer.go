@@ -147,26 +147,31 @@ func deliver[TTx any](ctx context.Context, ib *Inbox[TTx], d broker.Delivery, h 
 }
 
 // keepLease reports d InProgress every interval until the returned function
-// is called; a zero interval does nothing.
+// is called; a zero interval does nothing. A timer, not a goroutine: most
+// messages finish long before the first report is due.
 func keepLease(ctx context.Context, d broker.Delivery, interval time.Duration) (stop func()) {
 	if interval <= 0 {
 		return func() {}
 	}
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				_ = d.InProgress(ctx)
-			}
+	var (
+		mu      sync.Mutex
+		stopped bool
+		t       *time.Timer
+	)
+	mu.Lock() // the timer's function reads t
+	t = time.AfterFunc(interval, func() {
+		_ = d.InProgress(ctx)
+		mu.Lock()
+		defer mu.Unlock()
+		if !stopped {
+			t.Reset(interval)
 		}
 	})
-	return func() { close(done); wg.Wait() }
+	mu.Unlock()
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		stopped = true
+		t.Stop()
+	}
 }

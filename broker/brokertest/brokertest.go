@@ -62,6 +62,7 @@ func Run(t *testing.T, h Harness) {
 		{"PoisonDeadLetteredAtMaxAttempts", testPoison, nil},
 		{"MissingIDDeadLettered", testMissingID, nil},
 		{"ShutdownMidHandlerDoesNotAck", testShutdown, nil},
+		{"LongHandlerKeepsLease", testLongHandler, nil},
 		{"BrokerRestart", testRestart, func(f Features) bool { return f.Restart }},
 	}
 	for _, tc := range tests {
@@ -377,4 +378,29 @@ func count(t *testing.T, f *fixture) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// A handler that runs longer than the broker's ack wait keeps its lease
+// (InProgress): the message is not redelivered to another worker meanwhile.
+func testLongHandler(t *testing.T, h Harness) {
+	env := h.Open(t, time.Second)
+	hooks := &statusHooks{}
+	f := newFixture(t, inbox.Config{Hooks: []any{hooks}})
+	var calls atomic.Int32
+	slow := func(ctx context.Context, tx *sql.Tx, m *inbox.Message) error {
+		calls.Add(1)
+		time.Sleep(2500 * time.Millisecond)
+		return f.write(ctx, tx, m)
+	}
+	publish(t, env, "long")
+	stop := f.consume(t, env.Source(t), slow, &inbox.ConsumerConfig{Workers: 2})
+	eventually(t, 15*time.Second, "the long message was never processed", func() bool { return f.effects(t, "long") == 1 })
+	time.Sleep(1500 * time.Millisecond)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if calls.Load() != 1 || hooks.duplicate.Load() != 0 || hooks.retry.Load() != 0 {
+		t.Fatalf("handler ran %d times, %d duplicates, %d retries: the delivery was redelivered while in progress",
+			calls.Load(), hooks.duplicate.Load(), hooks.retry.Load())
+	}
 }

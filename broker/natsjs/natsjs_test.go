@@ -63,3 +63,10 @@ func TestBroker(t *testing.T) {
 		return openOn(tb, js, ackWait)
 	}})
 }
+
+func BenchmarkEndToEnd(b *testing.B) {
+	brokertest.Bench(b, brokertest.Harness{Open: func(tb testing.TB, ackWait time.Duration) *brokertest.Env {
+		_, js := connect(tb, testenv.NATSURL())
+		return openOn(tb, js, ackWait)
+	}})
+}
