@@ -29,7 +29,7 @@ type ConsumerConfig struct {
 	// LeaseInterval is how often a delivery still being processed is
 	// reported InProgress, so that the broker does not redeliver it to
 	// another consumer meanwhile. Default: the source's LeaseInterval (a
-	// broker.LeaseSource), or never.
+	// broker.LeaseSource), or never. Negative: never.
 	LeaseInterval time.Duration
 
 	// AckTimeout bounds each Ack and Nack. Default 10 s.
