@@ -59,6 +59,7 @@ func Run(t *testing.T, h Harness) {
 	}{
 		{"RedeliveryAfterCrashIsDuplicate", testRedeliveryAfterCrash, nil},
 		{"RetryWithDelayThenSuccess", testRetryThenSuccess, nil},
+		{"RetriesDoNotBlock", testRetriesDoNotBlock, nil},
 		{"PoisonDeadLetteredAtMaxAttempts", testPoison, nil},
 		{"MissingIDDeadLettered", testMissingID, nil},
 		{"ShutdownMidHandlerDoesNotAck", testShutdown, nil},
@@ -247,6 +248,55 @@ func testRetryThenSuccess(t *testing.T, h Harness) {
 	}
 	if d := calls[2].Sub(calls[1]); d < 500*time.Millisecond {
 		t.Fatalf("third attempt %v after the second, want the 600 ms delay", d)
+	}
+}
+
+// A message waiting for a long retry holds back neither a message
+// waiting for a shorter retry nor a fresh message: each comes back after
+// its own delay.
+func testRetriesDoNotBlock(t *testing.T, h Harness) {
+	env := h.Open(t, 10*time.Second)
+	f := newFixture(t, inbox.Config{})
+	delays := map[string]time.Duration{"long": 4 * time.Second, "short": 300 * time.Millisecond}
+	var mu sync.Mutex
+	var order []string
+	var longAt time.Time
+	failed := map[string]bool{}
+	handler := func(ctx context.Context, tx *sql.Tx, m *inbox.Message) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if d, ok := delays[m.ID]; ok && !failed[m.ID] {
+			failed[m.ID] = true
+			return inbox.RetryAfter(d, errors.New("later"))
+		}
+		order = append(order, m.ID)
+		if m.ID == "long" {
+			longAt = time.Now()
+		}
+		return f.write(ctx, tx, m)
+	}
+	start := time.Now()
+	publish(t, env, "long")
+	publish(t, env, "short")
+	publish(t, env, "fresh")
+	stop := f.consume(t, env.Source(t), handler, &inbox.ConsumerConfig{Workers: 1})
+	eventually(t, 3*time.Second, "the short retry and the fresh message waited behind the long retry", func() bool {
+		return f.effects(t, "short") == 1 && f.effects(t, "fresh") == 1
+	})
+	if f.effects(t, "long") != 0 {
+		t.Fatalf("the long retry came back after %v, before its 4 s delay", time.Since(start))
+	}
+	eventually(t, 15*time.Second, "the long retry never came back", func() bool { return f.effects(t, "long") == 1 })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if d := longAt.Sub(start); d < 4*time.Second {
+		t.Fatalf("the long retry came back after %v, want its 4 s delay", d)
+	}
+	if fmt.Sprint(order) != "[fresh short long]" {
+		t.Fatalf("processed in order %v, want [fresh short long]", order)
 	}
 }
 

@@ -75,3 +75,11 @@ func NATSURL() string {
 	}
 	return "nats://127.0.0.1:4222"
 }
+
+// AMQPURL returns INBOX_AMQP_URL or the default local RabbitMQ.
+func AMQPURL() string {
+	if u := os.Getenv("INBOX_AMQP_URL"); u != "" {
+		return u
+	}
+	return "amqp://guest:guest@127.0.0.1:5672/"
+}
