@@ -15,41 +15,77 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/inboxkit/inbox"
+	"github.com/inboxkit/inbox/broker"
+	"github.com/inboxkit/inbox/broker/natsjs"
 	"github.com/inboxkit/inbox/store/sqlstore"
 )
 
-// demo runs a small consumer that credits accounts on SQLite, feeding it
-// messages the way an at-least-once broker does: redelivered, delivered to
-// two workers at once, failing once before they succeed. It then checks
-// that every message credited its account exactly once.
+// demo runs the whole path on embedded defaults: an embedded NATS
+// JetStream server, two consumer processes' worth of workers on one
+// durable consumer, the inbox on SQLite, and a handler that credits
+// accounts. It injects the faults of an at-least-once world: acks lost
+// after the commit (the broker redelivers), two consumers receiving one
+// message at once, handlers failing before they succeed. Then it checks
+// that every payment credited its account exactly once.
 func demo(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(out)
 	path := fs.String("db", "", "SQLite file (default: a new temporary file)")
-	n := fs.Int("messages", 300, "number of distinct messages")
-	workers := fs.Int("workers", 4, "concurrent workers")
-	seed := fs.Uint64("seed", 1, "seed of the delivery pattern")
+	n := fs.Int("messages", 300, "number of payments published")
+	workers := fs.Int("workers", 4, "workers of each of the two consumers")
+	lostAcks := fs.Float64("lost-acks", 0.3, "fraction of acks lost after the commit (the broker redelivers those)")
+	seed := fs.Uint64("seed", 1, "seed of the faults")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *n < 1 || *workers < 1 {
 		return errors.New("-messages and -workers must be at least 1")
 	}
+	dir, err := os.MkdirTemp("", "inbox-demo")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
 	if *path == "" {
-		dir, err := os.MkdirTemp("", "inbox-demo")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(dir)
 		*path = filepath.Join(dir, "demo.db")
 	}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+
+	// The broker: an embedded NATS server with JetStream.
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, JetStream: true,
+		StoreDir: filepath.Join(dir, "nats"), NoLog: true, NoSigs: true})
+	if err != nil {
+		return err
+	}
+	go ns.Start()
+	defer ns.Shutdown()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		return errors.New("the embedded NATS server did not start")
+	}
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "PAYMENTS", Subjects: []string{"payments.>"}}); err != nil {
+		return err
+	}
+
+	// The database: SQLite with the inbox's tables and the accounts.
 	db, err := sqlstore.OpenSQLite(*path, nil)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	driver, err := sqlstore.New(db, &sqlstore.Config{Dialect: sqlstore.SQLite, Logger: quiet})
 	if err != nil {
 		return err
@@ -65,42 +101,34 @@ func demo(ctx context.Context, args []string, out io.Writer) error {
 			return err
 		}
 	}
+	var processed, duplicates, retries atomic.Int64
 	ib, err := inbox.New(ctx, driver, &inbox.Config{
-		Consumer: "demo-" + time.Now().Format("150405.000000"), // a fresh consumer per run
-		Backoff:  inbox.Backoff{Initial: time.Millisecond, Max: 10 * time.Millisecond},
+		Consumer: "demo-" + time.Now().Format("150405.000000"),
+		Backoff:  inbox.Backoff{Initial: 20 * time.Millisecond, Max: 100 * time.Millisecond},
+		Hooks:    []any{counter{&processed, &duplicates, &retries}},
 		Logger:   quiet,
 	})
 	if err != nil {
 		return err
 	}
 
-	// The deliveries: every message once, a third of them again later, every
-	// tenth twice at the same instant (a rebalance race).
-	rng := rand.New(rand.NewPCG(*seed, 0))
-	type delivery struct {
-		msg    inbox.Message
-		racing bool
-	}
-	var deliveries []delivery
+	// Publish the payments, each with its ID.
+	pub := natsjs.NewPublisher(js, "")
 	expected := map[int]int{}
 	for i := range *n {
 		account, amount := i%10, 1+i%7
 		expected[account] += amount
-		m := inbox.Message{ID: fmt.Sprintf("payment-%d", i), Type: "payment.received",
-			Payload: fmt.Appendf(nil, `{"account":%d,"amount":%d}`, account, amount)}
-		deliveries = append(deliveries, delivery{msg: m})
-		if rng.IntN(3) == 0 {
-			deliveries = append(deliveries, delivery{msg: m})
-		}
-		if i%10 == 0 {
-			deliveries = append(deliveries, delivery{msg: m, racing: true})
+		err := pub.Publish(ctx, &broker.Message{ID: fmt.Sprintf("payment-%d", i), Subject: "payments.received",
+			Type: "payment.received", Payload: fmt.Appendf(nil, `{"account":%d,"amount":%d}`, account, amount)})
+		if err != nil {
+			return err
 		}
 	}
-	rng.Shuffle(len(deliveries), func(i, j int) { deliveries[i], deliveries[j] = deliveries[j], deliveries[i] })
 
-	var failedOnce sync.Map // every 25th message fails its first attempt
+	var failedOnce, sleptOnce sync.Map
+	var slow atomic.Int64
 	credit := func(ctx context.Context, tx *sql.Tx, msg *inbox.Message) error {
-		var account, amount int
+		var account, amount, i int
 		if _, err := fmt.Sscanf(string(msg.Payload), `{"account":%d,"amount":%d}`, &account, &amount); err != nil {
 			return inbox.Permanent(err)
 		}
@@ -108,87 +136,69 @@ func demo(ctx context.Context, args []string, out io.Writer) error {
 			ON CONFLICT (id) DO UPDATE SET balance = balance + excluded.balance`, account, amount); err != nil {
 			return err
 		}
-		var i int
 		fmt.Sscanf(msg.ID, "payment-%d", &i)
 		if _, seen := failedOnce.LoadOrStore(msg.ID, true); !seen && i%25 == 0 {
-			return errors.New("downstream timeout (simulated)")
+			return errors.New("downstream timeout (simulated)") // every 25th payment fails once
+		}
+		if _, seen := sleptOnce.LoadOrStore(msg.ID, true); !seen && i%100 == 7 {
+			// Every 100th is slow, past AckWait: the broker hands it to the
+			// other consumer while this one still holds its claim.
+			slow.Add(1)
+			time.Sleep(700 * time.Millisecond)
 		}
 		return nil
 	}
 
-	var processed, duplicates, retries atomic.Int64
-	deliver := func(m inbox.Message) error {
-		for {
-			outcome, err := ib.Process(ctx, m, credit)
-			switch outcome.Status {
-			case inbox.Processed:
-				processed.Add(1)
-				return nil
-			case inbox.Duplicate:
-				duplicates.Add(1)
-				return nil
-			case inbox.Retry: // the broker redelivers after the delay
-				retries.Add(1)
-				if ctx.Err() != nil {
-					return ctx.Err()
-				}
-				time.Sleep(outcome.Delay)
-			default:
-				return fmt.Errorf("message %s: %v: %w", m.ID, outcome.Status, err)
-			}
+	// Two consumers on one durable consumer, as two processes would run;
+	// some of their acks are lost after the commit.
+	start := time.Now()
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	var lost atomic.Int64
+	errs := make(chan error, 2)
+	for c := range 2 {
+		src, err := natsjs.NewSource(ctx, js, &natsjs.Config{Stream: "PAYMENTS", Durable: "billing", AckWait: 500 * time.Millisecond, Logger: quiet})
+		if err != nil {
+			return err
+		}
+		defer src.Close()
+		lossy := &lossySource{Source: src, rng: rand.New(rand.NewPCG(*seed, uint64(c))), p: *lostAcks, lost: &lost}
+		go func() {
+			errs <- inbox.Consume(runCtx, ib, lossy, credit, &inbox.ConsumerConfig{Workers: *workers, Logger: quiet,
+				LeaseInterval: -1}) // no InProgress: let slow messages be redelivered
+		}()
+	}
+	deadline := time.After(2*time.Minute + time.Duration(*n)*10*time.Millisecond)
+	for processed.Load() < int64(*n) {
+		select {
+		case err := <-errs:
+			return fmt.Errorf("a consumer stopped: %w", err)
+		case <-deadline:
+			return fmt.Errorf("only %d of %d payments processed", processed.Load(), *n)
+		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	start := time.Now()
-	jobs := make(chan delivery)
-	errs := make(chan error, *workers)
-	var wg sync.WaitGroup
-	for range *workers {
-		wg.Go(func() {
-			for d := range jobs {
-				if d.racing { // a second worker receives the same message now
-					var race sync.WaitGroup
-					race.Go(func() {
-						if err := deliver(d.msg); err != nil {
-							errs <- err
-						}
-					})
-					if err := deliver(d.msg); err != nil {
-						errs <- err
-					}
-					race.Wait()
-					continue
-				}
-				if err := deliver(d.msg); err != nil {
-					errs <- err
-				}
-			}
-		})
-	}
-	for _, d := range deliveries {
-		jobs <- d
-	}
-	close(jobs)
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
-		return err
+	time.Sleep(time.Second) // the last lost acks come back as duplicates
+	stop()
+	for range 2 {
+		if err := <-errs; err != nil {
+			return err
+		}
 	}
 	elapsed := time.Since(start)
 
-	total := 0
-	for _, racing := range deliveries {
-		total += 1 + btoi(racing.racing)
-	}
-	fmt.Fprintf(out, "deliveries: %d of %d messages (redeliveries and racing duplicates included), %d workers, SQLite %s\n",
-		total, *n, *workers, *path)
-	fmt.Fprintf(out, "processed:  %d\nduplicates: %d\nretries:    %d (handler failures and busy database, redelivered)\n",
+	fmt.Fprintf(out, "published:  %d payments to an embedded NATS JetStream server\n", *n)
+	fmt.Fprintf(out, "consumed:   by 2 consumers x %d workers, inbox on SQLite %s\n", *workers, *path)
+	fmt.Fprintf(out, "faults:     %d acks lost after the commit, %d handler failures, %d handlers slower than AckWait (redelivered while running)\n",
+		lost.Load(), (*n+24)/25, slow.Load())
+	fmt.Fprintf(out, "processed:  %d\nduplicates: %d (redeliveries skipped)\nretries:    %d (redelivered after a failure)\n",
 		processed.Load(), duplicates.Load(), retries.Load())
+	got := map[int]int{}
 	rows, err := db.QueryContext(ctx, `SELECT id, balance FROM demo_accounts`)
 	if err != nil {
 		return err
 	}
 	defer rows.Close()
-	got := map[int]int{}
 	for rows.Next() {
 		var id, balance int
 		if err := rows.Scan(&id, &balance); err != nil {
@@ -201,20 +211,51 @@ func demo(ctx context.Context, args []string, out io.Writer) error {
 	}
 	for account, want := range expected {
 		if got[account] != want {
-			return fmt.Errorf("account %d has balance %d, want %d: a message was lost or applied twice", account, got[account], want)
+			return fmt.Errorf("account %d has balance %d, want %d: a payment was lost or applied twice", account, got[account], want)
 		}
 	}
 	if processed.Load() != int64(*n) {
-		return fmt.Errorf("%d messages processed, want %d", processed.Load(), *n)
+		return fmt.Errorf("%d payments processed, want %d", processed.Load(), *n)
 	}
-	fmt.Fprintf(out, "balances:   all %d accounts match the messages: every message credited exactly once (%.0f msgs/s)\n",
-		len(expected), float64(total)/elapsed.Seconds())
+	fmt.Fprintf(out, "balances:   all %d accounts match: every payment credited exactly once (%v)\n",
+		len(expected), elapsed.Round(time.Millisecond))
 	return nil
 }
 
-func btoi(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
+// counter counts outcomes through the inbox's hooks.
+type counter struct{ processed, duplicates, retries *atomic.Int64 }
+
+func (c counter) OnProcessed(context.Context, *inbox.Event) { c.processed.Add(1) }
+func (c counter) OnDuplicate(context.Context, *inbox.Event) { c.duplicates.Add(1) }
+func (c counter) OnRetry(context.Context, *inbox.Event)     { c.retries.Add(1) }
+
+// lossySource loses a fraction p of acks: the message committed, the ack
+// never reaches the broker, which redelivers it after AckWait.
+type lossySource struct {
+	broker.Source
+	mu   sync.Mutex
+	rng  *rand.Rand
+	p    float64
+	lost *atomic.Int64
 }
+
+func (s *lossySource) Next(ctx context.Context) (broker.Delivery, error) {
+	d, err := s.Source.Next(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	lose := s.rng.Float64() < s.p
+	s.mu.Unlock()
+	if lose {
+		return &lostAck{Delivery: d, lost: s.lost}, nil
+	}
+	return d, nil
+}
+
+type lostAck struct {
+	broker.Delivery
+	lost *atomic.Int64
+}
+
+func (d *lostAck) Ack(context.Context) error { d.lost.Add(1); return nil }

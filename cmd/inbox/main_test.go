@@ -21,7 +21,7 @@ func TestCommands(t *testing.T) {
 		wantErr error    // nil: success; errAny: any error
 	}{
 		{"demo", []string{"demo", "-messages", "120", "-workers", "3", "-db", dbPath},
-			[]string{"processed:  120\n", "every message credited exactly once"}, nil},
+			[]string{"processed:  120\n", "every payment credited exactly once"}, nil},
 		{"demo again on the same file", []string{"demo", "-messages", "50", "-db", dbPath},
 			[]string{"processed:  50\n"}, nil},
 		{"print postgres", []string{"migrate", "-print", "-dialect", "postgres", "-schema", "app", "-prefix", "x_"},

@@ -113,3 +113,19 @@ func Name(prefix string) string {
 	_, _ = rand.Read(b)
 	return prefix + hex.EncodeToString(b)
 }
+
+// NATSURL returns INBOX_NATS_URL or the default local server.
+func NATSURL() string {
+	if u := os.Getenv("INBOX_NATS_URL"); u != "" {
+		return u
+	}
+	return "nats://127.0.0.1:4222"
+}
+
+// AMQPURL returns INBOX_AMQP_URL or the default local RabbitMQ.
+func AMQPURL() string {
+	if u := os.Getenv("INBOX_AMQP_URL"); u != "" {
+		return u
+	}
+	return "amqp://guest:guest@127.0.0.1:5672/"
+}

@@ -1,0 +1,88 @@
+// Package broker is the seam between the inbox's consumer runtime and the
+// message brokers: a Source yields Deliveries, each acknowledged once its
+// fate is committed; a Publisher publishes with a producer ID.
+//
+// The vocabulary is NATS JetStream's: Ack, Nack with a delay, Term,
+// InProgress. Every method that can block takes a context first. An
+// adapter is a folder with a Source, a Publisher and a test file that runs
+// the conformance suite in package brokertest.
+//
+// Package broker imports nothing of package inbox; package inbox imports it.
+package broker
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Message is a message as a broker delivered it, or as it is published.
+type Message struct {
+	// ID is the producer's ID of the message, the same on every delivery:
+	// NATS's Nats-Msg-Id header, AMQP's message_id property, a Kafka
+	// header. Empty when the message has none.
+	ID string
+	// Subject is where the message was published: a NATS subject, an AMQP
+	// routing key, a Kafka topic.
+	Subject string
+	// Type names the kind of message, from a header the adapter is told of;
+	// optional.
+	Type    string
+	Payload []byte
+	Headers map[string]string
+	// Deliveries counts the deliveries of the message, this one included,
+	// as the broker reports it: 1 for the first, 0 when the broker does not
+	// say (RabbitMQ only says whether it is a redelivery).
+	Deliveries int
+}
+
+// Delivery is one delivery of a message. Exactly one of Ack, Nack and Term
+// should be called, after the message's fate is committed (Ack, Term) or
+// when it is to be redelivered (Nack).
+type Delivery interface {
+	// Message returns the delivered message.
+	Message() *Message
+	// Ack tells the broker the message is done: it will not be redelivered
+	// (unless the ack is lost: the inbox makes that redelivery a duplicate).
+	Ack(ctx context.Context) error
+	// Nack asks for a redelivery after delay (0: as soon as the broker
+	// will).
+	Nack(ctx context.Context, delay time.Duration) error
+	// Term tells the broker never to redeliver the message, for reason.
+	Term(ctx context.Context, reason string) error
+	// InProgress tells the broker the message is still being worked on, so
+	// that its lease (AckWait, visibility timeout) starts again.
+	InProgress(ctx context.Context) error
+}
+
+// Source yields deliveries.
+type Source interface {
+	// Next blocks until the next delivery, or until ctx is done (it then
+	// returns ctx's error), or until the source fails for good (an error
+	// wrapping ErrSourceClosed, or the broker's reason such as a deleted
+	// consumer). Transient trouble (a reconnect) is the adapter's to ride
+	// out. Next is safe for concurrent use.
+	Next(ctx context.Context) (Delivery, error)
+	// Close stops receiving. Deliveries not yet acked are redelivered by
+	// the broker later.
+	Close() error
+}
+
+// LeaseSource is a Source whose deliveries expire when not acked in time:
+// the consumer runtime calls InProgress every LeaseInterval for a delivery
+// still being worked on.
+type LeaseSource interface {
+	Source
+	LeaseInterval() time.Duration
+}
+
+// Publisher publishes messages with their producer ID (Message.ID), which
+// the broker passes on to consumers (and may use to drop duplicates).
+type Publisher interface {
+	// Publish returns once the broker has the message (a publish ack or
+	// confirm), so that the caller may then forget it.
+	Publish(ctx context.Context, msg *Message) error
+}
+
+// ErrSourceClosed is returned by Next after Close.
+var ErrSourceClosed = errors.New("broker: source closed")

@@ -1,0 +1,122 @@
+package brokertest
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/inboxkit/inbox"
+	"github.com/inboxkit/inbox/broker"
+	"github.com/inboxkit/inbox/internal/testenv"
+	"github.com/inboxkit/inbox/store"
+	"github.com/inboxkit/inbox/store/pgxstore"
+)
+
+// Bench measures end-to-end consumption, messages per second from the
+// broker through the inbox on PostgreSQL to the ack, side by side with its
+// baseline: the same consumer (4 workers, same source) acking after the
+// same business transaction (BEGIN, one insert, COMMIT) without the inbox.
+// The messages are published before the timer starts.
+func Bench(b *testing.B, h Harness) {
+	const workers = 4
+	pool := testenv.PostgresPool(b, 2*workers+2)
+	ctx := context.Background()
+	schema := testenv.Name("benchbroker_")
+	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+schema+"; CREATE TABLE "+schema+".ledger (id text NOT NULL)"); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _, _ = pool.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE") })
+	d, err := pgxstore.New(pool, &pgxstore.Config{Tables: store.Tables{Schema: schema}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := d.Migrate(ctx); err != nil {
+		b.Fatal(err)
+	}
+	ib, err := inbox.New(ctx, d, &inbox.Config{Consumer: "bench"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	insert := "INSERT INTO " + schema + ".ledger (id) VALUES ($1)"
+	handler := func(ctx context.Context, tx pgx.Tx, m *inbox.Message) error {
+		_, err := tx.Exec(ctx, insert, m.ID)
+		return err
+	}
+	baseline := func(ctx context.Context, src broker.Source) error {
+		var wg sync.WaitGroup
+		for range workers {
+			wg.Go(func() {
+				for {
+					dv, err := src.Next(ctx)
+					if err != nil {
+						return
+					}
+					actx := context.WithoutCancel(ctx)
+					if err := pgx.BeginFunc(actx, pool, func(tx pgx.Tx) error {
+						_, err := tx.Exec(actx, insert, dv.Message().ID)
+						return err
+					}); err != nil {
+						_ = dv.Nack(actx, 0)
+						continue
+					}
+					_ = dv.Ack(actx)
+				}
+			})
+		}
+		wg.Wait()
+		return nil
+	}
+	withInbox := func(ctx context.Context, src broker.Source) error {
+		return inbox.Consume(ctx, ib, src, handler, &inbox.ConsumerConfig{Workers: workers})
+	}
+	for _, run := range []struct {
+		name    string
+		consume func(context.Context, broker.Source) error
+	}{{"baseline", baseline}, {"inbox", withInbox}} {
+		b.Run(run.name, func(b *testing.B) {
+			b.StopTimer()
+			env := h.Open(b, 30*time.Second)
+			prefix := testenv.Name(run.name + "-") // IDs new to the inbox on every run
+			for i := range b.N {
+				id := fmt.Sprintf("%s-%d", prefix, i)
+				if err := env.Publisher.Publish(ctx, &broker.Message{ID: id, Subject: env.Subject, Payload: []byte(id)}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			src := env.Source(b)
+			before := ledgerCount(b, pool, schema)
+			cctx, cancel := context.WithCancel(ctx)
+			done := make(chan error, 1)
+			deadline := time.Now().Add(time.Minute + time.Duration(b.N)*time.Millisecond)
+			b.StartTimer()
+			go func() { done <- run.consume(cctx, src) }()
+			for ledgerCount(b, pool, schema)-before < b.N {
+				if time.Now().After(deadline) {
+					cancel()
+					b.Fatalf("%d of %d messages consumed before the deadline", ledgerCount(b, pool, schema)-before, b.N)
+				}
+				time.Sleep(time.Millisecond)
+			}
+			b.StopTimer()
+			cancel()
+			if err := <-done; err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+		})
+	}
+}
+
+func ledgerCount(b *testing.B, pool *pgxpool.Pool, schema string) int {
+	b.Helper()
+	var n int
+	if err := pool.QueryRow(context.Background(), "SELECT count(*) FROM "+schema+".ledger").Scan(&n); err != nil {
+		b.Fatal(err)
+	}
+	return n
+}

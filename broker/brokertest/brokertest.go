@@ -1,0 +1,456 @@
+// Package brokertest is the one conformance suite of the broker adapters:
+// each adapter's test file runs it against a real broker, with the inbox on
+// SQLite and the consumer runtime (inbox.Consume) in between:
+//
+//	func TestBroker(t *testing.T) { brokertest.Run(t, harness) }
+package brokertest
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/inboxkit/inbox"
+	"github.com/inboxkit/inbox/broker"
+	"github.com/inboxkit/inbox/store/sqlstore"
+)
+
+// Features says what a broker or its harness can do.
+type Features struct {
+	// Restart: Env.Restart restarts the broker (an embedded server).
+	Restart bool
+}
+
+// Env is one fresh destination (a stream, a queue) on the broker.
+type Env struct {
+	// Source returns a new consumer of the destination, as a restarted
+	// process would make: it shares the broker's state of the messages
+	// (what is acked, what is in flight) with the earlier ones.
+	Source func(tb testing.TB) broker.Source
+	// Publisher publishes to the destination; Subject is where.
+	Publisher broker.Publisher
+	Subject   string
+	// PublishNoID publishes a payload without a producer ID.
+	PublishNoID func(ctx context.Context, payload []byte) error
+	// Restart stops and starts the broker (Features.Restart only).
+	Restart func(tb testing.TB)
+}
+
+// Harness opens environments for the suite.
+type Harness struct {
+	Features Features
+	// Open returns a fresh destination whose unacked deliveries come back
+	// after ackWait.
+	Open func(tb testing.TB, ackWait time.Duration) *Env
+}
+
+// Run runs the suite.
+func Run(t *testing.T, h Harness) {
+	tests := []struct {
+		name string
+		fn   func(*testing.T, Harness)
+		need func(Features) bool
+	}{
+		{"RedeliveryAfterCrashIsDuplicate", testRedeliveryAfterCrash, nil},
+		{"RetryWithDelayThenSuccess", testRetryThenSuccess, nil},
+		{"RetriesDoNotBlock", testRetriesDoNotBlock, nil},
+		{"PoisonDeadLetteredAtMaxAttempts", testPoison, nil},
+		{"MissingIDDeadLettered", testMissingID, nil},
+		{"ShutdownMidHandlerDoesNotAck", testShutdown, nil},
+		{"LongHandlerKeepsLease", testLongHandler, nil},
+		{"BrokerRestart", testRestart, func(f Features) bool { return f.Restart }},
+	}
+	for _, tc := range tests {
+		if tc.need != nil && !tc.need(h.Features) {
+			continue // another harness of the adapter has the feature
+		}
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.fn(t, h)
+		})
+	}
+}
+
+// fixture is an inbox on a fresh SQLite file with a ledger of effects.
+type fixture struct {
+	db *sql.DB
+	ib *inbox.Inbox[*sql.Tx]
+}
+
+func newFixture(t *testing.T, cfg inbox.Config) *fixture {
+	t.Helper()
+	db, err := sqlstore.OpenSQLite(filepath.Join(t.TempDir(), "inbox.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	d, err := sqlstore.New(db, &sqlstore.Config{Dialect: sqlstore.SQLite})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := d.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`CREATE TABLE ledger (id TEXT NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Consumer == "" {
+		cfg.Consumer = "brokertest"
+	}
+	if cfg.Backoff.Initial == 0 {
+		cfg.Backoff = inbox.Backoff{Initial: 100 * time.Millisecond, Max: time.Second}
+	}
+	ib, err := inbox.New(ctx, d, &cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &fixture{db: db, ib: ib}
+}
+
+// write records an effect of m in tx.
+func (f *fixture) write(ctx context.Context, tx *sql.Tx, m *inbox.Message) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO ledger (id) VALUES (?)`, m.ID)
+	return err
+}
+
+func (f *fixture) effects(t *testing.T, id string) int {
+	t.Helper()
+	var n int
+	if err := f.db.QueryRow(`SELECT count(*) FROM ledger WHERE id = ?`, id).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// consume runs inbox.Consume in the background until the test ends or
+// stop is called; stop waits for it and returns its error.
+func (f *fixture) consume(t *testing.T, src broker.Source, h inbox.Handler[*sql.Tx], cfg *inbox.ConsumerConfig) (stop func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- inbox.Consume(ctx, f.ib, src, h, cfg) }()
+	var once sync.Once
+	var err error
+	stop = func() error {
+		once.Do(func() {
+			cancel()
+			select {
+			case err = <-done:
+			case <-time.After(30 * time.Second):
+				err = errors.New("Consume did not return 30 s after its context was canceled")
+			}
+			src.Close()
+		})
+		return err
+	}
+	t.Cleanup(func() { _ = stop() })
+	return stop
+}
+
+// eventually polls cond until it holds or the time is up.
+func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: %s", within, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func publish(t *testing.T, env *Env, id string) {
+	t.Helper()
+	err := env.Publisher.Publish(context.Background(), &broker.Message{ID: id, Subject: env.Subject, Type: "test", Payload: []byte("payload of " + id)})
+	if err != nil {
+		t.Fatalf("publish %s: %v", id, err)
+	}
+}
+
+// statusHooks counts outcomes.
+type statusHooks struct{ processed, duplicate, retry, dead atomic.Int32 }
+
+func (s *statusHooks) OnProcessed(context.Context, *inbox.Event)    { s.processed.Add(1) }
+func (s *statusHooks) OnDuplicate(context.Context, *inbox.Event)    { s.duplicate.Add(1) }
+func (s *statusHooks) OnRetry(context.Context, *inbox.Event)        { s.retry.Add(1) }
+func (s *statusHooks) OnDeadLettered(context.Context, *inbox.Event) { s.dead.Add(1) }
+
+// A consumer that dies after its commit, before its ack: the broker
+// redelivers the message, and the inbox skips it as a duplicate.
+func testRedeliveryAfterCrash(t *testing.T, h Harness) {
+	ctx := context.Background()
+	env := h.Open(t, time.Second)
+	hooks := &statusHooks{}
+	f := newFixture(t, inbox.Config{Hooks: []any{hooks}})
+	publish(t, env, "m-1")
+
+	first := env.Source(t)
+	nctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	d, err := first.Next(nctx)
+	cancel()
+	if err != nil {
+		t.Fatalf("first delivery: %v", err)
+	}
+	out, err := f.ib.Process(ctx, inbox.Message{ID: d.Message().ID, Payload: d.Message().Payload}, f.write)
+	if err != nil || out.Status != inbox.Processed {
+		t.Fatalf("first processing: %v %v", out.Status, err)
+	}
+	first.Close() // dies before its ack
+
+	stop := f.consume(t, env.Source(t), f.write, nil)
+	eventually(t, 15*time.Second, "the redelivery was not skipped as a duplicate", func() bool { return hooks.duplicate.Load() >= 1 })
+	time.Sleep(1500 * time.Millisecond) // past AckWait: an unacked duplicate would come back
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.effects(t, "m-1"); n != 1 || hooks.duplicate.Load() != 1 {
+		t.Fatalf("%d effects, %d duplicates; want 1 and 1 (the duplicate acked)", n, hooks.duplicate.Load())
+	}
+}
+
+// A failing handler is retried after the backoff's delay and then succeeds.
+func testRetryThenSuccess(t *testing.T, h Harness) {
+	env := h.Open(t, 5*time.Second)
+	f := newFixture(t, inbox.Config{Backoff: inbox.Backoff{Initial: 300 * time.Millisecond, Max: time.Second, Jitter: -1}})
+	var mu sync.Mutex
+	var calls []time.Time
+	handler := func(ctx context.Context, tx *sql.Tx, m *inbox.Message) error {
+		mu.Lock()
+		calls = append(calls, time.Now())
+		n := len(calls)
+		mu.Unlock()
+		if n < 3 {
+			return fmt.Errorf("transient failure %d", n)
+		}
+		return f.write(ctx, tx, m)
+	}
+	publish(t, env, "m-2")
+	stop := f.consume(t, env.Source(t), handler, nil)
+	eventually(t, 15*time.Second, "the message was never processed", func() bool { return f.effects(t, "m-2") == 1 })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(calls) != 3 {
+		t.Fatalf("handler ran %d times, want 3", len(calls))
+	}
+	// Backoff: 300 ms after the first failure, 600 ms after the second.
+	if d := calls[1].Sub(calls[0]); d < 250*time.Millisecond {
+		t.Fatalf("second attempt %v after the first, want the 300 ms delay", d)
+	}
+	if d := calls[2].Sub(calls[1]); d < 500*time.Millisecond {
+		t.Fatalf("third attempt %v after the second, want the 600 ms delay", d)
+	}
+}
+
+// A message waiting for a long retry holds back neither a message
+// waiting for a shorter retry nor a fresh message: each comes back after
+// its own delay.
+func testRetriesDoNotBlock(t *testing.T, h Harness) {
+	env := h.Open(t, 10*time.Second)
+	f := newFixture(t, inbox.Config{})
+	delays := map[string]time.Duration{"long": 4 * time.Second, "short": 300 * time.Millisecond}
+	var mu sync.Mutex
+	var order []string
+	var longAt time.Time
+	failed := map[string]bool{}
+	handler := func(ctx context.Context, tx *sql.Tx, m *inbox.Message) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if d, ok := delays[m.ID]; ok && !failed[m.ID] {
+			failed[m.ID] = true
+			return inbox.RetryAfter(d, errors.New("later"))
+		}
+		order = append(order, m.ID)
+		if m.ID == "long" {
+			longAt = time.Now()
+		}
+		return f.write(ctx, tx, m)
+	}
+	start := time.Now()
+	publish(t, env, "long")
+	publish(t, env, "short")
+	publish(t, env, "fresh")
+	stop := f.consume(t, env.Source(t), handler, &inbox.ConsumerConfig{Workers: 1})
+	eventually(t, 3*time.Second, "the short retry and the fresh message waited behind the long retry", func() bool {
+		return f.effects(t, "short") == 1 && f.effects(t, "fresh") == 1
+	})
+	if f.effects(t, "long") != 0 {
+		t.Fatalf("the long retry came back after %v, before its 4 s delay", time.Since(start))
+	}
+	eventually(t, 15*time.Second, "the long retry never came back", func() bool { return f.effects(t, "long") == 1 })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if d := longAt.Sub(start); d < 4*time.Second {
+		t.Fatalf("the long retry came back after %v, want its 4 s delay", d)
+	}
+	if fmt.Sprint(order) != "[fresh short long]" {
+		t.Fatalf("processed in order %v, want [fresh short long]", order)
+	}
+}
+
+// A message that always fails is dead-lettered at exactly MaxAttempts,
+// with its payload, and acked: it does not come back.
+func testPoison(t *testing.T, h Harness) {
+	ctx := context.Background()
+	env := h.Open(t, 5*time.Second)
+	f := newFixture(t, inbox.Config{MaxAttempts: 3, Backoff: inbox.Backoff{Initial: 50 * time.Millisecond, Max: 100 * time.Millisecond}})
+	var calls atomic.Int32
+	handler := func(context.Context, *sql.Tx, *inbox.Message) error {
+		calls.Add(1)
+		return errors.New("poison")
+	}
+	publish(t, env, "m-3")
+	stop := f.consume(t, env.Source(t), handler, nil)
+	var dls []inbox.DeadLetter
+	eventually(t, 15*time.Second, "the poison message was never dead-lettered", func() bool {
+		var err error
+		dls, err = f.ib.DeadLetters(ctx, nil)
+		return err == nil && len(dls) == 1
+	})
+	time.Sleep(time.Second) // a message not acked would be redelivered (Nack) meanwhile
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if calls.Load() != 3 || dls[0].Attempts != 3 || string(dls[0].Message.Payload) != "payload of m-3" || dls[0].Message.ID != "m-3" {
+		t.Fatalf("handler ran %d times, dead letter %+v; want 3 attempts and the message kept", calls.Load(), dls[0])
+	}
+}
+
+// A message without a producer ID is a dead letter that keeps its payload,
+// and it is acked: no silent loss, no hot loop.
+func testMissingID(t *testing.T, h Harness) {
+	ctx := context.Background()
+	env := h.Open(t, time.Second)
+	hooks := &statusHooks{}
+	f := newFixture(t, inbox.Config{Hooks: []any{hooks}})
+	var calls atomic.Int32
+	handler := func(context.Context, *sql.Tx, *inbox.Message) error { calls.Add(1); return nil }
+	if err := env.PublishNoID(ctx, []byte("no id here")); err != nil {
+		t.Fatal(err)
+	}
+	stop := f.consume(t, env.Source(t), handler, nil)
+	eventually(t, 15*time.Second, "the message without ID was never dead-lettered", func() bool { return hooks.dead.Load() >= 1 })
+	time.Sleep(1500 * time.Millisecond) // past AckWait: it would come back if not acked
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	dls, err := f.ib.DeadLetters(ctx, nil)
+	if err != nil || len(dls) != 1 || string(dls[0].Message.Payload) != "no id here" || hooks.dead.Load() != 1 || calls.Load() != 0 {
+		t.Fatalf("dead letters %+v (%v), %d dead-lettered, handler ran %d times; want one dead letter with the payload",
+			dls, err, hooks.dead.Load(), calls.Load())
+	}
+}
+
+// Shutting down while a handler runs does not ack it: after the shutdown
+// timeout its context is canceled, nothing commits, and the next consumer
+// processes the message.
+func testShutdown(t *testing.T, h Harness) {
+	env := h.Open(t, 2*time.Second)
+	f := newFixture(t, inbox.Config{})
+	started := make(chan struct{}, 1)
+	blocking := func(ctx context.Context, tx *sql.Tx, m *inbox.Message) error {
+		if err := f.write(ctx, tx, m); err != nil {
+			return err
+		}
+		started <- struct{}{}
+		<-ctx.Done() // the shutdown timeout cancels it
+		return ctx.Err()
+	}
+	publish(t, env, "m-5")
+	stop := f.consume(t, env.Source(t), blocking, &inbox.ConsumerConfig{ShutdownTimeout: 200 * time.Millisecond})
+	select {
+	case <-started:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the handler never started")
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.effects(t, "m-5"); n != 0 {
+		t.Fatalf("%d effects of an interrupted handler, want 0", n)
+	}
+	stop = f.consume(t, env.Source(t), f.write, nil)
+	eventually(t, 15*time.Second, "the interrupted message was not delivered again", func() bool { return f.effects(t, "m-5") == 1 })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The broker restarts while messages are consumed, some in flight:
+// consumption resumes and every message is processed exactly once.
+func testRestart(t *testing.T, h Harness) {
+	env := h.Open(t, 2*time.Second)
+	f := newFixture(t, inbox.Config{})
+	const n = 40
+	for i := range n / 2 {
+		publish(t, env, fmt.Sprintf("r-%d", i))
+	}
+	slow := func(ctx context.Context, tx *sql.Tx, m *inbox.Message) error {
+		time.Sleep(50 * time.Millisecond) // keep messages in flight across the restart
+		return f.write(ctx, tx, m)
+	}
+	stop := f.consume(t, env.Source(t), slow, &inbox.ConsumerConfig{Workers: 2})
+	eventually(t, 15*time.Second, "the first messages were not processed", func() bool { return count(t, f) >= 4 })
+	env.Restart(t)
+	if c := count(t, f); c >= n/2 {
+		t.Fatalf("all %d published messages were processed before the restart: the test restarts too late", c)
+	}
+	for i := n / 2; i < n; i++ {
+		publish(t, env, fmt.Sprintf("r-%d", i))
+	}
+	eventually(t, 60*time.Second, "not every message was processed after the restart", func() bool { return count(t, f) == n })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if e := f.effects(t, fmt.Sprintf("r-%d", i)); e != 1 {
+			t.Fatalf("message r-%d has %d effects, want 1", i, e)
+		}
+	}
+}
+
+func count(t *testing.T, f *fixture) int {
+	t.Helper()
+	var n int
+	if err := f.db.QueryRow(`SELECT count(DISTINCT id) FROM ledger`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// A handler that runs longer than the broker's ack wait keeps its lease
+// (InProgress): the message is not redelivered to another worker meanwhile.
+func testLongHandler(t *testing.T, h Harness) {
+	env := h.Open(t, time.Second)
+	hooks := &statusHooks{}
+	f := newFixture(t, inbox.Config{Hooks: []any{hooks}})
+	var calls atomic.Int32
+	slow := func(ctx context.Context, tx *sql.Tx, m *inbox.Message) error {
+		calls.Add(1)
+		time.Sleep(2500 * time.Millisecond)
+		return f.write(ctx, tx, m)
+	}
+	publish(t, env, "long")
+	stop := f.consume(t, env.Source(t), slow, &inbox.ConsumerConfig{Workers: 2})
+	eventually(t, 15*time.Second, "the long message was never processed", func() bool { return f.effects(t, "long") == 1 })
+	time.Sleep(1500 * time.Millisecond)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if calls.Load() != 1 || hooks.duplicate.Load() != 0 || hooks.retry.Load() != 0 {
+		t.Fatalf("handler ran %d times, %d duplicates, %d retries: the delivery was redelivered while in progress",
+			calls.Load(), hooks.duplicate.Load(), hooks.retry.Load())
+	}
+}

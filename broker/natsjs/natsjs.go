@@ -1,0 +1,248 @@
+// Package natsjs connects the inbox's consumer runtime to NATS JetStream,
+// with a durable pull consumer (nats.go's jetstream package).
+//
+//	src, err := natsjs.NewSource(ctx, js, &natsjs.Config{Stream: "PAYMENTS", Durable: "billing"})
+//	err = inbox.Consume(ctx, ib, src, handler, nil)
+//
+// A message's ID is its Nats-Msg-Id header, which Publisher sets (and
+// which JetStream also uses to drop duplicate publishes within the stream's
+// duplicate window). Retries use NakWithDelay; acks are double acks, which
+// wait for the server's confirmation.
+package natsjs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/inboxkit/inbox/broker"
+)
+
+// Config configures a Source. Stream and Durable are required; zero
+// values of the others mean the defaults.
+type Config struct {
+	// Stream is the JetStream stream to consume.
+	Stream string
+	// Durable names the durable pull consumer, created or updated by
+	// NewSource. Use one per logical consumer.
+	Durable string
+	// FilterSubjects limits the consumer to these subjects. Default: all of
+	// the stream's.
+	FilterSubjects []string
+	// AckWait is how long the server waits for an ack before redelivering.
+	// Default 30 s. The consumer runtime reports long handlers InProgress
+	// every AckWait/3.
+	AckWait time.Duration
+	// MaxDeliver bounds the deliveries of a message. It must stay above the
+	// inbox's MaxAttempts (default 10), or JetStream drops a failing message
+	// before the inbox dead-letters it. Default 100; -1 means unlimited.
+	MaxDeliver int
+	// MaxAckPending bounds the deliveries in flight. Default 1000.
+	MaxAckPending int
+	// TypeHeader names the header holding the message type. Default
+	// "Inbox-Type".
+	TypeHeader string
+	// Logger receives transient consumer errors (missed heartbeats while
+	// the server restarts). Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Source is a broker.Source on a durable JetStream pull consumer.
+type Source struct {
+	cfg     Config
+	cc      jetstream.ConsumeContext
+	msgs    chan jetstream.Msg
+	failed  chan struct{} // closed on a terminal error
+	stopped chan struct{} // closed by Close
+	mu      sync.Mutex
+	err     error // the terminal error
+	once    sync.Once
+}
+
+var _ broker.LeaseSource = (*Source)(nil)
+
+// NewSource creates or updates the durable consumer and starts consuming.
+func NewSource(ctx context.Context, js jetstream.JetStream, cfg *Config) (*Source, error) {
+	if cfg == nil || cfg.Stream == "" || cfg.Durable == "" {
+		return nil, errors.New("natsjs: Config.Stream and Config.Durable are required")
+	}
+	c := *cfg
+	if c.AckWait <= 0 {
+		c.AckWait = 30 * time.Second
+	}
+	switch {
+	case c.MaxDeliver == 0:
+		c.MaxDeliver = 100
+	case c.MaxDeliver < 0:
+		c.MaxDeliver = -1
+	}
+	if c.MaxAckPending <= 0 {
+		c.MaxAckPending = 1000
+	}
+	if c.TypeHeader == "" {
+		c.TypeHeader = "Inbox-Type"
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	cons, err := js.CreateOrUpdateConsumer(ctx, c.Stream, jetstream.ConsumerConfig{
+		Durable:        c.Durable,
+		AckPolicy:      jetstream.AckExplicitPolicy,
+		AckWait:        c.AckWait,
+		MaxDeliver:     c.MaxDeliver,
+		MaxAckPending:  c.MaxAckPending,
+		FilterSubjects: c.FilterSubjects,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("natsjs: consumer %s on stream %s: %w", c.Durable, c.Stream, err)
+	}
+	s := &Source{cfg: c, msgs: make(chan jetstream.Msg), failed: make(chan struct{}), stopped: make(chan struct{})}
+	s.cc, err = cons.Consume(s.receive, jetstream.ConsumeErrHandler(s.consumeError),
+		jetstream.PullMaxMessages(min(c.MaxAckPending, 100)))
+	if err != nil {
+		return nil, fmt.Errorf("natsjs: consume %s: %w", c.Durable, err)
+	}
+	return s, nil
+}
+
+// receive hands a message to a waiting Next; it blocks until one takes it,
+// so that at most a pull batch waits in the client.
+func (s *Source) receive(m jetstream.Msg) {
+	select {
+	case s.msgs <- m:
+	case <-s.stopped:
+	case <-s.failed:
+	}
+}
+
+// consumeError surfaces terminal errors (the consumer or stream deleted, a
+// bad request, the connection closed for good) to Next instead of letting
+// consumption stop silently; other errors (missed heartbeats while the
+// server restarts) are logged and ridden out.
+func (s *Source) consumeError(_ jetstream.ConsumeContext, err error) {
+	switch {
+	case errors.Is(err, jetstream.ErrConsumerDeleted), errors.Is(err, jetstream.ErrConsumerNotFound),
+		errors.Is(err, jetstream.ErrStreamNotFound), errors.Is(err, jetstream.ErrBadRequest),
+		errors.Is(err, jetstream.ErrConnectionClosed), errors.Is(err, nats.ErrConnectionClosed):
+		s.fail(fmt.Errorf("natsjs: consumer %s: %w", s.cfg.Durable, err))
+	default:
+		s.cfg.Logger.Warn("natsjs: consumer error, retrying", "consumer", s.cfg.Durable, "error", err)
+	}
+}
+
+func (s *Source) fail(err error) {
+	s.once.Do(func() {
+		s.mu.Lock()
+		s.err = err
+		s.mu.Unlock()
+		close(s.failed)
+	})
+}
+
+// Next returns the next delivery.
+func (s *Source) Next(ctx context.Context) (broker.Delivery, error) {
+	select {
+	case m := <-s.msgs:
+		return s.delivery(m), nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-s.stopped:
+		return nil, broker.ErrSourceClosed
+	case <-s.failed:
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return nil, s.err
+	}
+}
+
+// LeaseInterval is a third of AckWait.
+func (s *Source) LeaseInterval() time.Duration { return s.cfg.AckWait / 3 }
+
+// Close stops consuming; unacked messages are redelivered after AckWait.
+func (s *Source) Close() error {
+	select {
+	case <-s.stopped:
+	default:
+		close(s.stopped)
+		s.cc.Stop()
+	}
+	return nil
+}
+
+func (s *Source) delivery(m jetstream.Msg) *delivery {
+	msg := &broker.Message{Subject: m.Subject(), Payload: m.Data()}
+	if h := m.Headers(); len(h) > 0 {
+		msg.ID = h.Get(jetstream.MsgIDHeader)
+		msg.Type = h.Get(s.cfg.TypeHeader)
+		msg.Headers = make(map[string]string, len(h))
+		for k, v := range h {
+			if len(v) > 0 {
+				msg.Headers[k] = v[0]
+			}
+		}
+	}
+	if md, err := m.Metadata(); err == nil {
+		msg.Deliveries = int(md.NumDelivered)
+	}
+	return &delivery{m: m, msg: msg}
+}
+
+type delivery struct {
+	m   jetstream.Msg
+	msg *broker.Message
+}
+
+func (d *delivery) Message() *broker.Message { return d.msg }
+
+// Ack acks and waits for the server's confirmation.
+func (d *delivery) Ack(ctx context.Context) error { return d.m.DoubleAck(ctx) }
+
+func (d *delivery) Nack(_ context.Context, delay time.Duration) error {
+	if delay <= 0 {
+		return d.m.Nak()
+	}
+	return d.m.NakWithDelay(delay)
+}
+
+func (d *delivery) Term(_ context.Context, reason string) error { return d.m.TermWithReason(reason) }
+
+func (d *delivery) InProgress(context.Context) error { return d.m.InProgress() }
+
+// Publisher publishes to JetStream with the message's ID as Nats-Msg-Id.
+type Publisher struct {
+	js         jetstream.JetStream
+	typeHeader string
+}
+
+var _ broker.Publisher = (*Publisher)(nil)
+
+// NewPublisher returns a Publisher on js; typeHeader names the header for
+// Message.Type (default "Inbox-Type").
+func NewPublisher(js jetstream.JetStream, typeHeader string) *Publisher {
+	if typeHeader == "" {
+		typeHeader = "Inbox-Type"
+	}
+	return &Publisher{js: js, typeHeader: typeHeader}
+}
+
+// Publish publishes msg to msg.Subject and waits for the stream's ack.
+func (p *Publisher) Publish(ctx context.Context, msg *broker.Message) error {
+	if msg.ID == "" {
+		return errors.New("natsjs: publish: the message has no ID")
+	}
+	nm := &nats.Msg{Subject: msg.Subject, Data: msg.Payload, Header: nats.Header{}}
+	for k, v := range msg.Headers {
+		nm.Header.Set(k, v)
+	}
+	if msg.Type != "" {
+		nm.Header.Set(p.typeHeader, msg.Type)
+	}
+	_, err := p.js.PublishMsg(ctx, nm, jetstream.WithMsgID(msg.ID))
+	return err
+}

@@ -1,0 +1,72 @@
+package natsjs_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/inboxkit/inbox/broker"
+	"github.com/inboxkit/inbox/broker/brokertest"
+	"github.com/inboxkit/inbox/broker/natsjs"
+	"github.com/inboxkit/inbox/internal/testenv"
+)
+
+// connect connects to url, skipping or failing tb when NATS is down.
+func connect(tb testing.TB, url string, opts ...nats.Option) (*nats.Conn, jetstream.JetStream) {
+	tb.Helper()
+	nc, err := nats.Connect(url, append([]nats.Option{nats.Timeout(2 * time.Second)}, opts...)...)
+	if err != nil {
+		testenv.Unavailable(tb, "NATS at "+url, err)
+	}
+	tb.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return nc, js
+}
+
+// openOn makes a fresh stream on js with a durable consumer name.
+func openOn(tb testing.TB, js jetstream.JetStream, ackWait time.Duration) *brokertest.Env {
+	tb.Helper()
+	ctx := context.Background()
+	name := testenv.Name("INBOXTEST_")
+	subject := name + ".msgs"
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{subject}, Storage: jetstream.FileStorage}); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = js.DeleteStream(context.Background(), name) })
+	return &brokertest.Env{
+		Source: func(tb testing.TB) broker.Source {
+			src, err := natsjs.NewSource(ctx, js, &natsjs.Config{Stream: name, Durable: "consumer", AckWait: ackWait})
+			if err != nil {
+				tb.Fatal(err)
+			}
+			tb.Cleanup(func() { src.Close() })
+			return src
+		},
+		Publisher: natsjs.NewPublisher(js, ""),
+		Subject:   subject,
+		PublishNoID: func(ctx context.Context, payload []byte) error {
+			_, err := js.Publish(ctx, subject, payload)
+			return err
+		},
+	}
+}
+
+func TestBroker(t *testing.T) {
+	brokertest.Run(t, brokertest.Harness{Open: func(tb testing.TB, ackWait time.Duration) *brokertest.Env {
+		_, js := connect(tb, testenv.NATSURL())
+		return openOn(tb, js, ackWait)
+	}})
+}
+
+func BenchmarkEndToEnd(b *testing.B) {
+	brokertest.Bench(b, brokertest.Harness{Open: func(tb testing.TB, ackWait time.Duration) *brokertest.Env {
+		_, js := connect(tb, testenv.NATSURL())
+		return openOn(tb, js, ackWait)
+	}})
+}

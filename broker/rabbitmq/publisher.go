@@ -1,0 +1,138 @@
+package rabbitmq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/inboxkit/inbox/broker"
+)
+
+// PublisherConfig configures a Publisher. Zero values mean the defaults.
+type PublisherConfig struct {
+	// URL is the broker's AMQP URI. Default
+	// "amqp://guest:guest@localhost:5672/".
+	URL string
+	// AMQP configures the connection (TLS, heartbeat, vhost, properties).
+	// Its Recovery must be nil.
+	AMQP amqp.Config
+	// ConnectionName is the client-provided connection name. Default
+	// "inbox publisher".
+	ConnectionName string
+	// Exchange receives the messages, with Message.Subject as the routing
+	// key. Default "": the default exchange, which routes to the queue
+	// named by the routing key.
+	Exchange string
+}
+
+// Publisher publishes persistent messages with publisher confirms, the
+// mandatory flag and the message's ID as message_id. It reconnects on the
+// next Publish after its connection was lost. It is safe for concurrent
+// use.
+type Publisher struct {
+	cfg  PublisherConfig
+	mu   sync.Mutex
+	conn *amqp.Connection
+	pub  *confirmer
+	done bool
+}
+
+var _ broker.Publisher = (*Publisher)(nil)
+
+// NewPublisher connects to the broker.
+func NewPublisher(ctx context.Context, cfg *PublisherConfig) (*Publisher, error) {
+	var c PublisherConfig
+	if cfg != nil {
+		c = *cfg
+	}
+	if c.URL == "" {
+		c.URL = defaultURL
+	}
+	if c.ConnectionName == "" {
+		c.ConnectionName = "inbox publisher"
+	}
+	if c.AMQP.Recovery != nil {
+		return nil, errors.New("rabbitmq: PublisherConfig.AMQP.Recovery must be nil")
+	}
+	p := &Publisher{cfg: c}
+	if _, err := p.current(ctx); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// current returns the live confirm channel, reconnecting when it is gone.
+func (p *Publisher) current(ctx context.Context) (*confirmer, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.done {
+		return nil, ErrPublisherClosed
+	}
+	if p.pub != nil && !p.pub.ch.IsClosed() {
+		return p.pub, nil
+	}
+	if p.conn != nil {
+		_ = p.conn.Close()
+		p.conn, p.pub = nil, nil
+	}
+	conn, err := dial(ctx, p.cfg.URL, p.cfg.AMQP, p.cfg.ConnectionName)
+	if err != nil {
+		return nil, err
+	}
+	pub, err := newConfirmer(conn)
+	if err != nil {
+		_ = conn.Close()
+		return nil, fmt.Errorf("rabbitmq: publisher channel: %w", err)
+	}
+	p.conn, p.pub = conn, pub
+	return pub, nil
+}
+
+// Publish publishes msg to the Exchange with msg.Subject as routing key
+// and returns once the broker confirmed it: ErrUnroutable when no queue
+// took it, ErrNotConfirmed when the broker refused it or the connection
+// broke first (publish again: a duplicate is harmless to the inbox).
+// msg.ID is required.
+func (p *Publisher) Publish(ctx context.Context, msg *broker.Message) error {
+	if msg.ID == "" {
+		return errors.New("rabbitmq: publish: the message has no ID")
+	}
+	pub, err := p.current(ctx)
+	if err != nil {
+		return err
+	}
+	am := amqp.Publishing{
+		MessageId:    msg.ID,
+		Type:         msg.Type,
+		Body:         msg.Payload,
+		DeliveryMode: amqp.Persistent,
+		Timestamp:    time.Now(),
+	}
+	if len(msg.Headers) > 0 {
+		am.Headers = make(amqp.Table, len(msg.Headers))
+		for k, v := range msg.Headers {
+			am.Headers[k] = v
+		}
+	}
+	if err := pub.publish(ctx, p.cfg.Exchange, msg.Subject, am); err != nil {
+		return fmt.Errorf("rabbitmq: publish %q: %w", msg.ID, err)
+	}
+	return nil
+}
+
+// Close closes the connection.
+func (p *Publisher) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.done = true
+	if p.conn == nil {
+		return nil
+	}
+	err := p.conn.Close()
+	p.conn, p.pub = nil, nil
+	return err
+}

@@ -1,0 +1,117 @@
+package rabbitmq_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/inboxkit/inbox/broker"
+	"github.com/inboxkit/inbox/broker/brokertest"
+	"github.com/inboxkit/inbox/broker/rabbitmq"
+	"github.com/inboxkit/inbox/internal/testenv"
+)
+
+// connect connects to the test broker, skipping or failing tb when it is
+// down; the connection is closed when tb ends.
+func connect(tb testing.TB) *amqp.Connection {
+	tb.Helper()
+	conn, err := amqp.DialConfig(testenv.AMQPURL(), amqp.Config{
+		Dial:       amqp.DefaultDial(2 * time.Second),
+		Properties: amqp.Table{"connection_name": "inbox test " + tb.Name()},
+	})
+	if err != nil {
+		testenv.Unavailable(tb, "RabbitMQ at "+testenv.AMQPURL(), err)
+	}
+	tb.Cleanup(func() { _ = conn.Close() })
+	return conn
+}
+
+// env is a fresh queue, deleted with its delay queues when the test ends.
+type env struct {
+	*brokertest.Env
+	conn  *amqp.Connection
+	queue string
+	cfg   rabbitmq.Config
+}
+
+func open(tb testing.TB, qt rabbitmq.QueueType) *env {
+	tb.Helper()
+	conn := connect(tb)
+	queue := testenv.Name("inboxtest_")
+	cfg := rabbitmq.Config{URL: testenv.AMQPURL(), Queue: queue, QueueType: qt, ConnectionName: "inbox test " + queue}
+	tb.Cleanup(func() { // after the sources' cleanups, which come later
+		for _, q := range append([]string{queue}, delayQueues(queue)...) {
+			if ch, err := conn.Channel(); err == nil {
+				_, _ = ch.QueueDelete(q, false, false, false)
+				_ = ch.Close()
+			}
+		}
+	})
+	if err := rabbitmq.Declare(context.Background(), &cfg); err != nil {
+		tb.Fatal(err)
+	}
+	pub, err := rabbitmq.NewPublisher(context.Background(), &rabbitmq.PublisherConfig{
+		URL: testenv.AMQPURL(), ConnectionName: "inbox test publisher " + queue,
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = pub.Close() })
+	e := &env{conn: conn, queue: queue, cfg: cfg}
+	e.Env = &brokertest.Env{
+		Source: func(tb testing.TB) broker.Source {
+			src, err := rabbitmq.NewSource(context.Background(), &cfg)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			tb.Cleanup(func() { _ = src.Close() })
+			return src
+		},
+		Publisher: pub,
+		Subject:   queue,
+		PublishNoID: func(ctx context.Context, payload []byte) error {
+			ch, err := conn.Channel()
+			if err != nil {
+				return err
+			}
+			defer ch.Close()
+			if err := ch.Confirm(false); err != nil {
+				return err
+			}
+			dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, "", queue, true, false,
+				amqp.Publishing{Body: payload, DeliveryMode: amqp.Persistent})
+			if err != nil {
+				return err
+			}
+			_, err = dc.WaitContext(ctx)
+			return err
+		},
+	}
+	return e
+}
+
+func delayQueues(queue string) []string {
+	var names []string
+	for _, b := range rabbitmq.DefaultDelayBuckets {
+		names = append(names, rabbitmq.DelayQueue(queue, b))
+	}
+	return names
+}
+
+// Unacked deliveries come back when their channel closes, whatever the
+// ackWait: the suite closes the sources it abandons.
+func TestBroker(t *testing.T) {
+	t.Parallel()
+	brokertest.Run(t, brokertest.Harness{Open: func(tb testing.TB, _ time.Duration) *brokertest.Env {
+		return open(tb, rabbitmq.Quorum).Env
+	}})
+}
+
+func TestBrokerClassic(t *testing.T) {
+	t.Parallel()
+	brokertest.Run(t, brokertest.Harness{Open: func(tb testing.TB, _ time.Duration) *brokertest.Env {
+		return open(tb, rabbitmq.Classic).Env
+	}})
+}

@@ -1,0 +1,177 @@
+package inbox
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/inboxkit/inbox/broker"
+)
+
+// ConsumerConfig configures Consume. Zero values mean the defaults.
+type ConsumerConfig struct {
+	// Workers is the number of deliveries processed at once. Default 4.
+	// Give the broker a prefetch (QoS, MaxAckPending) of at least this.
+	Workers int
+
+	// ShutdownTimeout is how long deliveries in flight may take to finish
+	// after Consume's context is done. Then their handlers' contexts are
+	// canceled, and what did not commit is not acked. Default 30 s.
+	ShutdownTimeout time.Duration
+
+	// ID extracts the message ID from a delivered message. Default: the
+	// broker's producer ID (broker.Message.ID). An empty or invalid ID makes
+	// the message a dead letter that keeps its payload, then it is acked.
+	ID func(*broker.Message) string
+
+	// LeaseInterval is how often a delivery still being processed is
+	// reported InProgress, so that the broker does not redeliver it to
+	// another consumer meanwhile. Default: the source's LeaseInterval (a
+	// broker.LeaseSource), or never. Negative: never.
+	LeaseInterval time.Duration
+
+	// AckTimeout bounds each Ack and Nack. Default 10 s.
+	AckTimeout time.Duration
+
+	// Logger receives failed acks and terminal source errors. Default
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+func (c *ConsumerConfig) withDefaults(src broker.Source) ConsumerConfig {
+	var out ConsumerConfig
+	if c != nil {
+		out = *c
+	}
+	if out.Workers <= 0 {
+		out.Workers = 4
+	}
+	if out.ShutdownTimeout <= 0 {
+		out.ShutdownTimeout = 30 * time.Second
+	}
+	if out.ID == nil {
+		out.ID = func(m *broker.Message) string { return m.ID }
+	}
+	if ls, ok := src.(broker.LeaseSource); ok && out.LeaseInterval == 0 {
+		out.LeaseInterval = ls.LeaseInterval()
+	}
+	if out.AckTimeout <= 0 {
+		out.AckTimeout = 10 * time.Second
+	}
+	if out.Logger == nil {
+		out.Logger = slog.Default()
+	}
+	return out
+}
+
+// Consume processes the deliveries of src through ib and h until ctx is
+// done or src fails for good, acking each delivery only after its outcome
+// committed:
+//
+//   - Processed, Duplicate, DeadLettered (including a message whose ID is
+//     missing or invalid, kept with its payload): Ack.
+//   - Retry: Nack with the outcome's delay (the broker redelivers later).
+//
+// A handler's panic is a handler error. When ctx is done, Consume stops
+// fetching, lets deliveries in flight finish for up to ShutdownTimeout,
+// then cancels them (they are not acked) and returns nil. A terminal error
+// of src (a deleted consumer) stops every worker the same way and is
+// returned.
+func Consume[TTx any](ctx context.Context, ib *Inbox[TTx], src broker.Source, h Handler[TTx], cfg *ConsumerConfig) error {
+	c := cfg.withDefaults(src)
+	// Work outlives ctx by ShutdownTimeout, so that a commit in progress
+	// can finish and be acked.
+	work, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWork()
+	stopAfter := context.AfterFunc(ctx, func() { time.AfterFunc(c.ShutdownTimeout, cancelWork) })
+	defer stopAfter()
+
+	fetch, stopFetching := context.WithCancel(ctx)
+	defer stopFetching()
+	var (
+		wg       sync.WaitGroup
+		once     sync.Once
+		terminal error
+	)
+	for range c.Workers {
+		wg.Go(func() {
+			for {
+				d, err := src.Next(fetch)
+				if err != nil {
+					if fetch.Err() == nil { // the source failed for good: stop all workers
+						once.Do(func() {
+							terminal = err
+							c.Logger.ErrorContext(ctx, "inbox: the message source failed; stopping", "error", err)
+						})
+						stopFetching()
+					}
+					return
+				}
+				deliver(work, ib, d, h, &c)
+			}
+		})
+	}
+	wg.Wait()
+	return terminal
+}
+
+// deliver processes one delivery and acks or nacks it.
+func deliver[TTx any](ctx context.Context, ib *Inbox[TTx], d broker.Delivery, h Handler[TTx], c *ConsumerConfig) {
+	m := d.Message()
+	msg := Message{ID: c.ID(m), Type: m.Type, Payload: m.Payload, Headers: m.Headers}
+	stopLease := keepLease(ctx, d, c.LeaseInterval)
+	out, err := ib.Process(ctx, msg, h)
+	stopLease()
+
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.AckTimeout)
+	defer cancel()
+	if out.Ack() {
+		if aerr := d.Ack(actx); aerr != nil {
+			// Committed but not acked: the broker redelivers it, and the
+			// redelivery is a duplicate.
+			c.Logger.WarnContext(ctx, "inbox: ack failed; the message will be redelivered and skipped as a duplicate",
+				"consumer", ib.Consumer(), "id", fmt.Sprintf("%q", msg.ID), "status", out.Status, "error", aerr)
+		}
+		return
+	}
+	if nerr := d.Nack(actx, out.Delay); nerr != nil {
+		c.Logger.WarnContext(ctx, "inbox: nack failed; the broker will redeliver the message when its lease expires",
+			"consumer", ib.Consumer(), "id", fmt.Sprintf("%q", msg.ID), "error", nerr)
+	}
+	if err != nil && ctx.Err() == nil {
+		c.Logger.DebugContext(ctx, "inbox: message will be retried", "consumer", ib.Consumer(),
+			"id", fmt.Sprintf("%q", msg.ID), "attempts", out.Attempts, "delay", out.Delay, "error", err)
+	}
+}
+
+// keepLease reports d InProgress every interval until the returned function
+// is called; a zero interval does nothing. A timer, not a goroutine: most
+// messages finish long before the first report is due.
+func keepLease(ctx context.Context, d broker.Delivery, interval time.Duration) (stop func()) {
+	if interval <= 0 {
+		return func() {}
+	}
+	var (
+		mu      sync.Mutex
+		stopped bool
+		t       *time.Timer
+	)
+	mu.Lock() // the timer's function reads t
+	t = time.AfterFunc(interval, func() {
+		_ = d.InProgress(ctx)
+		mu.Lock()
+		defer mu.Unlock()
+		if !stopped {
+			t.Reset(interval)
+		}
+	})
+	mu.Unlock()
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		stopped = true
+		t.Stop()
+	}
+}

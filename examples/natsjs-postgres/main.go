@@ -1,0 +1,155 @@
+// Command natsjs-postgres is a small consumer that credits accounts from
+// payment messages on NATS JetStream, effectively once, with the inbox on
+// PostgreSQL. It publishes sample payments first when asked to:
+//
+//	go run ./examples/natsjs-postgres -publish 100
+//
+// It stops after -idle without a message (default 2 s; 0: at Ctrl-C).
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/inboxkit/inbox"
+	"github.com/inboxkit/inbox/broker"
+	"github.com/inboxkit/inbox/broker/natsjs"
+	"github.com/inboxkit/inbox/store/pgxstore"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "natsjs-postgres:", err)
+		os.Exit(1)
+	}
+}
+
+// payment is the message's payload.
+type payment struct {
+	Account string `json:"account"`
+	Amount  int64  `json:"amount"`
+}
+
+func run(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("natsjs-postgres", flag.ContinueOnError)
+	natsURL := fs.String("nats", "nats://127.0.0.1:4222", "NATS server")
+	dsn := fs.String("postgres", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "PostgreSQL DSN")
+	stream := fs.String("stream", "PAYMENTS", "JetStream stream (created if missing)")
+	publish := fs.Int("publish", 0, "publish this many sample payments first")
+	idle := fs.Duration("idle", 2*time.Second, "stop after this long without a message (0: run until interrupted)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+
+	pool, err := pgxpool.New(ctx, *dsn)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if _, err := pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS example_accounts (id text PRIMARY KEY, balance bigint NOT NULL)`); err != nil {
+		return err
+	}
+	driver, err := pgxstore.New(pool, nil)
+	if err != nil {
+		return err
+	}
+	if err := inbox.Migrate(ctx, driver); err != nil {
+		return err
+	}
+	var processed, duplicates, deadLettered atomic.Int64
+	ib, err := inbox.New(ctx, driver, &inbox.Config{Consumer: "example-billing", Hooks: []any{
+		counter{&processed, &duplicates, &deadLettered},
+	}})
+	if err != nil {
+		return err
+	}
+
+	nc, err := nats.Connect(*natsURL)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	subject := "payments." + *stream
+	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: *stream, Subjects: []string{subject}}); err != nil {
+		return err
+	}
+	if *publish > 0 {
+		pub := natsjs.NewPublisher(js, "")
+		run := time.Now().UnixNano() // new payment IDs on every run
+		for i := range *publish {
+			body, _ := json.Marshal(payment{Account: fmt.Sprintf("acct-%d", i%5), Amount: 10})
+			id := fmt.Sprintf("payment-%d-%d", run, i)
+			if err := pub.Publish(ctx, &broker.Message{ID: id, Subject: subject, Type: "payment.received", Payload: body}); err != nil {
+				return err
+			}
+		}
+		fmt.Fprintf(out, "published %d payments\n", *publish)
+	}
+
+	src, err := natsjs.NewSource(ctx, js, &natsjs.Config{Stream: *stream, Durable: "example-billing"})
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	credit := func(ctx context.Context, tx pgx.Tx, msg *inbox.Message) error {
+		var p payment
+		if err := json.Unmarshal(msg.Payload, &p); err != nil || p.Account == "" {
+			return inbox.Permanent(fmt.Errorf("bad payment %q: %v", msg.Payload, err)) // dead-lettered, payload kept
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO example_accounts (id, balance) VALUES ($1, $2)
+			ON CONFLICT (id) DO UPDATE SET balance = example_accounts.balance + EXCLUDED.balance`, p.Account, p.Amount)
+		return err
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if *idle > 0 {
+		go stopWhenIdle(cctx, cancel, *idle, func() int64 { return processed.Load() + duplicates.Load() + deadLettered.Load() })
+	}
+	if err := inbox.Consume(cctx, ib, src, credit, nil); err != nil {
+		return err
+	}
+	var total int64
+	if err := pool.QueryRow(ctx, `SELECT coalesce(sum(balance), 0) FROM example_accounts`).Scan(&total); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "processed %d, duplicates %d, dead-lettered %d; all accounts hold %d\n",
+		processed.Load(), duplicates.Load(), deadLettered.Load(), total)
+	return nil
+}
+
+// stopWhenIdle cancels when count has not moved for idle.
+func stopWhenIdle(ctx context.Context, cancel func(), idle time.Duration, count func() int64) {
+	last, since := count(), time.Now()
+	for ctx.Err() == nil {
+		time.Sleep(50 * time.Millisecond)
+		if c := count(); c != last {
+			last, since = c, time.Now()
+		} else if time.Since(since) > idle {
+			cancel()
+		}
+	}
+}
+
+type counter struct{ processed, duplicates, dead *atomic.Int64 }
+
+func (c counter) OnProcessed(context.Context, *inbox.Event)    { c.processed.Add(1) }
+func (c counter) OnDuplicate(context.Context, *inbox.Event)    { c.duplicates.Add(1) }
+func (c counter) OnDeadLettered(context.Context, *inbox.Event) { c.dead.Add(1) }

@@ -1,0 +1,255 @@
+package crashtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/inboxkit/inbox"
+	"github.com/inboxkit/inbox/broker"
+	"github.com/inboxkit/inbox/broker/natsjs"
+	"github.com/inboxkit/inbox/internal/testenv"
+	"github.com/inboxkit/inbox/store"
+	"github.com/inboxkit/inbox/store/pgxstore"
+)
+
+// The points at which the child kills itself with SIGKILL.
+var points = []string{"after-claim", "after-write", "before-commit", "after-commit", "during-ack"}
+
+// crashEvery: a child dies at its point once its handler has run this many
+// times, so that each child makes progress before it dies.
+const crashEvery = 20
+
+func TestMain(m *testing.M) {
+	if point := os.Getenv("INBOX_CRASH_CHILD"); point != "" {
+		if err := child(point); err != nil {
+			fmt.Fprintln(os.Stderr, "crash child:", err)
+			os.Exit(3)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func messages() int {
+	if n, err := strconv.Atoi(os.Getenv("INBOX_CRASH_MESSAGES")); err == nil && n > 0 {
+		return n
+	}
+	return 200
+}
+
+// TestCrash runs, for each kill point, consumers that die there again and
+// again until every message is processed, then checks the ledger.
+func TestCrash(t *testing.T) {
+	for _, point := range points {
+		t.Run(point, func(t *testing.T) {
+			t.Parallel()
+			runPoint(t, point, messages())
+		})
+	}
+}
+
+func runPoint(t *testing.T, point string, n int) {
+	ctx := context.Background()
+	pool := testenv.PostgresPool(t, 4)
+	nc, err := nats.Connect(testenv.NATSURL(), nats.Timeout(2*time.Second))
+	if err != nil {
+		testenv.Unavailable(t, "NATS", err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema := testenv.Name("crash_")
+	stream := testenv.Name("CRASH_")
+	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+schema+"; CREATE TABLE "+schema+".ledger (id text NOT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE") })
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{stream + ".msgs"}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = js.DeleteStream(context.Background(), stream) })
+	d, err := pgxstore.New(pool, &pgxstore.Config{Tables: store.Tables{Schema: schema}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	pub := natsjs.NewPublisher(js, "")
+	for i := range n {
+		id := fmt.Sprintf("msg-%d", i)
+		if err := pub.Publish(ctx, &broker.Message{ID: id, Subject: stream + ".msgs", Payload: []byte(id)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	crashes, deadline := 0, time.Now().Add(2*time.Minute+time.Duration(n)*20*time.Millisecond)
+	for done(t, pool, schema) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %d of %d messages processed after %d crashes", point, done(t, pool, schema), n, crashes)
+		}
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), "INBOX_CRASH_CHILD="+point, "INBOX_CRASH_SCHEMA="+schema,
+			"INBOX_CRASH_STREAM="+stream, "INBOX_CRASH_TOTAL="+strconv.Itoa(n))
+		out, err := cmd.CombinedOutput()
+		var exit *exec.ExitError
+		switch {
+		case errors.As(err, &exit) && exit.Sys().(syscall.WaitStatus).Signal() == syscall.SIGKILL:
+			crashes++
+		case err != nil:
+			t.Fatalf("%s: child failed: %v\n%s", point, err, out)
+		}
+	}
+	rows, err := pool.Query(ctx, "SELECT id, count(*) FROM "+schema+".ledger GROUP BY id HAVING count(*) <> 1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad, err := pgx.CollectRows(rows, pgx.RowToStructByPos[struct {
+		ID string
+		N  int
+	}])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(bad) > 0 || done(t, pool, schema) != n {
+		t.Fatalf("%s: %d messages with effects other than 1 (first %v); %d of %d done", point, len(bad), bad[:min(len(bad), 3)], done(t, pool, schema), n)
+	}
+	if crashes < n/crashEvery/2 {
+		t.Fatalf("%s: only %d crashes for %d messages: the kill point was not reached", point, crashes, n)
+	}
+	t.Logf("%s: %d messages, each effect exactly once, after %d SIGKILLs", point, n, crashes)
+}
+
+// done counts the distinct messages in the ledger.
+func done(t *testing.T, pool interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, schema string) int {
+	t.Helper()
+	var n int
+	if err := pool.QueryRow(context.Background(), "SELECT count(DISTINCT id) FROM "+schema+".ledger").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// child consumes until every message is in the ledger, killing itself at
+// point once it has handled crashEvery messages.
+func child(point string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	schema, stream := os.Getenv("INBOX_CRASH_SCHEMA"), os.Getenv("INBOX_CRASH_STREAM")
+	total, _ := strconv.Atoi(os.Getenv("INBOX_CRASH_TOTAL"))
+	pool, err := pgxpool.New(ctx, testenv.PostgresDSN())
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	nc, err := nats.Connect(testenv.NATSURL())
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	inner, err := pgxstore.New(pool, &pgxstore.Config{Tables: store.Tables{Schema: schema}})
+	if err != nil {
+		return err
+	}
+	var handled atomic.Int64
+	crashNow := func(at string) {
+		if at == point && handled.Load() >= crashEvery {
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {} // the signal is on its way
+		}
+	}
+	d := &crashDriver{Driver: inner, crash: crashNow}
+	ib, err := inbox.New(ctx, d, &inbox.Config{Consumer: "crash", Backoff: inbox.Backoff{Initial: 50 * time.Millisecond, Max: 200 * time.Millisecond}})
+	if err != nil {
+		return err
+	}
+	src, err := natsjs.NewSource(ctx, js, &natsjs.Config{Stream: stream, Durable: "crash", AckWait: time.Second})
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	h := func(ctx context.Context, tx pgx.Tx, m *inbox.Message) error {
+		handled.Add(1)
+		crashNow("after-claim")
+		if _, err := tx.Exec(ctx, "INSERT INTO "+schema+".ledger (id) VALUES ($1)", m.ID); err != nil {
+			return err
+		}
+		crashNow("after-write")
+		return nil
+	}
+	cctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() { // stop once everything is done
+		for cctx.Err() == nil {
+			var n int
+			if pool.QueryRow(cctx, "SELECT count(DISTINCT id) FROM "+schema+".ledger").Scan(&n) == nil && n >= total {
+				time.Sleep(1500 * time.Millisecond) // let the last acks go out
+				stop()
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+	return inbox.Consume(cctx, ib, &crashSource{Source: src, crash: crashNow}, h, &inbox.ConsumerConfig{Workers: 4})
+}
+
+// crashDriver kills the process just before COMMIT.
+type crashDriver struct {
+	store.Driver[pgx.Tx]
+	crash func(at string)
+}
+
+func (d *crashDriver) Commit(ctx context.Context, tx pgx.Tx) error {
+	d.crash("before-commit")
+	return d.Driver.Commit(ctx, tx)
+}
+
+// crashSource kills the process after COMMIT, before the ack, or right
+// after the ack was sent, before it is confirmed.
+type crashSource struct {
+	broker.Source
+	crash func(at string)
+}
+
+func (s *crashSource) Next(ctx context.Context) (broker.Delivery, error) {
+	d, err := s.Source.Next(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &crashDelivery{Delivery: d, crash: s.crash}, nil
+}
+
+type crashDelivery struct {
+	broker.Delivery
+	crash func(at string)
+}
+
+func (d *crashDelivery) Ack(ctx context.Context) error {
+	d.crash("after-commit")
+	errc := make(chan error, 1)
+	go func() { errc <- d.Delivery.Ack(ctx) }()
+	time.Sleep(time.Millisecond) // the ack is on the wire, not yet confirmed
+	d.crash("during-ack")
+	return <-errc
+}
