@@ -18,10 +18,17 @@ import (
 	"github.com/inboxkit/inbox/store"
 )
 
-//go:embed migrations/*.sql
-var migrationFS embed.FS
+// Names are the table names the statements use: quoted names, or
+// internal/migrate's tokens ({inbox}, ...) for a store that fills them in
+// itself.
+type Names struct{ Inbox, Attempts, DeadLetters, Migrations string }
 
-// Queries are the statements of one set of tables.
+// Tokens are internal/migrate's tokens for the table names.
+var Tokens = Names{Inbox: "{inbox}", Attempts: "{attempts}", DeadLetters: "{dead_letters}", Migrations: "{migrations}"}
+
+// Queries are the statements of one set of tables, for pgxstore and for
+// sqlstore's PostgreSQL dialect alike. Times come back as unix
+// milliseconds; durations go in as milliseconds.
 type Queries struct {
 	Tables     store.Tables
 	Migrations []store.Migration
@@ -31,7 +38,14 @@ type Queries struct {
 	// MigrateLockKey is the advisory lock key of Migrate, per schema so
 	// that CREATE SCHEMA never races either.
 	MigrateLockKey int64
+	// CreateSchema creates Tables.Schema if set; empty otherwise.
+	CreateSchema string
 
+	Statements
+}
+
+// Statements are the SQL of the inbox on PostgreSQL.
+type Statements struct {
 	// SetLockTimeout sets the lock timeout for the rest of the
 	// transaction: $1 a duration such as "5000ms".
 	SetLockTimeout string
@@ -39,8 +53,8 @@ type Queries struct {
 	// duration such as "5000ms".
 	SetSessionLockTimeout string
 	// Claim: $1 consumer, $2 message_id, $3 type, $4 fingerprint. Inserts
-	// one row (command tag INSERT 0 1) for a new message, none for a
-	// duplicate.
+	// one row (command tag INSERT 0 1, and a row back) for a new message,
+	// none for a duplicate.
 	Claim string
 	// ClaimLookup: $1 consumer, $2 message_id. Returns a duplicate's
 	// fingerprint.
@@ -53,14 +67,21 @@ type Queries struct {
 	// $5 payload, $6 headers, $7 error, $8 attempts. Returns the dead
 	// letter's id, or no row when the inbox row exists.
 	DeadLetterAdd string
-	// DeadLetterList: $1 consumer, $2 after id, $3 limit.
+	// DeadInsert inserts the dead-marked inbox row alone: $1 consumer, $2
+	// message_id, $3 type, $4 fingerprint. A row back if it inserted.
+	DeadInsert string
+	// DeadLetterInsert: the dead letter alone: $1 consumer, $2 message_id,
+	// $3 type, $4 payload, $5 headers, $6 error, $7 attempts.
+	DeadLetterInsert string
+	// DeadLetterList: $1 consumer, $2 after id, $3 limit. Columns:
+	// DeadLetterColumns.
 	DeadLetterList string
 	// DeadLetterTake: $1 consumer, $2 id. Returns the deleted row.
 	DeadLetterTake string
-	// DeadLetterInsert: the dead letter of an invalid message alone: $1
-	// consumer, $2 message_id, $3 type, $4 payload, $5 headers, $6 error,
-	// $7 attempts.
-	DeadLetterInsert string
+	// DeadLetterGet locks and returns one: $1 consumer, $2 id.
+	DeadLetterGet string
+	// DeadLetterDelete: $1 consumer, $2 id.
+	DeadLetterDelete string
 	// InboxReclaim: $1 consumer, $2 message_id, $3 type, $4 fingerprint.
 	// Returns a row if it made the row live.
 	InboxReclaim string
@@ -68,12 +89,12 @@ type Queries struct {
 	TryLock string
 	// Lock: $1 key. Waits for the lock, for the transaction.
 	Lock string
-	// PruneInbox, PruneAttempts: $1 retention in microseconds, $2 limit.
+	// TrySessionLock, SessionUnlock: $1 key, for a session.
+	TrySessionLock, SessionUnlock string
+	// PruneInbox, PruneAttempts: $1 retention in milliseconds, $2 limit.
 	PruneInbox, PruneAttempts string
 	// Durability returns synchronous_commit and fsync.
 	Durability string
-	// CreateSchema creates Tables.Schema if set; empty otherwise.
-	CreateSchema string
 	// CreateMigrations creates the migrations table if missing.
 	CreateMigrations string
 	// AppliedVersions lists the applied migration versions.
@@ -82,31 +103,61 @@ type Queries struct {
 	RecordMigration string
 }
 
-// DeadLetterColumns is the column order of DeadLetterList and DeadLetterTake.
-const deadLetterColumns = `id, consumer, message_id, message_type, payload, headers, error, attempts, failed_at`
+// DeadLetterColumns is the column order of the dead letter reads:
+// failed_at in unix milliseconds.
+const DeadLetterColumns = `id, consumer, message_id, message_type, payload, headers, error, attempts,
+	(extract(epoch FROM failed_at) * 1000)::bigint`
+
+// MigrationFS holds the migrations, NNNN_name.sql in "migrations".
+//
+//go:embed migrations/*.sql
+var MigrationFS embed.FS
 
 // New returns the queries of tables t, which must be valid.
 func New(t store.Tables) (*Queries, error) {
 	if err := t.Validate(); err != nil {
 		return nil, err
 	}
-	ms, err := migrate.Load(migrationFS, "migrations", t, store.QuoteDouble)
+	ms, err := migrate.Load(MigrationFS, "migrations", t, store.QuoteDouble)
 	if err != nil {
 		return nil, err
 	}
-	inbox := t.Name("inbox", store.QuoteDouble)
-	attempts := t.Name("inbox_attempts", store.QuoteDouble)
-	dead := t.Name("inbox_dead_letters", store.QuoteDouble)
-	migrations := t.Name("inbox_migrations", store.QuoteDouble)
 	q := &Queries{
-		Tables:                t,
-		Migrations:            ms,
-		LockKey:               lockKey("prune", t.Schema, t.Prefix),
-		MigrateLockKey:        lockKey("migrate", t.Schema),
+		Tables:         t,
+		Migrations:     ms,
+		LockKey:        PruneLockKey(t),
+		MigrateLockKey: MigrateLockKey(t),
+		Statements: NewStatements(Names{
+			Inbox:       t.Name("inbox", store.QuoteDouble),
+			Attempts:    t.Name("inbox_attempts", store.QuoteDouble),
+			DeadLetters: t.Name("inbox_dead_letters", store.QuoteDouble),
+			Migrations:  t.Name("inbox_migrations", store.QuoteDouble),
+		}),
+	}
+	q.CreateSchema = CreateSchema(t)
+	return q, nil
+}
+
+// CreateSchema is the statement that creates t.Schema, empty without one.
+func CreateSchema(t store.Tables) string {
+	if t.Schema == "" {
+		return ""
+	}
+	return `CREATE SCHEMA IF NOT EXISTS ` + store.QuoteDouble(t.Schema)
+}
+
+// PruneLockKey and MigrateLockKey are the advisory lock keys of tables t.
+func PruneLockKey(t store.Tables) int64   { return lockKey("prune", t.Schema, t.Prefix) }
+func MigrateLockKey(t store.Tables) int64 { return lockKey("migrate", t.Schema) }
+
+// NewStatements returns the statements on the tables named n.
+func NewStatements(n Names) Statements {
+	inbox, attempts, dead, migrations := n.Inbox, n.Attempts, n.DeadLetters, n.Migrations
+	return Statements{
 		SetLockTimeout:        `SELECT set_config('lock_timeout', $1, true)`,
 		SetSessionLockTimeout: `SELECT set_config('lock_timeout', $1, false)`,
 		Claim: `INSERT INTO ` + inbox + ` (consumer, message_id, message_type, fingerprint) VALUES ($1, $2, $3, $4)
-ON CONFLICT DO NOTHING`,
+ON CONFLICT DO NOTHING RETURNING 1`,
 		ClaimLookup: `SELECT fingerprint FROM ` + inbox + ` WHERE consumer = $1 AND message_id = $2`,
 		AttemptAdd: `INSERT INTO ` + attempts + ` AS a (consumer, message_id, attempts, last_error) VALUES ($1, $2, 1, $3)
 ON CONFLICT (consumer, message_id) DO UPDATE
@@ -120,33 +171,35 @@ RETURNING attempts`,
 INSERT INTO ` + dead + ` (consumer, message_id, message_type, payload, headers, error, attempts)
 SELECT $1, $2, $3, $5, $6, $7, $8 FROM ins
 RETURNING id`,
-		DeadLetterList: `SELECT ` + deadLetterColumns + ` FROM ` + dead + `
-WHERE consumer = $1 AND id > $2 ORDER BY id LIMIT $3`,
-		DeadLetterTake: `DELETE FROM ` + dead + ` WHERE consumer = $1 AND id = $2 RETURNING ` + deadLetterColumns,
+		DeadInsert: `INSERT INTO ` + inbox + ` (consumer, message_id, message_type, fingerprint, dead) VALUES ($1, $2, $3, $4, true)
+ON CONFLICT DO NOTHING RETURNING 1`,
 		DeadLetterInsert: `INSERT INTO ` + dead + ` (consumer, message_id, message_type, payload, headers, error, attempts)
 VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+		DeadLetterList: `SELECT ` + DeadLetterColumns + ` FROM ` + dead + `
+WHERE consumer = $1 AND id > $2 ORDER BY id LIMIT $3`,
+		DeadLetterTake:   `DELETE FROM ` + dead + ` WHERE consumer = $1 AND id = $2 RETURNING ` + DeadLetterColumns,
+		DeadLetterGet:    `SELECT ` + DeadLetterColumns + ` FROM ` + dead + ` WHERE consumer = $1 AND id = $2 FOR UPDATE`,
+		DeadLetterDelete: `DELETE FROM ` + dead + ` WHERE consumer = $1 AND id = $2`,
 		InboxReclaim: `INSERT INTO ` + inbox + ` AS i (consumer, message_id, message_type, fingerprint) VALUES ($1, $2, $3, $4)
 ON CONFLICT (consumer, message_id) DO UPDATE SET dead = false WHERE i.dead
-RETURNING true`,
-		TryLock: `SELECT pg_try_advisory_xact_lock($1)`,
-		Lock:    `SELECT pg_advisory_xact_lock($1)`,
+RETURNING 1`,
+		TryLock:        `SELECT pg_try_advisory_xact_lock($1)`,
+		Lock:           `SELECT pg_advisory_xact_lock($1)`,
+		TrySessionLock: `SELECT pg_try_advisory_lock($1)`,
+		SessionUnlock:  `SELECT pg_advisory_unlock($1)`,
 		PruneInbox: `DELETE FROM ` + inbox + ` WHERE (consumer, message_id) IN (
 	SELECT consumer, message_id FROM ` + inbox + `
-	WHERE received_at < now() - $1::bigint * interval '1 microsecond'
+	WHERE received_at < now() - $1::bigint * interval '1 millisecond'
 	ORDER BY received_at LIMIT $2)`,
 		PruneAttempts: `DELETE FROM ` + attempts + ` WHERE (consumer, message_id) IN (
 	SELECT consumer, message_id FROM ` + attempts + `
-	WHERE last_failed_at < now() - $1::bigint * interval '1 microsecond'
+	WHERE last_failed_at < now() - $1::bigint * interval '1 millisecond'
 	ORDER BY last_failed_at LIMIT $2)`,
 		Durability:       `SELECT current_setting('synchronous_commit'), current_setting('fsync')`,
 		CreateMigrations: `CREATE TABLE IF NOT EXISTS ` + migrations + ` (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`,
 		AppliedVersions:  `SELECT version FROM ` + migrations,
 		RecordMigration:  `INSERT INTO ` + migrations + ` (version, name) VALUES ($1, $2)`,
 	}
-	if t.Schema != "" {
-		q.CreateSchema = `CREATE SCHEMA IF NOT EXISTS ` + store.QuoteDouble(t.Schema)
-	}
-	return q, nil
 }
 
 func lockKey(parts ...string) int64 {

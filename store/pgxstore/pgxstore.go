@@ -295,8 +295,10 @@ func (d *Driver) DeadLetterAdd(ctx context.Context, tx pgx.Tx, p *store.DeadLett
 
 func scanDeadLetter(row pgx.Row) (*store.DeadLetter, error) {
 	dl := &store.DeadLetter{}
+	var failedAt int64 // unix milliseconds
 	err := row.Scan(&dl.ID, &dl.Key.Consumer, &dl.Key.MessageID, &dl.Type, &dl.Payload, &dl.Headers,
-		&dl.Error, &dl.Attempts, &dl.FailedAt)
+		&dl.Error, &dl.Attempts, &failedAt)
+	dl.FailedAt = time.UnixMilli(failedAt).UTC()
 	return dl, err
 }
 
@@ -326,12 +328,12 @@ func (d *Driver) DeadLetterTake(ctx context.Context, tx pgx.Tx, consumer []byte,
 
 // InboxReclaim claims a dead-lettered message again, for a replay.
 func (d *Driver) InboxReclaim(ctx context.Context, tx pgx.Tx, p *store.ClaimParams) (bool, error) {
-	var ok bool
-	err := tx.QueryRow(ctx, d.q.InboxReclaim, p.Consumer, p.MessageID, p.Type, p.Fingerprint).Scan(&ok)
+	var one int
+	err := tx.QueryRow(ctx, d.q.InboxReclaim, p.Consumer, p.MessageID, p.Type, p.Fingerprint).Scan(&one)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, nil
 	}
-	return ok, pgsql.Classify(err)
+	return err == nil, pgsql.Classify(err)
 }
 
 // Prune deletes one batch of old rows, under an advisory lock per table.
@@ -347,7 +349,7 @@ func (d *Driver) Prune(ctx context.Context, p *store.PruneParams) (*store.PruneR
 			return nil
 		}
 		for _, sql := range []string{d.q.PruneInbox, d.q.PruneAttempts} {
-			tag, err := tx.Exec(ctx, sql, p.Retention.Microseconds(), max(p.Limit, 1))
+			tag, err := tx.Exec(ctx, sql, p.Retention.Milliseconds(), max(p.Limit, 1))
 			if err != nil {
 				return err
 			}

@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"io/fs"
 	"strings"
 	"time"
 
@@ -34,8 +35,9 @@ type dialect interface {
 	// checkTables rejects what Tables.Validate lets through but the
 	// database cannot do (a schema on SQLite), wrapping store.ErrInvalidTables.
 	checkTables(t store.Tables) error
-	// migrationsDir is the directory of the dialect's files in migrationsFS.
-	migrationsDir() string
+	// migrations returns where the dialect's migration files are: a file
+	// system and the directory in it.
+	migrations() (fs.FS, string)
 	// templates returns the dialect's statements with the table tokens of
 	// internal/migrate ({inbox}, {attempts}, ...) still in them.
 	templates() queries

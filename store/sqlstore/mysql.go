@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"strconv"
 	"strings"
@@ -238,11 +239,11 @@ const mysqlMigrateWait = 600
 
 type mysqlDialect struct{}
 
-func (mysqlDialect) name() string              { return "mysql" }
-func (mysqlDialect) oneWriter() bool           { return false }
-func (mysqlDialect) quote(ident string) string { return store.QuoteBacktick(ident) }
-func (mysqlDialect) migrationsDir() string     { return "migrations/mysql" }
-func (mysqlDialect) templates() queries        { return mysqlQueries }
+func (mysqlDialect) name() string                { return "mysql" }
+func (mysqlDialect) oneWriter() bool             { return false }
+func (mysqlDialect) quote(ident string) string   { return store.QuoteBacktick(ident) }
+func (mysqlDialect) migrations() (fs.FS, string) { return migrationsFS, "migrations/mysql" }
+func (mysqlDialect) templates() queries          { return mysqlQueries }
 
 func (mysqlDialect) checkTables(store.Tables) error { return nil }
 

@@ -20,5 +20,6 @@ func Migrations(dialect Dialect, t store.Tables) ([]store.Migration, error) {
 	if err := d.checkTables(t); err != nil {
 		return nil, err
 	}
-	return migrate.Load(migrationsFS, d.migrationsDir(), t, d.quote)
+	fsys, dir := d.migrations()
+	return migrate.Load(fsys, dir, t, d.quote)
 }

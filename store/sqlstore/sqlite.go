@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"strconv"
 	"strings"
@@ -154,11 +155,11 @@ RETURNING 1`,
 
 type sqliteDialect struct{}
 
-func (sqliteDialect) name() string              { return "sqlite" }
-func (sqliteDialect) oneWriter() bool           { return true }
-func (sqliteDialect) quote(ident string) string { return store.QuoteDouble(ident) }
-func (sqliteDialect) migrationsDir() string     { return "migrations/sqlite" }
-func (sqliteDialect) templates() queries        { return sqliteQueries }
+func (sqliteDialect) name() string                { return "sqlite" }
+func (sqliteDialect) oneWriter() bool             { return true }
+func (sqliteDialect) quote(ident string) string   { return store.QuoteDouble(ident) }
+func (sqliteDialect) migrations() (fs.FS, string) { return migrationsFS, "migrations/sqlite" }
+func (sqliteDialect) templates() queries          { return sqliteQueries }
 
 func (sqliteDialect) checkTables(t store.Tables) error {
 	if t.Schema != "" {

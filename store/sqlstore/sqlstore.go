@@ -76,7 +76,8 @@ func New(db *sql.DB, cfg *Config) (*Driver, error) {
 	if db == nil {
 		return nil, errors.New("sqlstore: nil *sql.DB")
 	}
-	migrations, err := migrate.Load(migrationsFS, d.migrationsDir(), cfg.Tables, d.quote)
+	fsys, dir := d.migrations()
+	migrations, err := migrate.Load(fsys, dir, cfg.Tables, d.quote)
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: loading the %s migrations: %w", d.name(), err)
 	}

@@ -833,7 +833,11 @@ func testThreeRaceHolderRollsBack[TTx any](t *testing.T, h Harness[TTx]) {
 		results <- result{out, err}
 	}
 	go run()
-	<-holding
+	select {
+	case <-holding:
+	case r := <-results:
+		t.Fatalf("the first delivery never reached its handler: %+v %v", r.out, r.err)
+	}
 	go run()
 	go run()
 	waitForLockWaits(t, env, 2)

@@ -1,0 +1,74 @@
+package sqlstore_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"testing"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
+
+	"github.com/inboxkit/inbox/internal/testenv"
+	"github.com/inboxkit/inbox/store"
+	"github.com/inboxkit/inbox/store/sqlstore"
+	"github.com/inboxkit/inbox/store/storetest"
+)
+
+// postgresHarness opens a fresh schema per test, on database/sql with
+// pgx's stdlib driver.
+var postgresHarness = storetest.Harness[*sql.Tx]{Open: func(tb testing.TB, tables store.Tables) (*storetest.Env[*sql.Tx], error) {
+	tb.Helper()
+	testenv.PostgresPool(tb, 1) // skips or fails when PostgreSQL is down
+	db, err := sql.Open("pgx", testenv.PostgresDSN())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	db.SetMaxOpenConns(20)
+	tb.Cleanup(func() { _ = db.Close() })
+	schema := testenv.Name("inboxsql_")
+	ledger := schema + ".ledger"
+	if _, err := db.Exec("CREATE SCHEMA " + schema + "; CREATE TABLE " + ledger + " (key text NOT NULL)"); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _, _ = db.Exec("DROP SCHEMA " + schema + " CASCADE") })
+	if tables.Schema == "" {
+		tables.Schema = schema
+	}
+	d, err := sqlstore.New(db, &sqlstore.Config{Dialect: sqlstore.Postgres, Tables: tables})
+	if err != nil {
+		return nil, err
+	}
+	inboxTable := tables.Name("inbox", store.QuoteDouble)
+	return &storetest.Env[*sql.Tx]{
+		Driver: d,
+		Write: func(ctx context.Context, tx *sql.Tx, key string) error {
+			_, err := tx.ExecContext(ctx, "INSERT INTO "+ledger+" (key) VALUES ($1)", key)
+			return err
+		},
+		Count: func(ctx context.Context, key string) (n int, err error) {
+			err = db.QueryRowContext(ctx, "SELECT count(*) FROM "+ledger+" WHERE key = $1", key).Scan(&n)
+			return n, err
+		},
+		Backdate: func(ctx context.Context, k store.Key, age time.Duration) error {
+			res, err := db.ExecContext(ctx, "UPDATE "+inboxTable+" SET received_at = now() - $3::bigint * interval '1 millisecond' WHERE consumer = $1 AND message_id = $2",
+				k.Consumer, k.MessageID, age.Milliseconds())
+			if err != nil {
+				return err
+			}
+			if n, _ := res.RowsAffected(); n != 1 {
+				return fmt.Errorf("backdate: %d rows", n)
+			}
+			return nil
+		},
+		BeginPlain: func(ctx context.Context) (*sql.Tx, error) { return db.BeginTx(ctx, nil) },
+		Settle: func(ctx context.Context) error {
+			_, err := db.ExecContext(ctx, "VACUUM (ANALYZE) "+ledger+", "+inboxTable+"; CHECKPOINT")
+			return err
+		},
+	}, nil
+}}
+
+func TestPostgresStore(t *testing.T) { storetest.Run(t, postgresHarness) }
+
+func BenchmarkPostgresStore(b *testing.B) { storetest.Bench(b, postgresHarness) }
