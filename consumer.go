@@ -160,12 +160,15 @@ func keepLease(ctx context.Context, d broker.Delivery, interval time.Duration) (
 	)
 	mu.Lock() // the timer's function reads t
 	t = time.AfterFunc(interval, func() {
-		_ = d.InProgress(ctx)
+		// Under the lock, so that no InProgress follows stop: it would
+		// reset the delay of the Nack that comes next.
 		mu.Lock()
 		defer mu.Unlock()
-		if !stopped {
-			t.Reset(interval)
+		if stopped {
+			return
 		}
+		_ = d.InProgress(ctx)
+		t.Reset(interval)
 	})
 	mu.Unlock()
 	return func() {

@@ -27,7 +27,7 @@ func Bench(b *testing.B, h Harness) {
 	pool := testenv.PostgresPool(b, 2*workers+2)
 	ctx := context.Background()
 	schema := testenv.Name("benchbroker_")
-	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+schema+"; CREATE TABLE "+schema+".ledger (id text NOT NULL)"); err != nil {
+	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+schema+"; CREATE TABLE "+schema+".ledger_baseline (id text NOT NULL); CREATE TABLE "+schema+".ledger_inbox (id text NOT NULL)"); err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _, _ = pool.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE") })
@@ -42,9 +42,11 @@ func Bench(b *testing.B, h Harness) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	insert := "INSERT INTO " + schema + ".ledger (id) VALUES ($1)"
+	// Each run has a ledger of its own, so that neither counts rows of the
+	// other.
+	insert := func(run string) string { return "INSERT INTO " + schema + ".ledger_" + run + " (id) VALUES ($1)" }
 	handler := func(ctx context.Context, tx pgx.Tx, m *inbox.Message) error {
-		_, err := tx.Exec(ctx, insert, m.ID)
+		_, err := tx.Exec(ctx, insert("inbox"), m.ID)
 		return err
 	}
 	baseline := func(ctx context.Context, src broker.Source) error {
@@ -58,7 +60,7 @@ func Bench(b *testing.B, h Harness) {
 					}
 					actx := context.WithoutCancel(ctx)
 					if err := pgx.BeginFunc(actx, pool, func(tx pgx.Tx) error {
-						_, err := tx.Exec(actx, insert, dv.Message().ID)
+						_, err := tx.Exec(actx, insert("baseline"), dv.Message().ID)
 						return err
 					}); err != nil {
 						_ = dv.Nack(actx, 0)
@@ -89,16 +91,16 @@ func Bench(b *testing.B, h Harness) {
 				}
 			}
 			src := env.Source(b)
-			before := ledgerCount(b, pool, schema)
+			before := ledgerCount(b, pool, schema+".ledger_"+run.name)
 			cctx, cancel := context.WithCancel(ctx)
 			done := make(chan error, 1)
 			deadline := time.Now().Add(time.Minute + time.Duration(b.N)*time.Millisecond)
 			b.StartTimer()
 			go func() { done <- run.consume(cctx, src) }()
-			for ledgerCount(b, pool, schema)-before < b.N {
+			for ledgerCount(b, pool, schema+".ledger_"+run.name)-before < b.N {
 				if time.Now().After(deadline) {
 					cancel()
-					b.Fatalf("%d of %d messages consumed before the deadline", ledgerCount(b, pool, schema)-before, b.N)
+					b.Fatalf("%d of %d messages consumed before the deadline", ledgerCount(b, pool, schema+".ledger_"+run.name)-before, b.N)
 				}
 				time.Sleep(time.Millisecond)
 			}
@@ -112,10 +114,10 @@ func Bench(b *testing.B, h Harness) {
 	}
 }
 
-func ledgerCount(b *testing.B, pool *pgxpool.Pool, schema string) int {
+func ledgerCount(b *testing.B, pool *pgxpool.Pool, table string) int {
 	b.Helper()
 	var n int
-	if err := pool.QueryRow(context.Background(), "SELECT count(*) FROM "+schema+".ledger").Scan(&n); err != nil {
+	if err := pool.QueryRow(context.Background(), "SELECT count(*) FROM "+table).Scan(&n); err != nil {
 		b.Fatal(err)
 	}
 	return n

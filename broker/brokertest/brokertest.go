@@ -64,6 +64,7 @@ func Run(t *testing.T, h Harness) {
 		{"MissingIDDeadLettered", testMissingID, nil},
 		{"ShutdownMidHandlerDoesNotAck", testShutdown, nil},
 		{"LongHandlerKeepsLease", testLongHandler, nil},
+		{"ShutdownGraceCommitsAndAcks", testShutdownGrace, nil},
 		{"BrokerRestart", testRestart, func(f Features) bool { return f.Restart }},
 	}
 	for _, tc := range tests {
@@ -452,5 +453,41 @@ func testLongHandler(t *testing.T, h Harness) {
 	if calls.Load() != 1 || hooks.duplicate.Load() != 0 || hooks.retry.Load() != 0 {
 		t.Fatalf("handler ran %d times, %d duplicates, %d retries: the delivery was redelivered while in progress",
 			calls.Load(), hooks.duplicate.Load(), hooks.retry.Load())
+	}
+}
+
+// A handler that finishes within the shutdown timeout after Consume's
+// context is done is committed and acked: it does not come back.
+func testShutdownGrace(t *testing.T, h Harness) {
+	env := h.Open(t, time.Second)
+	hooks := &statusHooks{}
+	f := newFixture(t, inbox.Config{Hooks: []any{hooks}})
+	started := make(chan struct{}, 1)
+	slow := func(ctx context.Context, tx *sql.Tx, m *inbox.Message) error {
+		started <- struct{}{}
+		time.Sleep(300 * time.Millisecond) // ignores ctx: finishes inside the grace period
+		return f.write(ctx, tx, m)
+	}
+	publish(t, env, "grace")
+	stop := f.consume(t, env.Source(t), slow, &inbox.ConsumerConfig{ShutdownTimeout: 5 * time.Second})
+	select {
+	case <-started:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the handler never started")
+	}
+	if err := stop(); err != nil { // cancels while the handler runs
+		t.Fatal(err)
+	}
+	if n := f.effects(t, "grace"); n != 1 || hooks.processed.Load() != 1 {
+		t.Fatalf("%d effects, %d processed after a graceful shutdown, want 1 and 1", n, hooks.processed.Load())
+	}
+	// Acked: another consumer gets nothing within AckWait and more.
+	again := f.consume(t, env.Source(t), f.write, nil)
+	time.Sleep(2 * time.Second)
+	if err := again(); err != nil {
+		t.Fatal(err)
+	}
+	if hooks.duplicate.Load() != 0 {
+		t.Fatalf("%d duplicates: the message committed in the grace period was not acked", hooks.duplicate.Load())
 	}
 }

@@ -39,12 +39,18 @@ type Config struct {
 	// Default 30 s. The consumer runtime reports long handlers InProgress
 	// every AckWait/3.
 	AckWait time.Duration
-	// MaxDeliver bounds the deliveries of a message. It must stay above the
-	// inbox's MaxAttempts (default 10), or JetStream drops a failing message
-	// before the inbox dead-letters it. Default 100; -1 means unlimited.
+	// MaxDeliver bounds the deliveries of a message, after which JetStream
+	// stops delivering it, silently: set a limit only well above the
+	// inbox's MaxAttempts (default 10), knowing that retries after database
+	// errors are not attempts. Default 0: unlimited (the inbox dead-letters
+	// failing messages itself).
 	MaxDeliver int
 	// MaxAckPending bounds the deliveries in flight. Default 1000.
 	MaxAckPending int
+	// PullBatch is the number of messages pulled ahead of the workers.
+	// They wait in the client with their AckWait running and no lease, so
+	// keep it near the consumer runtime's Workers. Default 8.
+	PullBatch int
 	// TypeHeader names the header holding the message type. Default
 	// "Inbox-Type".
 	TypeHeader string
@@ -76,11 +82,11 @@ func NewSource(ctx context.Context, js jetstream.JetStream, cfg *Config) (*Sourc
 	if c.AckWait <= 0 {
 		c.AckWait = 30 * time.Second
 	}
-	switch {
-	case c.MaxDeliver == 0:
-		c.MaxDeliver = 100
-	case c.MaxDeliver < 0:
+	if c.MaxDeliver <= 0 {
 		c.MaxDeliver = -1
+	}
+	if c.PullBatch <= 0 {
+		c.PullBatch = 8
 	}
 	if c.MaxAckPending <= 0 {
 		c.MaxAckPending = 1000
@@ -104,7 +110,7 @@ func NewSource(ctx context.Context, js jetstream.JetStream, cfg *Config) (*Sourc
 	}
 	s := &Source{cfg: c, msgs: make(chan jetstream.Msg), failed: make(chan struct{}), stopped: make(chan struct{})}
 	s.cc, err = cons.Consume(s.receive, jetstream.ConsumeErrHandler(s.consumeError),
-		jetstream.PullMaxMessages(min(c.MaxAckPending, 100)))
+		jetstream.PullMaxMessages(min(c.MaxAckPending, c.PullBatch)))
 	if err != nil {
 		return nil, fmt.Errorf("natsjs: consume %s: %w", c.Durable, err)
 	}

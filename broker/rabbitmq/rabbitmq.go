@@ -688,9 +688,12 @@ func (d *delivery) Nack(ctx context.Context, delay time.Duration) error {
 			delete(d.s.declared, b) // declare it again next time
 			d.s.mu.Unlock()
 		}
-		if d.sess.ch.IsClosed() || ctx.Err() != nil {
+		if d.sess.ch.IsClosed() {
 			return fmt.Errorf("rabbitmq: nack %q: %w", d.msg.ID, err)
 		}
+		// Even when ctx ran out waiting for the confirm (a broker alarm
+		// blocks publishes), the delivery must not stay unacked until
+		// consumer_timeout: requeue it (an AMQP nack needs no ctx).
 		d.s.cfg.Logger.Warn("rabbitmq: delayed retry failed; requeued for a retry at once",
 			"queue", d.s.cfg.Queue, "id", d.msg.ID, "delay", delay, "error", err)
 		return d.d.Nack(false, true)

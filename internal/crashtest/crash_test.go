@@ -225,8 +225,9 @@ func (d *crashDriver) Commit(ctx context.Context, tx pgx.Tx) error {
 	return d.Driver.Commit(ctx, tx)
 }
 
-// crashSource kills the process after COMMIT, before the ack, or right
-// after the ack was sent, before it is confirmed.
+// crashSource kills the process after COMMIT, before the ack, or while
+// the ack is in flight: sent 1 ms earlier, it may or may not have reached
+// the server, and the process does not know which.
 type crashSource struct {
 	broker.Source
 	crash func(at string)
