@@ -115,3 +115,9 @@ func TestBrokerClassic(t *testing.T) {
 		return open(tb, rabbitmq.Classic).Env
 	}})
 }
+
+func BenchmarkEndToEnd(b *testing.B) {
+	brokertest.Bench(b, brokertest.Harness{Open: func(tb testing.TB, _ time.Duration) *brokertest.Env {
+		return open(tb, rabbitmq.Quorum).Env
+	}})
+}
