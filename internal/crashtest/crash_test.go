@@ -16,10 +16,12 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/inboxkit/inbox"
 	"github.com/inboxkit/inbox/broker"
 	"github.com/inboxkit/inbox/broker/natsjs"
+	"github.com/inboxkit/inbox/broker/rabbitmq"
 	"github.com/inboxkit/inbox/internal/testenv"
 	"github.com/inboxkit/inbox/store"
 	"github.com/inboxkit/inbox/store/pgxstore"
@@ -50,39 +52,74 @@ func messages() int {
 	return 200
 }
 
-// TestCrash runs, for each kill point, consumers that die there again and
-// again until every message is processed, then checks the ledger.
+// TestCrash runs, for each broker and kill point, consumers that die there
+// again and again until every message is processed, then checks the
+// ledger.
 func TestCrash(t *testing.T) {
-	for _, point := range points {
-		t.Run(point, func(t *testing.T) {
-			t.Parallel()
-			runPoint(t, point, messages())
-		})
+	for _, b := range []string{"nats", "rabbitmq"} {
+		for _, point := range points {
+			t.Run(b+"/"+point, func(t *testing.T) {
+				t.Parallel()
+				runPoint(t, b, point, messages())
+			})
+		}
 	}
 }
 
-func runPoint(t *testing.T, point string, n int) {
+// destination makes a fresh stream or queue and returns its name and a
+// publisher to it.
+func destination(t *testing.T, brokerName string) (string, broker.Publisher) {
+	t.Helper()
+	ctx := context.Background()
+	switch brokerName {
+	case "nats":
+		nc, err := nats.Connect(testenv.NATSURL(), nats.Timeout(2*time.Second))
+		if err != nil {
+			testenv.Unavailable(t, "NATS", err)
+		}
+		t.Cleanup(nc.Close)
+		js, err := jetstream.New(nc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stream := testenv.Name("CRASH_")
+		if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{stream + ".msgs"}}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = js.DeleteStream(context.Background(), stream) })
+		return stream, natsjs.NewPublisher(js, "")
+	default:
+		queue := testenv.Name("crash_")
+		cfg := &rabbitmq.Config{URL: testenv.AMQPURL(), Queue: queue}
+		if err := rabbitmq.Declare(ctx, cfg); err != nil {
+			testenv.Unavailable(t, "RabbitMQ", err)
+		}
+		t.Cleanup(func() {
+			if conn, err := amqp.Dial(testenv.AMQPURL()); err == nil {
+				if ch, err := conn.Channel(); err == nil {
+					_, _ = ch.QueueDelete(queue, false, false, false)
+				}
+				conn.Close()
+			}
+		})
+		pub, err := rabbitmq.NewPublisher(ctx, &rabbitmq.PublisherConfig{URL: testenv.AMQPURL()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = pub.Close() })
+		return queue, pub
+	}
+}
+
+func runPoint(t *testing.T, brokerName, point string, n int) {
 	ctx := context.Background()
 	pool := testenv.PostgresPool(t, 4)
-	nc, err := nats.Connect(testenv.NATSURL(), nats.Timeout(2*time.Second))
-	if err != nil {
-		testenv.Unavailable(t, "NATS", err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
 	schema := testenv.Name("crash_")
-	stream := testenv.Name("CRASH_")
 	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+schema+"; CREATE TABLE "+schema+".ledger (id text NOT NULL)"); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE") })
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{stream + ".msgs"}}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = js.DeleteStream(context.Background(), stream) })
+	dest, pub := destination(t, brokerName)
 	d, err := pgxstore.New(pool, &pgxstore.Config{Tables: store.Tables{Schema: schema}})
 	if err != nil {
 		t.Fatal(err)
@@ -90,10 +127,13 @@ func runPoint(t *testing.T, point string, n int) {
 	if err := d.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	pub := natsjs.NewPublisher(js, "")
+	subject := dest
+	if brokerName == "nats" {
+		subject = dest + ".msgs"
+	}
 	for i := range n {
 		id := fmt.Sprintf("msg-%d", i)
-		if err := pub.Publish(ctx, &broker.Message{ID: id, Subject: stream + ".msgs", Payload: []byte(id)}); err != nil {
+		if err := pub.Publish(ctx, &broker.Message{ID: id, Subject: subject, Payload: []byte(id)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -105,7 +145,7 @@ func runPoint(t *testing.T, point string, n int) {
 		}
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), "INBOX_CRASH_CHILD="+point, "INBOX_CRASH_SCHEMA="+schema,
-			"INBOX_CRASH_STREAM="+stream, "INBOX_CRASH_TOTAL="+strconv.Itoa(n))
+			"INBOX_CRASH_BROKER="+brokerName, "INBOX_CRASH_DEST="+dest, "INBOX_CRASH_TOTAL="+strconv.Itoa(n))
 		out, err := cmd.CombinedOutput()
 		var exit *exec.ExitError
 		switch {
@@ -152,22 +192,13 @@ func done(t *testing.T, pool interface {
 func child(point string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	schema, stream := os.Getenv("INBOX_CRASH_SCHEMA"), os.Getenv("INBOX_CRASH_STREAM")
+	schema, dest := os.Getenv("INBOX_CRASH_SCHEMA"), os.Getenv("INBOX_CRASH_DEST")
 	total, _ := strconv.Atoi(os.Getenv("INBOX_CRASH_TOTAL"))
 	pool, err := pgxpool.New(ctx, testenv.PostgresDSN())
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	nc, err := nats.Connect(testenv.NATSURL())
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
 	inner, err := pgxstore.New(pool, &pgxstore.Config{Tables: store.Tables{Schema: schema}})
 	if err != nil {
 		return err
@@ -184,7 +215,7 @@ func child(point string) error {
 	if err != nil {
 		return err
 	}
-	src, err := natsjs.NewSource(ctx, js, &natsjs.Config{Stream: stream, Durable: "crash", AckWait: time.Second})
+	src, err := source(ctx, os.Getenv("INBOX_CRASH_BROKER"), dest)
 	if err != nil {
 		return err
 	}
@@ -253,4 +284,22 @@ func (d *crashDelivery) Ack(ctx context.Context) error {
 	time.Sleep(time.Millisecond) // the ack is on the wire, not yet confirmed
 	d.crash("during-ack")
 	return <-errc
+}
+
+// source consumes dest: a stream with a short AckWait, or a queue, whose
+// unacked deliveries come back as soon as the killed process's connection
+// closes.
+func source(ctx context.Context, brokerName, dest string) (broker.Source, error) {
+	if brokerName == "nats" {
+		nc, err := nats.Connect(testenv.NATSURL())
+		if err != nil {
+			return nil, err
+		}
+		js, err := jetstream.New(nc)
+		if err != nil {
+			return nil, err
+		}
+		return natsjs.NewSource(ctx, js, &natsjs.Config{Stream: dest, Durable: "crash", AckWait: time.Second})
+	}
+	return rabbitmq.NewSource(ctx, &rabbitmq.Config{URL: testenv.AMQPURL(), Queue: dest, NoDeclare: true})
 }
