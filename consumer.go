@@ -120,7 +120,7 @@ func Consume[TTx any](ctx context.Context, ib *Inbox[TTx], src broker.Source, h 
 // deliver processes one delivery and acks or nacks it.
 func deliver[TTx any](ctx context.Context, ib *Inbox[TTx], d broker.Delivery, h Handler[TTx], c *ConsumerConfig) {
 	m := d.Message()
-	msg := Message{ID: c.ID(m), Type: m.Type, Payload: m.Payload, Headers: m.Headers}
+	msg := Message{ID: messageID(c, m), Type: m.Type, Payload: m.Payload, Headers: m.Headers}
 	stopLease := keepLease(ctx, d, c.LeaseInterval)
 	out, err := ib.Process(ctx, msg, h)
 	stopLease()
@@ -144,6 +144,19 @@ func deliver[TTx any](ctx context.Context, ib *Inbox[TTx], d broker.Delivery, h 
 		c.Logger.DebugContext(ctx, "inbox: message will be retried", "consumer", ib.Consumer(),
 			"id", fmt.Sprintf("%q", msg.ID), "attempts", out.Attempts, "delay", out.Delay, "error", err)
 	}
+}
+
+// messageID runs c.ID; a panic in it leaves the ID empty, so that the
+// message becomes a dead letter with its payload instead of killing the
+// worker.
+func messageID(c *ConsumerConfig, m *broker.Message) (id string) {
+	defer func() {
+		if v := recover(); v != nil {
+			c.Logger.Error("inbox: ConsumerConfig.ID panicked; the message will be dead-lettered", "panic", v)
+			id = ""
+		}
+	}()
+	return c.ID(m)
 }
 
 // keepLease reports d InProgress every interval until the returned function

@@ -62,6 +62,7 @@ func Run(t *testing.T, h Harness) {
 		{"RetriesDoNotBlock", testRetriesDoNotBlock, nil},
 		{"PoisonDeadLetteredAtMaxAttempts", testPoison, nil},
 		{"MissingIDDeadLettered", testMissingID, nil},
+		{"CustomIDFunc", testCustomID, nil},
 		{"ShutdownMidHandlerDoesNotAck", testShutdown, nil},
 		{"LongHandlerKeepsLease", testLongHandler, nil},
 		{"ShutdownGraceCommitsAndAcks", testShutdownGrace, nil},
@@ -489,5 +490,34 @@ func testShutdownGrace(t *testing.T, h Harness) {
 	}
 	if hooks.duplicate.Load() != 0 {
 		t.Fatalf("%d duplicates: the message committed in the grace period was not acked", hooks.duplicate.Load())
+	}
+}
+
+// ConsumerConfig.ID picks the message ID; one that panics leaves the ID
+// empty: a dead letter with the payload, and the worker lives on.
+func testCustomID(t *testing.T, h Harness) {
+	ctx := context.Background()
+	env := h.Open(t, time.Second)
+	hooks := &statusHooks{}
+	f := newFixture(t, inbox.Config{Hooks: []any{hooks}})
+	id := func(m *broker.Message) string {
+		if string(m.Payload) == "payload of boom" {
+			panic("bad header")
+		}
+		return "custom-" + m.ID
+	}
+	publish(t, env, "boom")
+	publish(t, env, "fine")
+	stop := f.consume(t, env.Source(t), f.write, &inbox.ConsumerConfig{ID: id, Workers: 1})
+	eventually(t, 15*time.Second, "the two messages were not settled", func() bool {
+		return hooks.processed.Load() == 1 && hooks.dead.Load() == 1
+	})
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	dls, err := f.ib.DeadLetters(ctx, nil)
+	if err != nil || len(dls) != 1 || string(dls[0].Message.Payload) != "payload of boom" || f.effects(t, "custom-fine") != 1 {
+		t.Fatalf("dead letters %+v %v, %d effects of custom-fine; want boom dead-lettered and fine processed under its custom ID",
+			dls, err, f.effects(t, "custom-fine"))
 	}
 }
