@@ -1,8 +1,8 @@
 // Command inbox runs the inbox's demo and its maintenance jobs.
 //
-//	inbox demo                      run a consumer on SQLite through redeliveries and races
-//	inbox migrate -print -dialect postgres   print the SQL of the migrations
-//	inbox migrate -postgres DSN     create or update the tables
+//	inbox demo                      run consumers on an embedded NATS server and SQLite through lost acks and failures
+//	inbox migrate -print -dialect postgres   print the SQL of the migrations (postgres, mysql, sqlite)
+//	inbox migrate -postgres DSN     create or update the tables (-mysql DSN, -sqlite FILE)
 //	inbox prune -sqlite inbox.db    delete inbox rows older than the retention, once
 package main
 
@@ -31,7 +31,7 @@ func main() {
 const usage = `usage: inbox <command> [flags]
 
 commands:
-  demo      process messages with redeliveries and racing duplicates on SQLite, and print the counts
+  demo      consume payments from an embedded NATS server into SQLite through lost acks and failures, and check them
   migrate   create or update the inbox's tables, or print their SQL (-print)
   prune     delete inbox rows older than the retention, once
 

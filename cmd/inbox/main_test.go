@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/inboxkit/inbox/internal/testenv"
 	"github.com/inboxkit/inbox/store"
 )
 
@@ -59,3 +60,29 @@ func TestCommands(t *testing.T) {
 }
 
 var errAny = errors.New("any error")
+
+// migrate and prune on the servers, in fresh schemas.
+func TestCommandsOnServers(t *testing.T) {
+	t.Parallel()
+	pool := testenv.PostgresPool(t, 1)
+	schema := testenv.Name("cmd_")
+	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE") })
+	mysqlDSN := testenv.MySQLDatabase(t)
+	for _, args := range [][]string{
+		{"migrate", "-postgres", testenv.PostgresDSN(), "-schema", schema},
+		{"prune", "-postgres", testenv.PostgresDSN(), "-schema", schema},
+		{"migrate", "-mysql", mysqlDSN, "-prefix", "cmd_"},
+		{"prune", "-mysql", mysqlDSN, "-prefix", "cmd_"},
+	} {
+		var out bytes.Buffer
+		if err := run(context.Background(), args, &out); err != nil {
+			t.Fatalf("%v: %v\n%s", args[:2], err, out.String())
+		}
+		if !strings.Contains(out.String(), "migrated: 1 migrations") && !strings.Contains(out.String(), "pruned 0 rows") {
+			t.Fatalf("%v: output %q", args[:2], out.String())
+		}
+	}
+	if err := run(context.Background(), []string{"migrate", "-postgres", "x", "-mysql", "y"}, &bytes.Buffer{}); err == nil {
+		t.Fatal("two stores at once accepted")
+	}
+}

@@ -18,13 +18,14 @@ import (
 
 // storeFlags select a database and the inbox's table names.
 type storeFlags struct {
-	postgres, sqlite, schema, prefix string
+	postgres, mysql, sqlite, schema, prefix string
 }
 
 func (s *storeFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&s.postgres, "postgres", "", "PostgreSQL DSN, e.g. postgres://postgres@127.0.0.1:5432/test")
+	fs.StringVar(&s.mysql, "mysql", "", "MySQL/MariaDB DSN (go-sql-driver/mysql format), e.g. root@tcp(127.0.0.1:3306)/test")
 	fs.StringVar(&s.sqlite, "sqlite", "", "SQLite database file")
-	fs.StringVar(&s.schema, "schema", "", "schema of the tables (PostgreSQL)")
+	fs.StringVar(&s.schema, "schema", "", "schema of the tables (PostgreSQL; MySQL: database)")
 	fs.StringVar(&s.prefix, "prefix", "", "prefix of the table names")
 }
 
@@ -38,9 +39,26 @@ type driver interface {
 // open opens the selected store; close releases it.
 func (s *storeFlags) open(ctx context.Context) (d driver, close func(), err error) {
 	tables := store.Tables{Schema: s.schema, Prefix: s.prefix}
+	given := 0
+	for _, v := range []string{s.postgres, s.mysql, s.sqlite} {
+		if v != "" {
+			given++
+		}
+	}
 	switch {
-	case s.postgres != "" && s.sqlite != "":
-		return nil, nil, errors.New("give -postgres or -sqlite, not both")
+	case given > 1:
+		return nil, nil, errors.New("give one of -postgres, -mysql and -sqlite")
+	case s.mysql != "":
+		db, err := sqlstore.OpenMySQL(s.mysql, nil)
+		if err != nil {
+			return nil, nil, err
+		}
+		d, err := sqlstore.New(db, &sqlstore.Config{Dialect: sqlstore.MySQL, Tables: tables})
+		if err != nil {
+			db.Close()
+			return nil, nil, err
+		}
+		return d, func() { db.Close() }, nil
 	case s.postgres != "":
 		pool, err := pgxpool.New(ctx, s.postgres)
 		if err != nil {
@@ -64,7 +82,7 @@ func (s *storeFlags) open(ctx context.Context) (d driver, close func(), err erro
 		}
 		return d, func() { db.Close() }, nil
 	}
-	return nil, nil, errors.New("give -postgres DSN or -sqlite FILE")
+	return nil, nil, errors.New("give -postgres DSN, -mysql DSN or -sqlite FILE")
 }
 
 func migrateCmd(ctx context.Context, args []string, out io.Writer) error {
