@@ -56,6 +56,11 @@ type Statements struct {
 	// one row (command tag INSERT 0 1, and a row back) for a new message,
 	// none for a duplicate.
 	Claim string
+	// ClaimSettingLockTimeout is Claim that first sets the lock timeout
+	// for the rest of the transaction: $5 a duration such as "5000ms". The
+	// CTE runs before the row is inserted, so the timeout bounds the
+	// insert's wait behind a racing claim.
+	ClaimSettingLockTimeout string
 	// ClaimLookup: $1 consumer, $2 message_id. Returns a duplicate's
 	// fingerprint.
 	ClaimLookup string
@@ -157,6 +162,10 @@ func NewStatements(n Names) Statements {
 		SetLockTimeout:        `SELECT set_config('lock_timeout', $1, true)`,
 		SetSessionLockTimeout: `SELECT set_config('lock_timeout', $1, false)`,
 		Claim: `INSERT INTO ` + inbox + ` (consumer, message_id, message_type, fingerprint) VALUES ($1, $2, $3, $4)
+ON CONFLICT DO NOTHING RETURNING 1`,
+		ClaimSettingLockTimeout: `WITH lt AS (SELECT set_config('lock_timeout', $5, true))
+INSERT INTO ` + inbox + ` (consumer, message_id, message_type, fingerprint)
+SELECT $1::bytea, $2::bytea, $3::text, $4::bytea FROM lt
 ON CONFLICT DO NOTHING RETURNING 1`,
 		ClaimLookup: `SELECT fingerprint FROM ` + inbox + ` WHERE consumer = $1 AND message_id = $2`,
 		AttemptAdd: `INSERT INTO ` + attempts + ` AS a (consumer, message_id, attempts, last_error) VALUES ($1, $2, 1, $3)

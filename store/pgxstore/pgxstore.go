@@ -132,11 +132,13 @@ func (d *Driver) begin(ctx context.Context, lt time.Duration, p *store.ClaimPara
 	}
 	b := &pgx.Batch{}
 	b.BeginTx(pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
-	if d.perTx {
-		b.Queue(d.q.SetLockTimeout, lockTimeout(lt))
-	}
-	if p != nil {
+	switch {
+	case p != nil && d.perTx: // the claim sets the lock timeout itself
+		d.queue(b, d.q.ClaimSettingLockTimeout, res, p.Consumer, p.MessageID, p.Type, p.Fingerprint, lockTimeout(lt))
+	case p != nil:
 		d.queueClaim(b, p, res)
+	case d.perTx:
+		b.Queue(d.q.SetLockTimeout, lockTimeout(lt))
 	}
 	br := c.SendBatch(ctx, b)
 	tx := &connTx{Tx: br.Tx(), conn: c}
@@ -168,7 +170,13 @@ func (d *Driver) BeginClaim(ctx context.Context, p *store.ClaimParams) (pgx.Tx, 
 }
 
 func (d *Driver) queueClaim(b *pgx.Batch, p *store.ClaimParams, res *store.ClaimResult) {
-	b.Queue(d.q.Claim, p.Consumer, p.MessageID, p.Type, p.Fingerprint).Exec(func(tag pgconn.CommandTag) error {
+	d.queue(b, d.q.Claim, res, p.Consumer, p.MessageID, p.Type, p.Fingerprint)
+}
+
+// queue queues a claim statement, whose command tag tells whether it
+// inserted.
+func (d *Driver) queue(b *pgx.Batch, claim string, res *store.ClaimResult, args ...any) {
+	b.Queue(claim, args...).Exec(func(tag pgconn.CommandTag) error {
 		res.Claimed = tag.RowsAffected() == 1
 		return nil
 	})

@@ -91,6 +91,10 @@ type queries struct {
 	// claim inserts the inbox row unless it exists.
 	// Args: consumer, message_id, message_type, fingerprint.
 	claim string
+	// claimSettingLockTimeout, when set, is claim with a fifth argument, the
+	// lock timeout ("5000ms"), which it sets for the rest of the
+	// transaction itself, so that BeginClaim skips setLockTimeout.
+	claimSettingLockTimeout string
 	// claimLookup reads a duplicate's fingerprint.
 	// Args: consumer, message_id.
 	claimLookup string
@@ -152,7 +156,7 @@ func render(q queries, t store.Tables, quote func(string) string) queries {
 		"{migrations}", t.Name("inbox_migrations", quote),
 	)
 	for _, s := range []*string{
-		&q.claim, &q.claimLookup, &q.savepoint, &q.rollbackToSavepoint,
+		&q.claim, &q.claimSettingLockTimeout, &q.claimLookup, &q.savepoint, &q.rollbackToSavepoint,
 		&q.attemptAdd, &q.attemptCount, &q.attemptsDelete,
 		&q.deadInsert, &q.deadLetterInsert, &q.deadLetterList, &q.deadLetterGet, &q.deadLetterDelete,
 		&q.reclaim, &q.pruneInbox, &q.pruneAttempts,

@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/inboxkit/inbox/internal/migrate"
@@ -134,11 +135,15 @@ func (d *Driver) Begin(ctx context.Context, p *store.BeginParams) (*sql.Tx, erro
 // BeginClaim opens a transaction and claims the message in it. On a
 // duplicate it rolls the transaction back itself and returns a nil tx.
 func (d *Driver) BeginClaim(ctx context.Context, p *store.ClaimParams) (*sql.Tx, *store.ClaimResult, error) {
-	tx, err := d.Begin(ctx, &store.BeginParams{LockTimeout: p.LockTimeout})
+	bp := &store.BeginParams{LockTimeout: p.LockTimeout}
+	if d.q.claimSettingLockTimeout != "" {
+		bp = nil // the claim sets it: one round trip less
+	}
+	tx, err := d.Begin(ctx, bp)
 	if err != nil {
 		return nil, nil, err
 	}
-	res, err := d.claim(ctx, tx, p)
+	res, err := d.claim(ctx, tx, p, bp == nil)
 	if err != nil || !res.Claimed {
 		d.rollbackQuietly(tx)
 		return nil, res, err
@@ -158,12 +163,17 @@ func (d *Driver) Claim(ctx context.Context, tx *sql.Tx, p *store.ClaimParams) (*
 			return nil, d.fail("savepoint", err)
 		}
 	}
-	return d.claim(ctx, tx, p)
+	return d.claim(ctx, tx, p, false)
 }
 
-func (d *Driver) claim(ctx context.Context, tx *sql.Tx, p *store.ClaimParams) (*store.ClaimResult, error) {
-	inserted, err := d.insertIfAbsent(ctx, tx, d.q.claim,
-		p.Consumer, p.MessageID, p.Type, nullBytes(p.Fingerprint))
+// claim runs the claim; setLockTimeout uses the dialect's statement that
+// also sets the lock timeout for the rest of tx.
+func (d *Driver) claim(ctx context.Context, tx *sql.Tx, p *store.ClaimParams, setLockTimeout bool) (*store.ClaimResult, error) {
+	query, args := d.q.claim, []any{p.Consumer, p.MessageID, p.Type, nullBytes(p.Fingerprint)}
+	if setLockTimeout {
+		query, args = d.q.claimSettingLockTimeout, append(args, strconv.FormatInt(max(p.LockTimeout.Milliseconds(), 1), 10)+"ms")
+	}
+	inserted, err := d.insertIfAbsent(ctx, tx, query, args...)
 	if err != nil {
 		return nil, d.fail("claim", err)
 	}
