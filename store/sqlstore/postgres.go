@@ -19,8 +19,7 @@ import (
 // service that owns *sql.Tx transactions (sqlx, sqlc, GORM's *sql.DB, ent).
 // It shares the schema, migrations and statements of store/pgxstore, which
 // is faster: there BEGIN and the claim take one round trip, here
-// database/sql sends them apart, and the lock timeout (SET LOCAL) is one
-// more statement in each transaction.
+// database/sql sends them apart (the claim sets the lock timeout itself).
 var Postgres = Dialect{d: postgresDialect{}}
 
 type postgresDialect struct{}
