@@ -28,6 +28,10 @@ func (d Dialect) String() string {
 type dialect interface {
 	// oneWriter: one write transaction at a time (store.Driver.OneWriter).
 	oneWriter() bool
+	// prepareClaims: keep the claim statements prepared (once per
+	// connection) instead of letting the driver prepare, execute and close
+	// them each time.
+	prepareClaims() bool
 	// name is what Driver.Dialect returns.
 	name() string
 	// quote quotes an identifier.

@@ -240,6 +240,7 @@ const mysqlMigrateWait = 600
 type mysqlDialect struct{}
 
 func (mysqlDialect) name() string                { return "mysql" }
+func (mysqlDialect) prepareClaims() bool         { return true }
 func (mysqlDialect) oneWriter() bool             { return false }
 func (mysqlDialect) quote(ident string) string   { return store.QuoteBacktick(ident) }
 func (mysqlDialect) migrations() (fs.FS, string) { return migrationsFS, "migrations/mysql" }

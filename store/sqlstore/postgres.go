@@ -25,6 +25,7 @@ var Postgres = Dialect{d: postgresDialect{}}
 type postgresDialect struct{}
 
 func (postgresDialect) name() string                     { return "postgres" }
+func (postgresDialect) prepareClaims() bool              { return false }
 func (postgresDialect) oneWriter() bool                  { return false }
 func (postgresDialect) quote(ident string) string        { return store.QuoteDouble(ident) }
 func (postgresDialect) migrations() (fs.FS, string)      { return pgsql.MigrationFS, "migrations" }

@@ -156,6 +156,7 @@ RETURNING 1`,
 type sqliteDialect struct{}
 
 func (sqliteDialect) name() string                { return "sqlite" }
+func (sqliteDialect) prepareClaims() bool         { return false }
 func (sqliteDialect) oneWriter() bool             { return true }
 func (sqliteDialect) quote(ident string) string   { return store.QuoteDouble(ident) }
 func (sqliteDialect) migrations() (fs.FS, string) { return migrationsFS, "migrations/sqlite" }

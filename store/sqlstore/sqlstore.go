@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/inboxkit/inbox/internal/migrate"
@@ -57,6 +58,11 @@ type Driver struct {
 	q          queries
 	migrations []store.Migration
 	log        *slog.Logger
+
+	// stmts holds prepared claim statements (query -> *sql.Stmt) for a
+	// dialect whose driver otherwise prepares, executes and closes each
+	// statement with arguments (MySQL: three round trips, not one).
+	stmts sync.Map
 }
 
 var _ store.Driver[*sql.Tx] = (*Driver)(nil)
@@ -139,6 +145,11 @@ func (d *Driver) BeginClaim(ctx context.Context, p *store.ClaimParams) (*sql.Tx,
 	if d.q.claimSettingLockTimeout != "" {
 		bp = nil // the claim sets it: one round trip less
 	}
+	if d.dialect.prepareClaims() {
+		// Before BEGIN: preparing takes a connection of the pool.
+		d.prepare(ctx, d.q.claim)
+		d.prepare(ctx, d.q.claimLookup)
+	}
 	tx, err := d.Begin(ctx, bp)
 	if err != nil {
 		return nil, nil, err
@@ -181,25 +192,71 @@ func (d *Driver) claim(ctx context.Context, tx *sql.Tx, p *store.ClaimParams, se
 		return &store.ClaimResult{Claimed: true}, nil
 	}
 	res := &store.ClaimResult{}
-	err = tx.QueryRowContext(ctx, d.q.claimLookup, p.Consumer, p.MessageID).Scan(&res.Fingerprint)
+	err = d.stmt(ctx, tx, d.q.claimLookup).QueryRowContext(ctx, p.Consumer, p.MessageID).Scan(&res.Fingerprint)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) { // no row: gone meanwhile, fingerprint unknown
 		return nil, d.fail("claim: reading the duplicate", err)
 	}
 	return res, nil
 }
 
+// prepare prepares query on the pool once, for stmt; a failure leaves it
+// unprepared (stmt then sends it as it is).
+func (d *Driver) prepare(ctx context.Context, query string) {
+	if _, ok := d.stmts.Load(query); ok {
+		return
+	}
+	st, err := d.db.PrepareContext(ctx, query)
+	if err != nil {
+		return
+	}
+	if _, loaded := d.stmts.LoadOrStore(query, st); loaded {
+		_ = st.Close()
+	}
+}
+
+// stmt returns query as a statement of tx: the prepared one when there is
+// one (database/sql prepares it once per connection and keeps it), else
+// the plain text.
+func (d *Driver) stmt(ctx context.Context, tx *sql.Tx, query string) txStmt {
+	if st, ok := d.stmts.Load(query); ok {
+		return tx.StmtContext(ctx, st.(*sql.Stmt))
+	}
+	return plainStmt{tx: tx, query: query}
+}
+
+// txStmt is what stmt returns: a *sql.Stmt of the transaction, or the
+// query sent as text.
+type txStmt interface {
+	ExecContext(ctx context.Context, args ...any) (sql.Result, error)
+	QueryRowContext(ctx context.Context, args ...any) *sql.Row
+}
+
+type plainStmt struct {
+	tx    *sql.Tx
+	query string
+}
+
+func (s plainStmt) ExecContext(ctx context.Context, args ...any) (sql.Result, error) {
+	return s.tx.ExecContext(ctx, s.query, args...)
+}
+
+func (s plainStmt) QueryRowContext(ctx context.Context, args ...any) *sql.Row {
+	return s.tx.QueryRowContext(ctx, s.query, args...)
+}
+
 // insertIfAbsent runs an insert-if-absent statement and reports whether it
 // inserted, the way the dialect tells it.
 func (d *Driver) insertIfAbsent(ctx context.Context, tx *sql.Tx, query string, args ...any) (bool, error) {
+	st := d.stmt(ctx, tx, query)
 	if d.q.returning {
 		var one int
-		err := tx.QueryRowContext(ctx, query, args...).Scan(&one)
+		err := st.QueryRowContext(ctx, args...).Scan(&one)
 		if errors.Is(err, sql.ErrNoRows) {
 			return false, nil
 		}
 		return err == nil, err
 	}
-	r, err := tx.ExecContext(ctx, query, args...)
+	r, err := st.ExecContext(ctx, args...)
 	if err != nil {
 		return false, err
 	}
