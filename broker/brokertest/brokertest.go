@@ -79,13 +79,16 @@ func Run(t *testing.T, h Harness) {
 	}
 }
 
-// fixture is an inbox on a fresh SQLite file with a ledger of effects.
-type fixture struct {
-	db *sql.DB
-	ib *inbox.Inbox[*sql.Tx]
+// Fixture is an inbox on a fresh SQLite file with a ledger of effects, for
+// adapters' own tests as well as the suite's.
+type Fixture struct {
+	DB    *sql.DB
+	Inbox *inbox.Inbox[*sql.Tx]
 }
 
-func newFixture(t *testing.T, cfg inbox.Config) *fixture {
+// NewFixture makes a Fixture; cfg's zero fields get the suite's defaults
+// (consumer "brokertest", backoff from 100 ms to 1 s).
+func NewFixture(t *testing.T, cfg inbox.Config) *Fixture {
 	t.Helper()
 	db, err := sqlstore.OpenSQLite(filepath.Join(t.TempDir(), "inbox.db"), nil)
 	if err != nil {
@@ -113,31 +116,32 @@ func newFixture(t *testing.T, cfg inbox.Config) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &fixture{db: db, ib: ib}
+	return &Fixture{DB: db, Inbox: ib}
 }
 
-// write records an effect of m in tx.
-func (f *fixture) write(ctx context.Context, tx *sql.Tx, m *inbox.Message) error {
+// Write records an effect of m in tx: it is a handler.
+func (f *Fixture) Write(ctx context.Context, tx *sql.Tx, m *inbox.Message) error {
 	_, err := tx.ExecContext(ctx, `INSERT INTO ledger (id) VALUES (?)`, m.ID)
 	return err
 }
 
-func (f *fixture) effects(t *testing.T, id string) int {
+// Effects counts the effects of message id.
+func (f *Fixture) Effects(t *testing.T, id string) int {
 	t.Helper()
 	var n int
-	if err := f.db.QueryRow(`SELECT count(*) FROM ledger WHERE id = ?`, id).Scan(&n); err != nil {
+	if err := f.DB.QueryRow(`SELECT count(*) FROM ledger WHERE id = ?`, id).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n
 }
 
-// consume runs inbox.Consume in the background until the test ends or
+// Consume runs inbox.Consume in the background until the test ends or
 // stop is called; stop waits for it and returns its error.
-func (f *fixture) consume(t *testing.T, src broker.Source, h inbox.Handler[*sql.Tx], cfg *inbox.ConsumerConfig) (stop func() error) {
+func (f *Fixture) Consume(t *testing.T, src broker.Source, h inbox.Handler[*sql.Tx], cfg *inbox.ConsumerConfig) (stop func() error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- inbox.Consume(ctx, f.ib, src, h, cfg) }()
+	go func() { done <- inbox.Consume(ctx, f.Inbox, src, h, cfg) }()
 	var once sync.Once
 	var err error
 	stop = func() error {
@@ -156,8 +160,8 @@ func (f *fixture) consume(t *testing.T, src broker.Source, h inbox.Handler[*sql.
 	return stop
 }
 
-// eventually polls cond until it holds or the time is up.
-func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+// Eventually polls cond until it holds or the time is up.
+func Eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for !cond() {
@@ -190,7 +194,7 @@ func testRedeliveryAfterCrash(t *testing.T, h Harness) {
 	ctx := context.Background()
 	env := h.Open(t, time.Second)
 	hooks := &statusHooks{}
-	f := newFixture(t, inbox.Config{Hooks: []any{hooks}})
+	f := NewFixture(t, inbox.Config{Hooks: []any{hooks}})
 	publish(t, env, "m-1")
 
 	first := env.Source(t)
@@ -200,19 +204,19 @@ func testRedeliveryAfterCrash(t *testing.T, h Harness) {
 	if err != nil {
 		t.Fatalf("first delivery: %v", err)
 	}
-	out, err := f.ib.Process(ctx, inbox.Message{ID: d.Message().ID, Payload: d.Message().Payload}, f.write)
+	out, err := f.Inbox.Process(ctx, inbox.Message{ID: d.Message().ID, Payload: d.Message().Payload}, f.Write)
 	if err != nil || out.Status != inbox.Processed {
 		t.Fatalf("first processing: %v %v", out.Status, err)
 	}
 	first.Close() // dies before its ack
 
-	stop := f.consume(t, env.Source(t), f.write, nil)
-	eventually(t, 15*time.Second, "the redelivery was not skipped as a duplicate", func() bool { return hooks.duplicate.Load() >= 1 })
+	stop := f.Consume(t, env.Source(t), f.Write, nil)
+	Eventually(t, 15*time.Second, "the redelivery was not skipped as a duplicate", func() bool { return hooks.duplicate.Load() >= 1 })
 	time.Sleep(1500 * time.Millisecond) // past AckWait: an unacked duplicate would come back
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	if n := f.effects(t, "m-1"); n != 1 || hooks.duplicate.Load() != 1 {
+	if n := f.Effects(t, "m-1"); n != 1 || hooks.duplicate.Load() != 1 {
 		t.Fatalf("%d effects, %d duplicates; want 1 and 1 (the duplicate acked)", n, hooks.duplicate.Load())
 	}
 }
@@ -220,7 +224,7 @@ func testRedeliveryAfterCrash(t *testing.T, h Harness) {
 // A failing handler is retried after the backoff's delay and then succeeds.
 func testRetryThenSuccess(t *testing.T, h Harness) {
 	env := h.Open(t, 5*time.Second)
-	f := newFixture(t, inbox.Config{Backoff: inbox.Backoff{Initial: 300 * time.Millisecond, Max: time.Second, Jitter: -1}})
+	f := NewFixture(t, inbox.Config{Backoff: inbox.Backoff{Initial: 300 * time.Millisecond, Max: time.Second, Jitter: -1}})
 	var mu sync.Mutex
 	var calls []time.Time
 	handler := func(ctx context.Context, tx *sql.Tx, m *inbox.Message) error {
@@ -231,11 +235,11 @@ func testRetryThenSuccess(t *testing.T, h Harness) {
 		if n < 3 {
 			return fmt.Errorf("transient failure %d", n)
 		}
-		return f.write(ctx, tx, m)
+		return f.Write(ctx, tx, m)
 	}
 	publish(t, env, "m-2")
-	stop := f.consume(t, env.Source(t), handler, nil)
-	eventually(t, 15*time.Second, "the message was never processed", func() bool { return f.effects(t, "m-2") == 1 })
+	stop := f.Consume(t, env.Source(t), handler, nil)
+	Eventually(t, 15*time.Second, "the message was never processed", func() bool { return f.Effects(t, "m-2") == 1 })
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -258,7 +262,7 @@ func testRetryThenSuccess(t *testing.T, h Harness) {
 // its own delay.
 func testRetriesDoNotBlock(t *testing.T, h Harness) {
 	env := h.Open(t, 10*time.Second)
-	f := newFixture(t, inbox.Config{})
+	f := NewFixture(t, inbox.Config{})
 	delays := map[string]time.Duration{"long": 4 * time.Second, "short": 300 * time.Millisecond}
 	var mu sync.Mutex
 	var order []string
@@ -275,20 +279,20 @@ func testRetriesDoNotBlock(t *testing.T, h Harness) {
 		if m.ID == "long" {
 			longAt = time.Now()
 		}
-		return f.write(ctx, tx, m)
+		return f.Write(ctx, tx, m)
 	}
 	start := time.Now()
 	publish(t, env, "long")
 	publish(t, env, "short")
 	publish(t, env, "fresh")
-	stop := f.consume(t, env.Source(t), handler, &inbox.ConsumerConfig{Workers: 1})
-	eventually(t, 3*time.Second, "the short retry and the fresh message waited behind the long retry", func() bool {
-		return f.effects(t, "short") == 1 && f.effects(t, "fresh") == 1
+	stop := f.Consume(t, env.Source(t), handler, &inbox.ConsumerConfig{Workers: 1})
+	Eventually(t, 3*time.Second, "the short retry and the fresh message waited behind the long retry", func() bool {
+		return f.Effects(t, "short") == 1 && f.Effects(t, "fresh") == 1
 	})
-	if f.effects(t, "long") != 0 {
+	if f.Effects(t, "long") != 0 {
 		t.Fatalf("the long retry came back after %v, before its 4 s delay", time.Since(start))
 	}
-	eventually(t, 15*time.Second, "the long retry never came back", func() bool { return f.effects(t, "long") == 1 })
+	Eventually(t, 15*time.Second, "the long retry never came back", func() bool { return f.Effects(t, "long") == 1 })
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -307,18 +311,18 @@ func testRetriesDoNotBlock(t *testing.T, h Harness) {
 func testPoison(t *testing.T, h Harness) {
 	ctx := context.Background()
 	env := h.Open(t, 5*time.Second)
-	f := newFixture(t, inbox.Config{MaxAttempts: 3, Backoff: inbox.Backoff{Initial: 50 * time.Millisecond, Max: 100 * time.Millisecond}})
+	f := NewFixture(t, inbox.Config{MaxAttempts: 3, Backoff: inbox.Backoff{Initial: 50 * time.Millisecond, Max: 100 * time.Millisecond}})
 	var calls atomic.Int32
 	handler := func(context.Context, *sql.Tx, *inbox.Message) error {
 		calls.Add(1)
 		return errors.New("poison")
 	}
 	publish(t, env, "m-3")
-	stop := f.consume(t, env.Source(t), handler, nil)
+	stop := f.Consume(t, env.Source(t), handler, nil)
 	var dls []inbox.DeadLetter
-	eventually(t, 15*time.Second, "the poison message was never dead-lettered", func() bool {
+	Eventually(t, 15*time.Second, "the poison message was never dead-lettered", func() bool {
 		var err error
-		dls, err = f.ib.DeadLetters(ctx, nil)
+		dls, err = f.Inbox.DeadLetters(ctx, nil)
 		return err == nil && len(dls) == 1
 	})
 	time.Sleep(time.Second) // a message not acked would be redelivered (Nack) meanwhile
@@ -336,19 +340,19 @@ func testMissingID(t *testing.T, h Harness) {
 	ctx := context.Background()
 	env := h.Open(t, time.Second)
 	hooks := &statusHooks{}
-	f := newFixture(t, inbox.Config{Hooks: []any{hooks}})
+	f := NewFixture(t, inbox.Config{Hooks: []any{hooks}})
 	var calls atomic.Int32
 	handler := func(context.Context, *sql.Tx, *inbox.Message) error { calls.Add(1); return nil }
 	if err := env.PublishNoID(ctx, []byte("no id here")); err != nil {
 		t.Fatal(err)
 	}
-	stop := f.consume(t, env.Source(t), handler, nil)
-	eventually(t, 15*time.Second, "the message without ID was never dead-lettered", func() bool { return hooks.dead.Load() >= 1 })
+	stop := f.Consume(t, env.Source(t), handler, nil)
+	Eventually(t, 15*time.Second, "the message without ID was never dead-lettered", func() bool { return hooks.dead.Load() >= 1 })
 	time.Sleep(1500 * time.Millisecond) // past AckWait: it would come back if not acked
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	dls, err := f.ib.DeadLetters(ctx, nil)
+	dls, err := f.Inbox.DeadLetters(ctx, nil)
 	if err != nil || len(dls) != 1 || string(dls[0].Message.Payload) != "no id here" || hooks.dead.Load() != 1 || calls.Load() != 0 {
 		t.Fatalf("dead letters %+v (%v), %d dead-lettered, handler ran %d times; want one dead letter with the payload",
 			dls, err, hooks.dead.Load(), calls.Load())
@@ -360,10 +364,10 @@ func testMissingID(t *testing.T, h Harness) {
 // processes the message.
 func testShutdown(t *testing.T, h Harness) {
 	env := h.Open(t, 2*time.Second)
-	f := newFixture(t, inbox.Config{})
+	f := NewFixture(t, inbox.Config{})
 	started := make(chan struct{}, 1)
 	blocking := func(ctx context.Context, tx *sql.Tx, m *inbox.Message) error {
-		if err := f.write(ctx, tx, m); err != nil {
+		if err := f.Write(ctx, tx, m); err != nil {
 			return err
 		}
 		started <- struct{}{}
@@ -371,7 +375,7 @@ func testShutdown(t *testing.T, h Harness) {
 		return ctx.Err()
 	}
 	publish(t, env, "m-5")
-	stop := f.consume(t, env.Source(t), blocking, &inbox.ConsumerConfig{ShutdownTimeout: 200 * time.Millisecond})
+	stop := f.Consume(t, env.Source(t), blocking, &inbox.ConsumerConfig{ShutdownTimeout: 200 * time.Millisecond})
 	select {
 	case <-started:
 	case <-time.After(15 * time.Second):
@@ -380,11 +384,11 @@ func testShutdown(t *testing.T, h Harness) {
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	if n := f.effects(t, "m-5"); n != 0 {
+	if n := f.Effects(t, "m-5"); n != 0 {
 		t.Fatalf("%d effects of an interrupted handler, want 0", n)
 	}
-	stop = f.consume(t, env.Source(t), f.write, nil)
-	eventually(t, 15*time.Second, "the interrupted message was not delivered again", func() bool { return f.effects(t, "m-5") == 1 })
+	stop = f.Consume(t, env.Source(t), f.Write, nil)
+	Eventually(t, 15*time.Second, "the interrupted message was not delivered again", func() bool { return f.Effects(t, "m-5") == 1 })
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -394,39 +398,40 @@ func testShutdown(t *testing.T, h Harness) {
 // consumption resumes and every message is processed exactly once.
 func testRestart(t *testing.T, h Harness) {
 	env := h.Open(t, 2*time.Second)
-	f := newFixture(t, inbox.Config{})
+	f := NewFixture(t, inbox.Config{})
 	const n = 40
 	for i := range n / 2 {
 		publish(t, env, fmt.Sprintf("r-%d", i))
 	}
 	slow := func(ctx context.Context, tx *sql.Tx, m *inbox.Message) error {
 		time.Sleep(50 * time.Millisecond) // keep messages in flight across the restart
-		return f.write(ctx, tx, m)
+		return f.Write(ctx, tx, m)
 	}
-	stop := f.consume(t, env.Source(t), slow, &inbox.ConsumerConfig{Workers: 2})
-	eventually(t, 15*time.Second, "the first messages were not processed", func() bool { return count(t, f) >= 4 })
+	stop := f.Consume(t, env.Source(t), slow, &inbox.ConsumerConfig{Workers: 2})
+	Eventually(t, 15*time.Second, "the first messages were not processed", func() bool { return f.Count(t) >= 4 })
 	env.Restart(t)
-	if c := count(t, f); c >= n/2 {
+	if c := f.Count(t); c >= n/2 {
 		t.Fatalf("all %d published messages were processed before the restart: the test restarts too late", c)
 	}
 	for i := n / 2; i < n; i++ {
 		publish(t, env, fmt.Sprintf("r-%d", i))
 	}
-	eventually(t, 60*time.Second, "not every message was processed after the restart", func() bool { return count(t, f) == n })
+	Eventually(t, 60*time.Second, "not every message was processed after the restart", func() bool { return f.Count(t) == n })
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
 	for i := range n {
-		if e := f.effects(t, fmt.Sprintf("r-%d", i)); e != 1 {
+		if e := f.Effects(t, fmt.Sprintf("r-%d", i)); e != 1 {
 			t.Fatalf("message r-%d has %d effects, want 1", i, e)
 		}
 	}
 }
 
-func count(t *testing.T, f *fixture) int {
+// Count counts the distinct messages with an effect.
+func (f *Fixture) Count(t *testing.T) int {
 	t.Helper()
 	var n int
-	if err := f.db.QueryRow(`SELECT count(DISTINCT id) FROM ledger`).Scan(&n); err != nil {
+	if err := f.DB.QueryRow(`SELECT count(DISTINCT id) FROM ledger`).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n
@@ -437,16 +442,16 @@ func count(t *testing.T, f *fixture) int {
 func testLongHandler(t *testing.T, h Harness) {
 	env := h.Open(t, time.Second)
 	hooks := &statusHooks{}
-	f := newFixture(t, inbox.Config{Hooks: []any{hooks}})
+	f := NewFixture(t, inbox.Config{Hooks: []any{hooks}})
 	var calls atomic.Int32
 	slow := func(ctx context.Context, tx *sql.Tx, m *inbox.Message) error {
 		calls.Add(1)
 		time.Sleep(2500 * time.Millisecond)
-		return f.write(ctx, tx, m)
+		return f.Write(ctx, tx, m)
 	}
 	publish(t, env, "long")
-	stop := f.consume(t, env.Source(t), slow, &inbox.ConsumerConfig{Workers: 2})
-	eventually(t, 15*time.Second, "the long message was never processed", func() bool { return f.effects(t, "long") == 1 })
+	stop := f.Consume(t, env.Source(t), slow, &inbox.ConsumerConfig{Workers: 2})
+	Eventually(t, 15*time.Second, "the long message was never processed", func() bool { return f.Effects(t, "long") == 1 })
 	time.Sleep(1500 * time.Millisecond)
 	if err := stop(); err != nil {
 		t.Fatal(err)
@@ -462,15 +467,15 @@ func testLongHandler(t *testing.T, h Harness) {
 func testShutdownGrace(t *testing.T, h Harness) {
 	env := h.Open(t, time.Second)
 	hooks := &statusHooks{}
-	f := newFixture(t, inbox.Config{Hooks: []any{hooks}})
+	f := NewFixture(t, inbox.Config{Hooks: []any{hooks}})
 	started := make(chan struct{}, 1)
 	slow := func(ctx context.Context, tx *sql.Tx, m *inbox.Message) error {
 		started <- struct{}{}
 		time.Sleep(300 * time.Millisecond) // ignores ctx: finishes inside the grace period
-		return f.write(ctx, tx, m)
+		return f.Write(ctx, tx, m)
 	}
 	publish(t, env, "grace")
-	stop := f.consume(t, env.Source(t), slow, &inbox.ConsumerConfig{ShutdownTimeout: 5 * time.Second})
+	stop := f.Consume(t, env.Source(t), slow, &inbox.ConsumerConfig{ShutdownTimeout: 5 * time.Second})
 	select {
 	case <-started:
 	case <-time.After(15 * time.Second):
@@ -479,11 +484,11 @@ func testShutdownGrace(t *testing.T, h Harness) {
 	if err := stop(); err != nil { // cancels while the handler runs
 		t.Fatal(err)
 	}
-	if n := f.effects(t, "grace"); n != 1 || hooks.processed.Load() != 1 {
+	if n := f.Effects(t, "grace"); n != 1 || hooks.processed.Load() != 1 {
 		t.Fatalf("%d effects, %d processed after a graceful shutdown, want 1 and 1", n, hooks.processed.Load())
 	}
 	// Acked: another consumer gets nothing within AckWait and more.
-	again := f.consume(t, env.Source(t), f.write, nil)
+	again := f.Consume(t, env.Source(t), f.Write, nil)
 	time.Sleep(2 * time.Second)
 	if err := again(); err != nil {
 		t.Fatal(err)
@@ -499,7 +504,7 @@ func testCustomID(t *testing.T, h Harness) {
 	ctx := context.Background()
 	env := h.Open(t, time.Second)
 	hooks := &statusHooks{}
-	f := newFixture(t, inbox.Config{Hooks: []any{hooks}})
+	f := NewFixture(t, inbox.Config{Hooks: []any{hooks}})
 	id := func(m *broker.Message) string {
 		if string(m.Payload) == "payload of boom" {
 			panic("bad header")
@@ -508,16 +513,16 @@ func testCustomID(t *testing.T, h Harness) {
 	}
 	publish(t, env, "boom")
 	publish(t, env, "fine")
-	stop := f.consume(t, env.Source(t), f.write, &inbox.ConsumerConfig{ID: id, Workers: 1})
-	eventually(t, 15*time.Second, "the two messages were not settled", func() bool {
+	stop := f.Consume(t, env.Source(t), f.Write, &inbox.ConsumerConfig{ID: id, Workers: 1})
+	Eventually(t, 15*time.Second, "the two messages were not settled", func() bool {
 		return hooks.processed.Load() == 1 && hooks.dead.Load() == 1
 	})
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	dls, err := f.ib.DeadLetters(ctx, nil)
-	if err != nil || len(dls) != 1 || string(dls[0].Message.Payload) != "payload of boom" || f.effects(t, "custom-fine") != 1 {
+	dls, err := f.Inbox.DeadLetters(ctx, nil)
+	if err != nil || len(dls) != 1 || string(dls[0].Message.Payload) != "payload of boom" || f.Effects(t, "custom-fine") != 1 {
 		t.Fatalf("dead letters %+v %v, %d effects of custom-fine; want boom dead-lettered and fine processed under its custom ID",
-			dls, err, f.effects(t, "custom-fine"))
+			dls, err, f.Effects(t, "custom-fine"))
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,9 +17,9 @@ import (
 
 	"github.com/inboxkit/inbox"
 	"github.com/inboxkit/inbox/broker"
+	"github.com/inboxkit/inbox/broker/brokertest"
 	"github.com/inboxkit/inbox/broker/rabbitmq"
 	"github.com/inboxkit/inbox/internal/testenv"
-	"github.com/inboxkit/inbox/store/sqlstore"
 )
 
 func next(t *testing.T, src broker.Source, within time.Duration) broker.Delivery {
@@ -245,7 +244,7 @@ func TestConnectionClosedByBroker(t *testing.T) {
 		testenv.Unavailable(t, "rabbitmqctl", err)
 	}
 	e := open(t, rabbitmq.Quorum)
-	f := newFixture(t)
+	f := brokertest.NewFixture(t, inbox.Config{Consumer: "rabbitmqtest"})
 	const n = 40
 	for i := range n / 2 {
 		publishID(t, e, fmt.Sprintf("k-%d", i))
@@ -271,7 +270,7 @@ func TestConnectionClosedByBroker(t *testing.T) {
 	src := e.Source(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- inbox.Consume(ctx, f.ib, src, slow, &inbox.ConsumerConfig{Workers: 2}) }()
+	go func() { done <- inbox.Consume(ctx, f.Inbox, src, slow, &inbox.ConsumerConfig{Workers: 2}) }()
 	var closeGate sync.Once
 	defer func() {
 		closeGate.Do(func() { close(gate) })
@@ -280,20 +279,20 @@ func TestConnectionClosedByBroker(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	eventually(t, 15*time.Second, "the first messages were not processed", func() bool { return f.count(t) >= 4 })
+	brokertest.Eventually(t, 15*time.Second, "the first messages were not processed", func() bool { return f.Count(t) >= 4 })
 	closeConnection(t, e.cfg.ConnectionName)
 	closeGate.Do(func() { close(gate) })
-	if c := f.count(t); c >= n/2 {
+	if c := f.Count(t); c >= n/2 {
 		t.Fatalf("all %d messages were processed before the connection closed: the test closes too late", c)
 	}
 	for i := n / 2; i < n; i++ {
 		publishID(t, e, fmt.Sprintf("k-%d", i))
 	}
-	eventually(t, 60*time.Second, "not every message was processed after the connection closed", func() bool { return f.count(t) == n })
+	brokertest.Eventually(t, 60*time.Second, "not every message was processed after the connection closed", func() bool { return f.Count(t) == n })
 	time.Sleep(500 * time.Millisecond) // a message processed twice would show now
 	for i := range n {
 		var c int
-		if err := f.db.QueryRow(`SELECT count(*) FROM ledger WHERE id = ?`, fmt.Sprintf("k-%d", i)).Scan(&c); err != nil {
+		if err := f.DB.QueryRow(`SELECT count(*) FROM ledger WHERE id = ?`, fmt.Sprintf("k-%d", i)).Scan(&c); err != nil {
 			t.Fatal(err)
 		}
 		if c != 1 {
@@ -331,56 +330,5 @@ func publishID(t *testing.T, e *env, id string) {
 	t.Helper()
 	if err := e.Publisher.Publish(context.Background(), &broker.Message{ID: id, Subject: e.queue, Payload: []byte(id)}); err != nil {
 		t.Fatalf("publish %s: %v", id, err)
-	}
-}
-
-type fixture struct {
-	db *sql.DB
-	ib *inbox.Inbox[*sql.Tx]
-}
-
-// newFixture is an inbox on a fresh SQLite file with a ledger of effects.
-func newFixture(t *testing.T) *fixture {
-	t.Helper()
-	db, err := sqlstore.OpenSQLite(filepath.Join(t.TempDir(), "inbox.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	d, err := sqlstore.New(db, &sqlstore.Config{Dialect: sqlstore.SQLite})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	if err := d.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.Exec(`CREATE TABLE ledger (id TEXT NOT NULL)`); err != nil {
-		t.Fatal(err)
-	}
-	ib, err := inbox.New(ctx, d, &inbox.Config{Consumer: "rabbitmqtest"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &fixture{db: db, ib: ib}
-}
-
-func (f *fixture) count(t *testing.T) int {
-	t.Helper()
-	var n int
-	if err := f.db.QueryRow(`SELECT count(DISTINCT id) FROM ledger`).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
-
-func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %s", within, what)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
