@@ -3,7 +3,6 @@ package sqlstore_test
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"testing"
 	"time"
 
@@ -50,40 +49,22 @@ func openMySQL(tb testing.TB, params string) *sql.DB {
 }
 
 func mysqlEnv(db *sql.DB, d *sqlstore.Driver, tables store.Tables) *storetest.Env[*sql.Tx] {
-	inboxTable := tables.Name("inbox", store.QuoteBacktick)
-	return &storetest.Env[*sql.Tx]{
-		Driver: d,
-		Write: func(ctx context.Context, tx *sql.Tx, key string) error {
-			_, err := tx.ExecContext(ctx, "INSERT INTO ledger (k) VALUES (?)", key)
-			return err
-		},
-		Count: func(ctx context.Context, key string) (n int, err error) {
-			err = db.QueryRowContext(ctx, "SELECT COUNT(*) FROM ledger WHERE k = ?", key).Scan(&n)
-			return n, err
-		},
-		Backdate: func(ctx context.Context, k store.Key, age time.Duration) error {
-			res, err := db.ExecContext(ctx, "UPDATE "+inboxTable+
-				" SET received_at = UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND WHERE consumer = ? AND message_id = ?",
-				age.Microseconds(), k.Consumer, k.MessageID)
-			if err != nil {
-				return err
-			}
-			if n, _ := res.RowsAffected(); n != 1 {
-				return fmt.Errorf("backdate: %d rows", n)
-			}
-			return nil
-		},
-		BeginPlain: func(ctx context.Context) (*sql.Tx, error) { return db.BeginTx(ctx, nil) },
-		// Transactions of this database's connections waiting for a row
-		// lock. MariaDB refreshes INNODB_TRX only when it was not read for
-		// 100 ms: the suite polls more slowly than that.
-		LockWaits: func(ctx context.Context) (n int, err error) {
-			err = db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.INNODB_TRX t
+	env := ledgerEnv(db, d, ledgerSQL{
+		insert:   "INSERT INTO ledger (k) VALUES (?)",
+		count:    "SELECT COUNT(*) FROM ledger WHERE k = ?",
+		backdate: "UPDATE " + tables.Name("inbox", store.QuoteBacktick) + " SET received_at = UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND WHERE consumer = ? AND message_id = ?",
+		age:      func(d time.Duration) any { return d.Microseconds() },
+	})
+	// Transactions of this database's connections waiting for a row lock.
+	// MariaDB refreshes INNODB_TRX only when it was not read for 100 ms: the
+	// suite polls more slowly than that.
+	env.LockWaits = func(ctx context.Context) (n int, err error) {
+		err = db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.INNODB_TRX t
 JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id
 WHERE t.trx_state = 'LOCK WAIT' AND p.DB = DATABASE()`).Scan(&n)
-			return n, err
-		},
+		return n, err
 	}
+	return env
 }
 
 // Statements with arguments are prepared, executed and closed, or with

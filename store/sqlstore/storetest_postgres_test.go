@@ -3,7 +3,6 @@ package sqlstore_test
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"testing"
 	"time"
 
@@ -40,37 +39,21 @@ var postgresHarness = storetest.Harness[*sql.Tx]{Open: func(tb testing.TB, table
 		return nil, err
 	}
 	inboxTable := tables.Name("inbox", store.QuoteDouble)
-	return &storetest.Env[*sql.Tx]{
-		Driver: d,
-		Write: func(ctx context.Context, tx *sql.Tx, key string) error {
-			_, err := tx.ExecContext(ctx, "INSERT INTO "+ledger+" (key) VALUES ($1)", key)
-			return err
-		},
-		Count: func(ctx context.Context, key string) (n int, err error) {
-			err = db.QueryRowContext(ctx, "SELECT count(*) FROM "+ledger+" WHERE key = $1", key).Scan(&n)
-			return n, err
-		},
-		Backdate: func(ctx context.Context, k store.Key, age time.Duration) error {
-			res, err := db.ExecContext(ctx, "UPDATE "+inboxTable+" SET received_at = now() - $3::bigint * interval '1 millisecond' WHERE consumer = $1 AND message_id = $2",
-				k.Consumer, k.MessageID, age.Milliseconds())
-			if err != nil {
+	env := ledgerEnv(db, d, ledgerSQL{
+		insert:   "INSERT INTO " + ledger + " (key) VALUES ($1)",
+		count:    "SELECT count(*) FROM " + ledger + " WHERE key = $1",
+		backdate: "UPDATE " + inboxTable + " SET received_at = now() - $1::bigint * interval '1 millisecond' WHERE consumer = $2 AND message_id = $3",
+		age:      func(d time.Duration) any { return d.Milliseconds() },
+	})
+	env.Settle = func(ctx context.Context) error {
+		for _, stmt := range []string{"VACUUM (ANALYZE) " + ledger + ", " + inboxTable, "CHECKPOINT"} {
+			if _, err := db.ExecContext(ctx, stmt); err != nil {
 				return err
 			}
-			if n, _ := res.RowsAffected(); n != 1 {
-				return fmt.Errorf("backdate: %d rows", n)
-			}
-			return nil
-		},
-		BeginPlain: func(ctx context.Context) (*sql.Tx, error) { return db.BeginTx(ctx, nil) },
-		Settle: func(ctx context.Context) error {
-			for _, stmt := range []string{"VACUUM (ANALYZE) " + ledger + ", " + inboxTable, "CHECKPOINT"} {
-				if _, err := db.ExecContext(ctx, stmt); err != nil {
-					return err
-				}
-			}
-			return nil
-		},
-	}, nil
+		}
+		return nil
+	}
+	return env, nil
 }}
 
 func TestPostgresStore(t *testing.T) { storetest.Run(t, postgresHarness) }

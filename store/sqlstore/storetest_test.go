@@ -31,36 +31,53 @@ var sqliteHarness = storetest.Harness[*sql.Tx]{
 		if err != nil {
 			return nil, err
 		}
-		inboxTable := tables.Name("inbox", store.QuoteDouble)
-		return &storetest.Env[*sql.Tx]{
-			Driver: d,
-			Write: func(ctx context.Context, tx *sql.Tx, key string) error {
-				_, err := tx.ExecContext(ctx, "INSERT INTO ledger (key) VALUES (?)", key)
-				return err
-			},
-			Count: func(ctx context.Context, key string) (n int, err error) {
-				err = db.QueryRowContext(ctx, "SELECT count(*) FROM ledger WHERE key = ?", key).Scan(&n)
-				return n, err
-			},
-			Backdate: func(ctx context.Context, k store.Key, age time.Duration) error {
-				res, err := db.ExecContext(ctx, "UPDATE "+inboxTable+
-					" SET received_at = CAST(ROUND(unixepoch('now', 'subsec') * 1000) AS INTEGER) - ? WHERE consumer = ? AND message_id = ?",
-					age.Milliseconds(), k.Consumer, k.MessageID)
-				if err != nil {
-					return err
-				}
-				if n, _ := res.RowsAffected(); n != 1 {
-					return fmt.Errorf("backdate: %d rows", n)
-				}
-				return nil
-			},
-			BeginPlain: func(ctx context.Context) (*sql.Tx, error) { return db.BeginTx(ctx, nil) },
-			Settle: func(ctx context.Context) error {
-				_, err := db.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)")
-				return err
-			},
-		}, nil
+		env := ledgerEnv(db, d, ledgerSQL{
+			insert:   "INSERT INTO ledger (key) VALUES (?)",
+			count:    "SELECT count(*) FROM ledger WHERE key = ?",
+			backdate: "UPDATE " + tables.Name("inbox", store.QuoteDouble) + " SET received_at = CAST(ROUND(unixepoch('now', 'subsec') * 1000) AS INTEGER) - ? WHERE consumer = ? AND message_id = ?",
+			age:      func(d time.Duration) any { return d.Milliseconds() },
+		})
+		env.Settle = func(ctx context.Context) error {
+			_, err := db.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)")
+			return err
+		}
+		return env, nil
 	},
+}
+
+// ledgerSQL are a dialect's statements of the suite's environment: insert
+// and count take the ledger key; backdate sets an inbox row's received_at
+// to the database clock minus the age, which age converts; its arguments
+// are the age, the consumer and the message ID.
+type ledgerSQL struct {
+	insert, count, backdate string
+	age                     func(time.Duration) any
+}
+
+// ledgerEnv is the suite's environment on db and d.
+func ledgerEnv(db *sql.DB, d *sqlstore.Driver, q ledgerSQL) *storetest.Env[*sql.Tx] {
+	return &storetest.Env[*sql.Tx]{
+		Driver: d,
+		Write: func(ctx context.Context, tx *sql.Tx, key string) error {
+			_, err := tx.ExecContext(ctx, q.insert, key)
+			return err
+		},
+		Count: func(ctx context.Context, key string) (n int, err error) {
+			err = db.QueryRowContext(ctx, q.count, key).Scan(&n)
+			return n, err
+		},
+		Backdate: func(ctx context.Context, k store.Key, age time.Duration) error {
+			res, err := db.ExecContext(ctx, q.backdate, q.age(age), k.Consumer, k.MessageID)
+			if err != nil {
+				return err
+			}
+			if n, _ := res.RowsAffected(); n != 1 {
+				return fmt.Errorf("backdate: %d rows", n)
+			}
+			return nil
+		},
+		BeginPlain: func(ctx context.Context) (*sql.Tx, error) { return db.BeginTx(ctx, nil) },
+	}
 }
 
 func TestSQLiteStore(t *testing.T) { storetest.Run(t, sqliteHarness) }
