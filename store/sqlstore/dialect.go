@@ -170,3 +170,14 @@ func render(q queries, t store.Tables, quote func(string) string) queries {
 	}
 	return q
 }
+
+// endConnTx commits or rolls back the transaction that a BEGIN on conn
+// started.
+func endConnTx(ctx context.Context, conn *sql.Conn, commit bool) error {
+	stmt := "ROLLBACK"
+	if commit {
+		stmt = "COMMIT"
+	}
+	_, err := conn.ExecContext(ctx, stmt)
+	return err
+}

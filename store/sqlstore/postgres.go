@@ -100,12 +100,7 @@ func (postgresDialect) beginMigrate(ctx context.Context, conn *sql.Conn, t store
 }
 
 func (postgresDialect) endMigrate(ctx context.Context, conn *sql.Conn, _ store.Tables, commit bool) error {
-	stmt := "ROLLBACK"
-	if commit {
-		stmt = "COMMIT"
-	}
-	_, err := conn.ExecContext(ctx, stmt)
-	return err
+	return endConnTx(ctx, conn, commit)
 }
 
 // lockPrune takes the session advisory lock of the tables' pruners.

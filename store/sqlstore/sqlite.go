@@ -202,12 +202,7 @@ func (sqliteDialect) beginMigrate(ctx context.Context, conn *sql.Conn, _ store.T
 }
 
 func (sqliteDialect) endMigrate(ctx context.Context, conn *sql.Conn, _ store.Tables, commit bool) error {
-	stmt := "ROLLBACK"
-	if commit {
-		stmt = "COMMIT"
-	}
-	_, err := conn.ExecContext(ctx, stmt)
-	return err
+	return endConnTx(ctx, conn, commit)
 }
 
 // statements: SQLite runs a whole migration in one call.
