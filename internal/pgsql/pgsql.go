@@ -59,7 +59,8 @@ type Statements struct {
 	// ClaimSettingLockTimeout is Claim that first sets the lock timeout
 	// for the rest of the transaction: $5 a duration such as "5000ms". The
 	// CTE runs before the row is inserted, so the timeout bounds the
-	// insert's wait behind a racing claim.
+	// insert's wait behind a racing claim; not a wait for the table's own
+	// lock (behind an ALTER TABLE), which the statement takes before.
 	ClaimSettingLockTimeout string
 	// ClaimLookup: $1 consumer, $2 message_id. Returns a duplicate's
 	// fingerprint.

@@ -253,3 +253,51 @@ func TestMySQLDurabilityWarnsAboutLockWait(t *testing.T) {
 		t.Fatalf("warnings %q, want one about innodb_lock_wait_timeout", w)
 	}
 }
+
+// ProcessTx in a transaction of another pool than the driver's, after
+// Process kept the claim statements prepared on the driver's pool: the
+// caller's transaction must not be given those statements.
+func TestMySQLProcessTxOtherPool(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := testenv.MySQLDatabase(t)
+	var pools [2]*sql.DB
+	for i := range pools {
+		db, err := sqlstore.OpenMySQL(dsn, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = db.Close() })
+		pools[i] = db
+	}
+	d, err := sqlstore.New(pools[0], &sqlstore.Config{Dialect: sqlstore.MySQL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ib, err := inbox.New(ctx, d, &inbox.Config{Consumer: "c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	noop := func(context.Context, *sql.Tx, *inbox.Message) error { return nil }
+	if out, err := ib.Process(ctx, inbox.Message{ID: "first"}, noop); err != nil || out.Status != inbox.Processed {
+		t.Fatalf("Process: %v %v", out.Status, err)
+	}
+	for i, want := range []inbox.Status{inbox.Processed, inbox.Duplicate} {
+		tx, err := pools[1].BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := ib.ProcessTx(ctx, tx, inbox.Message{ID: "second"}, noop)
+		if out.Commit() {
+			err = errors.Join(err, tx.Commit())
+		} else {
+			_ = tx.Rollback()
+		}
+		if err != nil || out.Status != want {
+			t.Fatalf("ProcessTx %d in another pool's transaction: %v %v, want %v", i+1, out.Status, err, want)
+		}
+	}
+}

@@ -154,7 +154,7 @@ func (d *Driver) BeginClaim(ctx context.Context, p *store.ClaimParams) (*sql.Tx,
 	if err != nil {
 		return nil, nil, err
 	}
-	res, err := d.claim(ctx, tx, p, bp == nil)
+	res, err := d.claim(ctx, tx, p, bp == nil, true)
 	if err != nil || !res.Claimed {
 		d.rollbackQuietly(tx)
 		return nil, res, err
@@ -174,17 +174,18 @@ func (d *Driver) Claim(ctx context.Context, tx *sql.Tx, p *store.ClaimParams) (*
 			return nil, d.fail("savepoint", err)
 		}
 	}
-	return d.claim(ctx, tx, p, false)
+	return d.claim(ctx, tx, p, false, false) // tx may come from another pool: no prepared statements
 }
 
 // claim runs the claim; setLockTimeout uses the dialect's statement that
-// also sets the lock timeout for the rest of tx.
-func (d *Driver) claim(ctx context.Context, tx *sql.Tx, p *store.ClaimParams, setLockTimeout bool) (*store.ClaimResult, error) {
+// also sets the lock timeout for the rest of tx; prepared uses the prepared
+// statements, for a tx of the driver's own pool.
+func (d *Driver) claim(ctx context.Context, tx *sql.Tx, p *store.ClaimParams, setLockTimeout, prepared bool) (*store.ClaimResult, error) {
 	query, args := d.q.claim, []any{p.Consumer, p.MessageID, p.Type, nullBytes(p.Fingerprint)}
 	if setLockTimeout {
 		query, args = d.q.claimSettingLockTimeout, append(args, strconv.FormatInt(max(p.LockTimeout.Milliseconds(), 1), 10)+"ms")
 	}
-	inserted, err := d.insertIfAbsent(ctx, tx, query, args...)
+	inserted, err := d.insertIfAbsent(ctx, d.stmt(ctx, tx, query, prepared), args...)
 	if err != nil {
 		return nil, d.fail("claim", err)
 	}
@@ -192,7 +193,7 @@ func (d *Driver) claim(ctx context.Context, tx *sql.Tx, p *store.ClaimParams, se
 		return &store.ClaimResult{Claimed: true}, nil
 	}
 	res := &store.ClaimResult{}
-	err = d.stmt(ctx, tx, d.q.claimLookup).QueryRowContext(ctx, p.Consumer, p.MessageID).Scan(&res.Fingerprint)
+	err = d.stmt(ctx, tx, d.q.claimLookup, prepared).QueryRowContext(ctx, p.Consumer, p.MessageID).Scan(&res.Fingerprint)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) { // no row: gone meanwhile, fingerprint unknown
 		return nil, d.fail("claim: reading the duplicate", err)
 	}
@@ -214,12 +215,14 @@ func (d *Driver) prepare(ctx context.Context, query string) {
 	}
 }
 
-// stmt returns query as a statement of tx: the prepared one when there is
-// one (database/sql prepares it once per connection and keeps it), else
-// the plain text.
-func (d *Driver) stmt(ctx context.Context, tx *sql.Tx, query string) txStmt {
-	if st, ok := d.stmts.Load(query); ok {
-		return tx.StmtContext(ctx, st.(*sql.Stmt))
+// stmt returns query as a statement of tx: with prepared, the prepared one
+// when there is one (database/sql prepares it once per connection and
+// keeps it; tx must come from the driver's pool), else the plain text.
+func (d *Driver) stmt(ctx context.Context, tx *sql.Tx, query string, prepared bool) txStmt {
+	if prepared {
+		if st, ok := d.stmts.Load(query); ok {
+			return tx.StmtContext(ctx, st.(*sql.Stmt))
+		}
 	}
 	return plainStmt{tx: tx, query: query}
 }
@@ -246,8 +249,7 @@ func (s plainStmt) QueryRowContext(ctx context.Context, args ...any) *sql.Row {
 
 // insertIfAbsent runs an insert-if-absent statement and reports whether it
 // inserted, the way the dialect tells it.
-func (d *Driver) insertIfAbsent(ctx context.Context, tx *sql.Tx, query string, args ...any) (bool, error) {
-	st := d.stmt(ctx, tx, query)
+func (d *Driver) insertIfAbsent(ctx context.Context, st txStmt, args ...any) (bool, error) {
 	if d.q.returning {
 		var one int
 		err := st.QueryRowContext(ctx, args...).Scan(&one)
@@ -338,7 +340,7 @@ func (d *Driver) AttemptsDelete(ctx context.Context, tx *sql.Tx, key store.Key) 
 // dead letter; false, and nothing written, when the row exists.
 func (d *Driver) DeadLetterAdd(ctx context.Context, tx *sql.Tx, p *store.DeadLetterParams) (bool, error) {
 	if !p.Invalid {
-		ok, err := d.insertIfAbsent(ctx, tx, d.q.deadInsert, p.Consumer, p.MessageID, p.Type, nullBytes(p.Fingerprint))
+		ok, err := d.insertIfAbsent(ctx, d.stmt(ctx, tx, d.q.deadInsert, false), p.Consumer, p.MessageID, p.Type, nullBytes(p.Fingerprint))
 		if err != nil {
 			return false, d.fail("dead letter: inserting the inbox row", err)
 		}
@@ -409,7 +411,7 @@ func scanDeadLetter(row interface{ Scan(...any) error }) (*store.DeadLetter, err
 
 // InboxReclaim claims a dead-lettered message again, for a replay.
 func (d *Driver) InboxReclaim(ctx context.Context, tx *sql.Tx, p *store.ClaimParams) (bool, error) {
-	ok, err := d.insertIfAbsent(ctx, tx, d.q.reclaim, p.Consumer, p.MessageID, p.Type, nullBytes(p.Fingerprint))
+	ok, err := d.insertIfAbsent(ctx, d.stmt(ctx, tx, d.q.reclaim, false), p.Consumer, p.MessageID, p.Type, nullBytes(p.Fingerprint))
 	return ok, d.fail("reclaim", err)
 }
 

@@ -69,7 +69,9 @@ WHERE t.trx_state = 'LOCK WAIT' AND p.DB = DATABASE()`).Scan(&n)
 
 // Statements with arguments are prepared, executed and closed, or with
 // interpolateParams=true sent as text with the arguments escaped in: the
-// suite runs both ways, so that binary IDs survive each.
+// suite runs both ways, so that binary IDs survive each (the claim of
+// Process is kept prepared in both; that of ProcessTx and every other
+// statement go either way).
 var (
 	mysqlPrepared     = mysqlHarness("")
 	mysqlInterpolated = mysqlHarness("interpolateParams=true")
