@@ -121,5 +121,3 @@ func (c *confirmer) publish(ctx context.Context, exchange, key string, msg amqp.
 	}
 	return nil
 }
-
-func (c *confirmer) close() { _ = c.ch.Close() }
