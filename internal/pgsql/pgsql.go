@@ -10,8 +10,11 @@ import (
 	"hash/fnv"
 	"io"
 	"net"
+	"strconv"
 	"strings"
+	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/inboxkit/inbox/internal/migrate"
@@ -49,9 +52,6 @@ type Statements struct {
 	// SetLockTimeout sets the lock timeout for the rest of the
 	// transaction: $1 a duration such as "5000ms".
 	SetLockTimeout string
-	// SetSessionLockTimeout sets the lock timeout of the session: $1 a
-	// duration such as "5000ms".
-	SetSessionLockTimeout string
 	// Claim: $1 consumer, $2 message_id, $3 type, $4 fingerprint. Inserts
 	// one row (command tag INSERT 0 1, and a row back) for a new message,
 	// none for a duplicate.
@@ -160,8 +160,7 @@ func MigrateLockKey(t store.Tables) int64 { return lockKey("migrate", t.Schema) 
 func NewStatements(n Names) Statements {
 	inbox, attempts, dead, migrations := n.Inbox, n.Attempts, n.DeadLetters, n.Migrations
 	return Statements{
-		SetLockTimeout:        `SELECT set_config('lock_timeout', $1, true)`,
-		SetSessionLockTimeout: `SELECT set_config('lock_timeout', $1, false)`,
+		SetLockTimeout: `SELECT set_config('lock_timeout', $1, true)`,
 		Claim: `INSERT INTO ` + inbox + ` (consumer, message_id, message_type, fingerprint) VALUES ($1, $2, $3, $4)
 ON CONFLICT DO NOTHING RETURNING 1`,
 		ClaimSettingLockTimeout: `WITH lt AS (SELECT set_config('lock_timeout', $5, true))
@@ -263,3 +262,39 @@ func Classify(err error) error {
 	}
 	return err
 }
+
+// LockTimeout formats d for lock_timeout ("5000ms"): at least 1 ms, since 0
+// would mean no timeout. The default's text is kept.
+func LockTimeout(d time.Duration) string {
+	if d == defaultLockTimeout {
+		return defaultLockTimeoutText
+	}
+	return strconv.FormatInt(max(d.Milliseconds(), 1), 10) + "ms"
+}
+
+const (
+	defaultLockTimeout     = 5 * time.Second
+	defaultLockTimeoutText = "5000ms"
+)
+
+// sessionLockTimeoutKey marks, in a connection's CustomData, the session
+// lock_timeout the inbox set on it.
+const sessionLockTimeoutKey = "inboxkit/inbox.lock_timeout"
+
+// SetSessionLockTimeout sets the session lock_timeout of conn to d, once
+// per connection: a mark in the connection's CustomData remembers it (it
+// goes stale after RESET ALL or DISCARD ALL on the connection).
+func SetSessionLockTimeout(ctx context.Context, conn *pgx.Conn, d time.Duration) error {
+	want := LockTimeout(d)
+	data := conn.PgConn().CustomData()
+	if data[sessionLockTimeoutKey] == want {
+		return nil
+	}
+	if _, err := conn.Exec(ctx, setSessionLockTimeout, want); err != nil {
+		return err
+	}
+	data[sessionLockTimeoutKey] = want
+	return nil
+}
+
+const setSessionLockTimeout = `SELECT set_config('lock_timeout', $1, false)`

@@ -19,7 +19,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -78,27 +77,6 @@ func (d *Driver) Dialect() string { return "postgres" }
 // OneWriter returns false: PostgreSQL writes rows concurrently.
 func (d *Driver) OneWriter() bool { return false }
 
-// lockTimeout formats t for lock_timeout; the default's text is kept.
-func lockTimeout(t time.Duration) string {
-	if t == defaultLockTimeout {
-		return defaultLockTimeoutText
-	}
-	ms := t.Milliseconds()
-	if ms <= 0 {
-		ms = 1 // 0 would mean no timeout
-	}
-	return strconv.FormatInt(ms, 10) + "ms"
-}
-
-const (
-	defaultLockTimeout     = 5 * time.Second
-	defaultLockTimeoutText = "5000ms"
-)
-
-// lockTimeoutKey marks, in a connection's CustomData, the session
-// lock_timeout the driver set on it.
-const lockTimeoutKey = "inboxkit/inbox.lock_timeout"
-
 // acquire takes a connection from the pool with the session lock_timeout
 // set to lt: set once per connection (one round trip, the first time), so
 // that no transaction spends a statement on it.
@@ -110,14 +88,9 @@ func (d *Driver) acquire(ctx context.Context, lt time.Duration) (*pgxpool.Conn, 
 	if d.perTx {
 		return c, nil
 	}
-	want := lockTimeout(lt)
-	data := c.Conn().PgConn().CustomData()
-	if data[lockTimeoutKey] != want {
-		if _, err := c.Exec(ctx, d.q.SetSessionLockTimeout, want); err != nil {
-			c.Release()
-			return nil, pgsql.Classify(err)
-		}
-		data[lockTimeoutKey] = want
+	if err := pgsql.SetSessionLockTimeout(ctx, c.Conn(), lt); err != nil {
+		c.Release()
+		return nil, pgsql.Classify(err)
 	}
 	return c, nil
 }
@@ -134,11 +107,11 @@ func (d *Driver) begin(ctx context.Context, lt time.Duration, p *store.ClaimPara
 	b.BeginTx(pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 	switch {
 	case p != nil && d.perTx: // the claim sets the lock timeout itself
-		d.queue(b, d.q.ClaimSettingLockTimeout, res, p.Consumer, p.MessageID, p.Type, p.Fingerprint, lockTimeout(lt))
+		d.queue(b, d.q.ClaimSettingLockTimeout, res, p.Consumer, p.MessageID, p.Type, p.Fingerprint, pgsql.LockTimeout(lt))
 	case p != nil:
 		d.queueClaim(b, p, res)
 	case d.perTx:
-		b.Queue(d.q.SetLockTimeout, lockTimeout(lt))
+		b.Queue(d.q.SetLockTimeout, pgsql.LockTimeout(lt))
 	}
 	br := c.SendBatch(ctx, b)
 	tx := &connTx{Tx: br.Tx(), conn: c}
@@ -198,7 +171,7 @@ func (d *Driver) queueLookup(b *pgx.Batch, p *store.ClaimParams, res *store.Clai
 func (d *Driver) Claim(ctx context.Context, tx pgx.Tx, p *store.ClaimParams) (*store.ClaimResult, error) {
 	res := &store.ClaimResult{}
 	b := &pgx.Batch{}
-	b.Queue(d.q.SetLockTimeout, lockTimeout(p.LockTimeout))
+	b.Queue(d.q.SetLockTimeout, pgsql.LockTimeout(p.LockTimeout))
 	if p.Savepoint != "" {
 		b.Queue("SAVEPOINT " + store.QuoteDouble(p.Savepoint))
 	}

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"io/fs"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -66,8 +65,7 @@ var postgresStatements = pgsql.NewStatements(pgsql.Tokens)
 
 // setLockTimeout sets lock_timeout for the rest of tx.
 func (postgresDialect) setLockTimeout(ctx context.Context, tx *sql.Tx, d time.Duration) error {
-	ms := max(d.Milliseconds(), 1)
-	_, err := tx.ExecContext(ctx, postgresStatements.SetLockTimeout, strconv.FormatInt(ms, 10)+"ms")
+	_, err := tx.ExecContext(ctx, postgresStatements.SetLockTimeout, pgsql.LockTimeout(d))
 	return err
 }
 

@@ -24,11 +24,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/inboxkit/inbox/internal/migrate"
+	"github.com/inboxkit/inbox/internal/pgsql"
 	"github.com/inboxkit/inbox/store"
 )
 
@@ -166,15 +166,18 @@ func (d *Driver) BeginClaim(ctx context.Context, p *store.ClaimParams) (*sql.Tx,
 // created just before the claim, so that rolling back to it undoes the
 // claim together with the handler's writes.
 func (d *Driver) Claim(ctx context.Context, tx *sql.Tx, p *store.ClaimParams) (*store.ClaimResult, error) {
-	if err := d.dialect.setLockTimeout(ctx, tx, p.LockTimeout); err != nil {
-		return nil, d.fail("set lock timeout", err)
+	setLockTimeout := d.q.claimSettingLockTimeout != "" // else a statement of its own
+	if !setLockTimeout {
+		if err := d.dialect.setLockTimeout(ctx, tx, p.LockTimeout); err != nil {
+			return nil, d.fail("set lock timeout", err)
+		}
 	}
 	if p.Savepoint != "" {
 		if _, err := tx.ExecContext(ctx, d.q.savepoint+d.dialect.quote(p.Savepoint)); err != nil {
 			return nil, d.fail("savepoint", err)
 		}
 	}
-	return d.claim(ctx, tx, p, false, false) // tx may come from another pool: no prepared statements
+	return d.claim(ctx, tx, p, setLockTimeout, false) // tx may come from another pool: no prepared statements
 }
 
 // claim runs the claim; setLockTimeout uses the dialect's statement that
@@ -183,7 +186,7 @@ func (d *Driver) Claim(ctx context.Context, tx *sql.Tx, p *store.ClaimParams) (*
 func (d *Driver) claim(ctx context.Context, tx *sql.Tx, p *store.ClaimParams, setLockTimeout, prepared bool) (*store.ClaimResult, error) {
 	query, args := d.q.claim, []any{p.Consumer, p.MessageID, p.Type, nullBytes(p.Fingerprint)}
 	if setLockTimeout {
-		query, args = d.q.claimSettingLockTimeout, append(args, strconv.FormatInt(max(p.LockTimeout.Milliseconds(), 1), 10)+"ms")
+		query, args = d.q.claimSettingLockTimeout, append(args, pgsql.LockTimeout(p.LockTimeout))
 	}
 	inserted, err := d.insertIfAbsent(ctx, d.stmt(ctx, tx, query, prepared), args...)
 	if err != nil {

@@ -372,39 +372,56 @@ func testLockTimeout[TTx any](t *testing.T, h Harness[TTx]) {
 	ctx := context.Background()
 	env := open(t, h)
 	ib := newInbox(t, env, inbox.Config{LockTimeout: 300 * time.Millisecond})
-	started, release := make(chan struct{}), make(chan struct{})
-	held := make(chan error, 1)
-	go func() {
-		out, err := ib.Process(ctx, msg("stuck"), func(ctx context.Context, tx TTx, m *inbox.Message) error {
-			close(started)
-			<-release
-			return env.Write(ctx, tx, key(m.ID))
-		})
-		if err == nil && out.Status != inbox.Processed {
-			err = fmt.Errorf("holder: %v", out.Status)
+	// The contender claims the held ID with Process, or with ProcessTx in
+	// a transaction of the application's (the claim sets the lock timeout
+	// there too); it rolls that back.
+	processTx := func(ctx context.Context, m inbox.Message) (inbox.Outcome, error) {
+		tx, err := env.BeginPlain(ctx)
+		if err != nil {
+			return inbox.Outcome{}, err
 		}
-		held <- err
-	}()
-	<-started
-	begin := time.Now()
-	out, err := ib.Process(ctx, msg("stuck"), writer(env))
-	waited := time.Since(begin)
-	close(release)
-	if out.Ack() || out.Status != inbox.Retry || !inbox.IsRetryable(err) {
-		t.Fatalf("racing duplicate behind a held claim: %v %v, want Retry with a retryable error", out.Status, err)
+		defer func() { _ = env.Driver.Rollback(ctx, tx) }()
+		return ib.ProcessTx(ctx, tx, m, writer(env))
 	}
-	if waited > 4*time.Second {
-		t.Fatalf("waited %v for the lock, want about the lock timeout", waited)
+	process := func(ctx context.Context, m inbox.Message) (inbox.Outcome, error) {
+		return ib.Process(ctx, m, writer(env))
 	}
-	if err := <-held; err != nil {
-		t.Fatalf("holder: %v", err)
-	}
-	out, err = ib.Process(ctx, msg("stuck"), writer(env))
-	if err != nil || out.Status != inbox.Duplicate {
-		t.Fatalf("redelivery: %v %v, want Duplicate", out.Status, err)
-	}
-	if n := count(t, env, "stuck"); n != 1 {
-		t.Fatalf("%d effects, want 1", n)
+	for name, contend := range map[string]func(context.Context, inbox.Message) (inbox.Outcome, error){"Process": process, "ProcessTx": processTx} {
+		id := "stuck-" + name
+		started, release := make(chan struct{}), make(chan struct{})
+		held := make(chan error, 1)
+		go func() {
+			out, err := ib.Process(ctx, msg(id), func(ctx context.Context, tx TTx, m *inbox.Message) error {
+				close(started)
+				<-release
+				return env.Write(ctx, tx, key(m.ID))
+			})
+			if err == nil && out.Status != inbox.Processed {
+				err = fmt.Errorf("holder: %v", out.Status)
+			}
+			held <- err
+		}()
+		<-started
+		begin := time.Now()
+		out, err := contend(ctx, msg(id))
+		waited := time.Since(begin)
+		close(release)
+		if out.Ack() || out.Status != inbox.Retry || !inbox.IsRetryable(err) {
+			t.Fatalf("%s: racing duplicate behind a held claim: %v %v, want Retry with a retryable error", name, out.Status, err)
+		}
+		if waited > 4*time.Second {
+			t.Fatalf("%s: waited %v for the lock, want about the lock timeout", name, waited)
+		}
+		if err := <-held; err != nil {
+			t.Fatalf("%s: holder: %v", name, err)
+		}
+		out, err = contend(ctx, msg(id))
+		if err != nil || out.Status != inbox.Duplicate {
+			t.Fatalf("%s: redelivery: %v %v, want Duplicate", name, out.Status, err)
+		}
+		if n := count(t, env, id); n != 1 {
+			t.Fatalf("%s: %d effects, want 1", name, n)
+		}
 	}
 }
 

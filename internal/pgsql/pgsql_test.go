@@ -1,4 +1,4 @@
-package pgxstore
+package pgsql
 
 import (
 	"testing"
@@ -10,11 +10,11 @@ func TestLockTimeout(t *testing.T) {
 	for d, want := range map[time.Duration]string{
 		5 * time.Second: "5000ms", 300 * time.Millisecond: "300ms", time.Microsecond: "1ms", 0: "1ms", time.Minute: "60000ms",
 	} {
-		if got := lockTimeout(d); got != want {
-			t.Errorf("lockTimeout(%v) = %q, want %q", d, got, want)
+		if got := LockTimeout(d); got != want {
+			t.Errorf("LockTimeout(%v) = %q, want %q", d, got, want)
 		}
 	}
-	if lockTimeout(defaultLockTimeout) != lockTimeout(defaultLockTimeout+time.Nanosecond) {
+	if LockTimeout(defaultLockTimeout) != LockTimeout(defaultLockTimeout+time.Nanosecond) {
 		t.Error("the kept default text differs from the computed one")
 	}
 }
