@@ -57,6 +57,9 @@ type dialect interface {
 	retryable(err error) bool
 	// busy reports whether err means that another writer held the lock.
 	busy(err error) bool
+	// prepareRefused reports whether err is the server refusing to prepare
+	// a statement (which therefore did not run).
+	prepareRefused(err error) bool
 
 	// beginMigrate starts the migration transaction on conn, holding the
 	// lock that keeps concurrent migrations of tables t apart.

@@ -46,6 +46,14 @@ import (
 //     to recognize it by without importing the driver: return
 //     MarkRetryable(err) from the handler to have it retried without
 //     counting towards MaxAttempts.
+//   - The claim and the read of a duplicate are kept prepared, once per
+//     connection (one round trip each, instead of prepare, execute and
+//     close). When the server refuses to prepare them (error 1461:
+//     max_prepared_stmt_count reached; a proxy without server-side
+//     prepares), the claim is sent as text in the same transaction, and as
+//     text from then on, with one warning logged. With such a server, use
+//     interpolateParams=true: without it the driver prepares every
+//     statement with arguments itself.
 //   - Migrations run under GET_LOCK, one statement at a time (no
 //     multiStatements needed); DDL commits by itself in MySQL, so every
 //     statement is idempotent. Pruning deletes in DELETE ... ORDER BY
@@ -267,6 +275,10 @@ const (
 	mysqlErrCheckRead       = 1020 // record changed since last read: a serialization failure
 	mysqlErrLockWaitTimeout = 1205
 	mysqlErrDeadlock        = 1213
+
+	mysqlErrUnknownStmtHandler   = 1243
+	mysqlErrUnsupportedPS        = 1295
+	mysqlErrMaxPreparedStmtCount = 1461
 )
 
 // mysqlNumber returns the error number of a MySQL error, 0 if err is not one.
@@ -287,6 +299,16 @@ func (mysqlDialect) retryable(err error) bool {
 }
 
 func (mysqlDialect) busy(err error) bool { return mysqlNumber(err) == mysqlErrLockWaitTimeout }
+
+// prepareRefused: the server's prepared-statement limit is reached, the
+// statement cannot be prepared, or the connection no longer knows it.
+func (mysqlDialect) prepareRefused(err error) bool {
+	switch mysqlNumber(err) {
+	case mysqlErrMaxPreparedStmtCount, mysqlErrUnsupportedPS, mysqlErrUnknownStmtHandler:
+		return true
+	}
+	return false
+}
 
 // MarkRetryable wraps err in *store.RetryableError when it is a MySQL
 // error after which the same message may succeed if tried again: a

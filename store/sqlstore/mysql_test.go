@@ -29,6 +29,31 @@ func withParam(t testing.TB, dsn, param string) string {
 	return dsn + "?" + param
 }
 
+// mysqlInbox migrates a MySQL driver on db with cfg (Dialect set here) and
+// returns an inbox of consumer on it, with a ledger table (k) when ledger.
+func mysqlInbox(t *testing.T, db *sql.DB, cfg sqlstore.Config, consumer string, ledger bool) *inbox.Inbox[*sql.Tx] {
+	t.Helper()
+	ctx := context.Background()
+	if ledger {
+		if _, err := db.Exec("CREATE TABLE ledger (k VARCHAR(100) NOT NULL)"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg.Dialect = sqlstore.MySQL
+	d, err := sqlstore.New(db, &cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ib, err := inbox.New(ctx, d, &inbox.Config{Consumer: consumer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ib
+}
+
 func TestOpenMySQL(t *testing.T) {
 	t.Parallel()
 	dsn := testenv.MySQLDatabase(t)
@@ -99,20 +124,7 @@ func TestMySQLClientFoundRowsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = db.Close() })
-	if _, err := db.Exec("CREATE TABLE ledger (k VARCHAR(100) NOT NULL)"); err != nil {
-		t.Fatal(err)
-	}
-	d, err := sqlstore.New(db, &sqlstore.Config{Dialect: sqlstore.MySQL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	ib, err := inbox.New(ctx, d, &inbox.Config{Consumer: "found-rows"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ib := mysqlInbox(t, db, sqlstore.Config{}, "found-rows", true)
 	var runs atomic.Int32
 	hd := func(ctx context.Context, tx *sql.Tx, m *inbox.Message) error {
 		runs.Add(1)
@@ -154,17 +166,7 @@ func TestMySQLDuplicateThenNewOnOneConnection(t *testing.T) {
 	ctx := context.Background()
 	db := openMySQL(t, "")
 	db.SetMaxOpenConns(1)
-	d, err := sqlstore.New(db, &sqlstore.Config{Dialect: sqlstore.MySQL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	ib, err := inbox.New(ctx, d, &inbox.Config{Consumer: "one-conn"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ib := mysqlInbox(t, db, sqlstore.Config{}, "one-conn", false)
 	nop := func(context.Context, *sql.Tx, *inbox.Message) error { return nil }
 	for i, step := range []struct {
 		id   string
@@ -270,17 +272,7 @@ func TestMySQLProcessTxOtherPool(t *testing.T) {
 		t.Cleanup(func() { _ = db.Close() })
 		pools[i] = db
 	}
-	d, err := sqlstore.New(pools[0], &sqlstore.Config{Dialect: sqlstore.MySQL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	ib, err := inbox.New(ctx, d, &inbox.Config{Consumer: "c"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ib := mysqlInbox(t, pools[0], sqlstore.Config{}, "c", false)
 	noop := func(context.Context, *sql.Tx, *inbox.Message) error { return nil }
 	if out, err := ib.Process(ctx, inbox.Message{ID: "first"}, noop); err != nil || out.Status != inbox.Processed {
 		t.Fatalf("Process: %v %v", out.Status, err)

@@ -75,6 +75,9 @@ func (postgresDialect) retryable(err error) bool {
 }
 
 // busy: a lock timeout (55P03) behind another transaction.
+// prepareRefused: the dialect keeps no statements prepared.
+func (postgresDialect) prepareRefused(error) bool { return false }
+
 func (postgresDialect) busy(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && pgErr.Code == "55P03"

@@ -186,6 +186,9 @@ func (d sqliteDialect) retryable(err error) bool {
 	return d.busy(err) || errors.Is(err, driver.ErrBadConn)
 }
 
+// prepareRefused: the dialect keeps no statements prepared.
+func (sqliteDialect) prepareRefused(error) bool { return false }
+
 func (sqliteDialect) busy(err error) bool {
 	switch sqliteCode(err) {
 	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:

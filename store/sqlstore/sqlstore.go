@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/inboxkit/inbox/internal/migrate"
@@ -59,6 +60,9 @@ type Driver struct {
 	migrations []store.Migration
 	log        *slog.Logger
 
+	// unprepared: the server refused to prepare a claim statement; they
+	// are sent as text since.
+	unprepared atomic.Bool
 	// stmts holds prepared claim statements (query -> *sql.Stmt) for a
 	// dialect whose driver otherwise prepares, executes and closes each
 	// statement with arguments (MySQL: three round trips, not one).
@@ -145,7 +149,7 @@ func (d *Driver) BeginClaim(ctx context.Context, p *store.ClaimParams) (*sql.Tx,
 	if d.q.claimSettingLockTimeout != "" {
 		bp = nil // the claim sets it: one round trip less
 	}
-	if d.dialect.prepareClaims() {
+	if d.dialect.prepareClaims() && !d.unprepared.Load() {
 		// Before BEGIN: preparing takes a connection of the pool.
 		d.prepare(ctx, d.q.claim)
 		d.prepare(ctx, d.q.claimLookup)
@@ -184,6 +188,36 @@ func (d *Driver) Claim(ctx context.Context, tx *sql.Tx, p *store.ClaimParams) (*
 // also sets the lock timeout for the rest of tx; prepared uses the prepared
 // statements, for a tx of the driver's own pool.
 func (d *Driver) claim(ctx context.Context, tx *sql.Tx, p *store.ClaimParams, setLockTimeout, prepared bool) (*store.ClaimResult, error) {
+	prepared = prepared && !d.unprepared.Load()
+	res, err := d.claimWith(ctx, tx, p, setLockTimeout, prepared)
+	if err != nil && prepared && d.dialect.prepareRefused(err) {
+		// The statement did not run: send it as text, in the same tx, and
+		// from now on for every claim.
+		d.stopPreparing(err)
+		return d.claimWith(ctx, tx, p, setLockTimeout, false)
+	}
+	return res, err
+}
+
+// stopPreparing gives up the prepared claim statements after the server
+// refused to prepare one on a connection (MySQL: max_prepared_stmt_count
+// reached, or a proxy without server-side prepares), and closes them, which
+// frees their slots on the connections that have them.
+func (d *Driver) stopPreparing(err error) {
+	if d.unprepared.Swap(true) {
+		return
+	}
+	d.log.Warn("sqlstore: the server refused to prepare the claim statements; sending them as text from now on",
+		"dialect", d.dialect.name(), "error", err)
+	d.stmts.Range(func(query, st any) bool {
+		d.stmts.Delete(query)
+		_ = st.(*sql.Stmt).Close()
+		return true
+	})
+}
+
+// claimWith runs the claim, as claim says.
+func (d *Driver) claimWith(ctx context.Context, tx *sql.Tx, p *store.ClaimParams, setLockTimeout, prepared bool) (*store.ClaimResult, error) {
 	query, args := d.q.claim, []any{p.Consumer, p.MessageID, p.Type, nullBytes(p.Fingerprint)}
 	if setLockTimeout {
 		query, args = d.q.claimSettingLockTimeout, append(args, pgsql.LockTimeout(p.LockTimeout))

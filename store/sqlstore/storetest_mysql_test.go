@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
+
 	"github.com/inboxkit/inbox/internal/testenv"
 	"github.com/inboxkit/inbox/store"
 	"github.com/inboxkit/inbox/store/sqlstore"
@@ -16,10 +18,14 @@ import (
 // database), with params added to the DSN. The lock timeout of 1 s,
 // MySQL's least, keeps LockTimeoutIsRetryable short while racing claims
 // still queue.
-func mysqlHarness(params string) storetest.Harness[*sql.Tx] {
+func mysqlHarness(params string) storetest.Harness[*sql.Tx] { return mysqlHarnessVia(params, nil) }
+
+// mysqlHarnessVia is mysqlHarness whose connections go to the address via
+// returns for the server's (a proxy), when via is not nil.
+func mysqlHarnessVia(params string, via func(tb testing.TB, addr string) string) storetest.Harness[*sql.Tx] {
 	return storetest.Harness[*sql.Tx]{Open: func(tb testing.TB, tables store.Tables) (*storetest.Env[*sql.Tx], error) {
 		tb.Helper()
-		db := openMySQL(tb, params)
+		db := openMySQLVia(tb, params, via)
 		if _, err := db.Exec("CREATE TABLE ledger (k VARCHAR(4100) NOT NULL, at DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)) ENGINE=InnoDB"); err != nil {
 			tb.Fatal(err)
 		}
@@ -33,11 +39,21 @@ func mysqlHarness(params string) storetest.Harness[*sql.Tx] {
 
 // openMySQL opens a pool on a fresh database, with params added to the
 // DSN, closed when tb ends.
-func openMySQL(tb testing.TB, params string) *sql.DB {
+func openMySQL(tb testing.TB, params string) *sql.DB { return openMySQLVia(tb, params, nil) }
+
+func openMySQLVia(tb testing.TB, params string, via func(tb testing.TB, addr string) string) *sql.DB {
 	tb.Helper()
 	dsn := testenv.MySQLDatabase(tb)
 	if params != "" {
 		dsn = withParam(tb, dsn, params)
+	}
+	if via != nil {
+		cfg, err := mysql.ParseDSN(dsn)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		cfg.Addr = via(tb, cfg.Addr)
+		dsn = cfg.FormatDSN()
 	}
 	db, err := sqlstore.OpenMySQL(dsn, &sqlstore.MySQLOptions{LockTimeout: time.Second})
 	if err != nil {
