@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -27,8 +29,20 @@ import (
 	"github.com/inboxkit/inbox/store/pgxstore"
 )
 
-// The points at which the child kills itself with SIGKILL.
-var points = []string{"after-claim", "after-write", "before-commit", "after-commit", "during-ack"}
+// The points at which the child kills itself with SIGKILL: in the
+// processing of a message, and in the transaction that records a failed
+// attempt or a dead letter.
+var points = []string{"after-claim", "after-write", "before-commit", "after-commit", "during-ack",
+	"before-failure-commit", "after-failure-commit"}
+
+// Every poisonEvery-th message fails for good: its handler writes, then
+// fails, maxAttempts times, and the message ends as a dead letter.
+const (
+	poisonEvery = 5
+	maxAttempts = 3
+)
+
+func poison(i int) bool { return i%poisonEvery == 0 }
 
 // crashEvery: a child dies at its point once its handler has run this many
 // times, so that each child makes progress before it dies.
@@ -133,6 +147,9 @@ func runPoint(t *testing.T, brokerName, point string, n int) {
 	}
 	for i := range n {
 		id := fmt.Sprintf("msg-%d", i)
+		if poison(i) {
+			id = fmt.Sprintf("poison-%d", i)
+		}
 		if err := pub.Publish(ctx, &broker.Message{ID: id, Subject: subject, Payload: []byte(id)}); err != nil {
 			t.Fatal(err)
 		}
@@ -141,7 +158,7 @@ func runPoint(t *testing.T, brokerName, point string, n int) {
 	crashes, deadline := 0, time.Now().Add(2*time.Minute+time.Duration(n)*20*time.Millisecond)
 	for done(t, pool, schema) < n {
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: %d of %d messages processed after %d crashes", point, done(t, pool, schema), n, crashes)
+			t.Fatalf("%s: %d of %d messages processed or dead-lettered after %d crashes", point, done(t, pool, schema), n, crashes)
 		}
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), "INBOX_CRASH_CHILD="+point, "INBOX_CRASH_SCHEMA="+schema,
@@ -169,22 +186,39 @@ func runPoint(t *testing.T, brokerName, point string, n int) {
 	if len(bad) > 0 || done(t, pool, schema) != n {
 		t.Fatalf("%s: %d messages with effects other than 1 (first %v); %d of %d done", point, len(bad), bad[:min(len(bad), 3)], done(t, pool, schema), n)
 	}
+	// Each poison message: no effect, one dead letter, after exactly
+	// maxAttempts attempts (a killed attempt was not counted, a counted
+	// one not repeated), its payload kept.
+	var poisoned, wrong int
+	err = pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE attempts <> $1 OR payload <> message_id
+		OR message_id IN (SELECT convert_to(id, 'UTF8') FROM `+schema+`.ledger))
+		FROM `+schema+`.inbox_dead_letters`, maxAttempts).Scan(&poisoned, &wrong)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (n + poisonEvery - 1) / poisonEvery; poisoned != want || wrong != 0 {
+		t.Fatalf("%s: %d dead letters, %d of them wrong (attempts, payload or an effect), want %d right ones", point, poisoned, wrong, want)
+	}
 	if crashes < n/crashEvery/2 {
 		t.Fatalf("%s: only %d crashes for %d messages: the kill point was not reached", point, crashes, n)
 	}
 	t.Logf("%s: %d messages, each effect exactly once, after %d SIGKILLs", point, n, crashes)
 }
 
-// done counts the distinct messages in the ledger.
-func done(t *testing.T, pool interface {
-	QueryRow(context.Context, string, ...any) pgx.Row
-}, schema string) int {
+// done counts the messages done: distinct ones in the ledger, and dead
+// letters.
+func done(t *testing.T, pool *pgxpool.Pool, schema string) int {
 	t.Helper()
-	var n int
-	if err := pool.QueryRow(context.Background(), "SELECT count(DISTINCT id) FROM "+schema+".ledger").Scan(&n); err != nil {
+	n, err := doneCount(context.Background(), pool, schema)
+	if err != nil {
 		t.Fatal(err)
 	}
 	return n
+}
+
+func doneCount(ctx context.Context, pool *pgxpool.Pool, schema string) (n int, err error) {
+	err = pool.QueryRow(ctx, "SELECT (SELECT count(DISTINCT id) FROM "+schema+".ledger) + (SELECT count(*) FROM "+schema+".inbox_dead_letters)").Scan(&n)
+	return n, err
 }
 
 // child consumes until every message is in the ledger, killing itself at
@@ -211,7 +245,8 @@ func child(point string) error {
 		}
 	}
 	d := &crashDriver{Driver: inner, crash: crashNow}
-	ib, err := inbox.New(ctx, d, &inbox.Config{Consumer: "crash", Backoff: inbox.Backoff{Initial: 50 * time.Millisecond, Max: 200 * time.Millisecond}})
+	ib, err := inbox.New(ctx, d, &inbox.Config{Consumer: "crash", MaxAttempts: maxAttempts,
+		Backoff: inbox.Backoff{Initial: 50 * time.Millisecond, Max: 200 * time.Millisecond}})
 	if err != nil {
 		return err
 	}
@@ -227,14 +262,16 @@ func child(point string) error {
 			return err
 		}
 		crashNow("after-write")
+		if strings.HasPrefix(m.ID, "poison-") {
+			return errors.New("poison")
+		}
 		return nil
 	}
 	cctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go func() { // stop once everything is done
 		for cctx.Err() == nil {
-			var n int
-			if pool.QueryRow(cctx, "SELECT count(DISTINCT id) FROM "+schema+".ledger").Scan(&n) == nil && n >= total {
+			if n, err := doneCount(cctx, pool, schema); err == nil && n >= total {
 				time.Sleep(1500 * time.Millisecond) // let the last acks go out
 				stop()
 				return
@@ -245,15 +282,37 @@ func child(point string) error {
 	return inbox.Consume(cctx, ib, &crashSource{Source: src, crash: crashNow}, h, &inbox.ConsumerConfig{Workers: 4})
 }
 
-// crashDriver kills the process just before COMMIT.
+// crashDriver kills the process just before the COMMIT of a message, and
+// before and after the COMMIT of a failure's transaction (an attempt or a
+// dead letter: the transactions that Begin opens, not BeginClaim).
 type crashDriver struct {
 	store.Driver[pgx.Tx]
-	crash func(at string)
+	crash    func(at string)
+	failures sync.Map // pgx.Tx from Begin -> struct{}
+}
+
+func (d *crashDriver) Begin(ctx context.Context, p *store.BeginParams) (pgx.Tx, error) {
+	tx, err := d.Driver.Begin(ctx, p)
+	if err == nil {
+		d.failures.Store(tx, struct{}{})
+	}
+	return tx, err
 }
 
 func (d *crashDriver) Commit(ctx context.Context, tx pgx.Tx) error {
+	if _, failure := d.failures.LoadAndDelete(tx); failure {
+		d.crash("before-failure-commit")
+		err := d.Driver.Commit(ctx, tx)
+		d.crash("after-failure-commit")
+		return err
+	}
 	d.crash("before-commit")
 	return d.Driver.Commit(ctx, tx)
+}
+
+func (d *crashDriver) Rollback(ctx context.Context, tx pgx.Tx) error {
+	d.failures.Delete(tx)
+	return d.Driver.Rollback(ctx, tx)
 }
 
 // crashSource kills the process after COMMIT, before the ack, or while
