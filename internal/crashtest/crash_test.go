@@ -186,18 +186,19 @@ func runPoint(t *testing.T, brokerName, point string, n int) {
 	if len(bad) > 0 || done(t, pool, schema) != n {
 		t.Fatalf("%s: %d messages with effects other than 1 (first %v); %d of %d done", point, len(bad), bad[:min(len(bad), 3)], done(t, pool, schema), n)
 	}
-	// Each poison message: no effect, one dead letter, after exactly
-	// maxAttempts attempts (a killed attempt was not counted, a counted
-	// one not repeated), its payload kept.
-	var poisoned, wrong int
-	err = pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE attempts <> $1 OR payload <> message_id
-		OR message_id IN (SELECT convert_to(id, 'UTF8') FROM `+schema+`.ledger))
-		FROM `+schema+`.inbox_dead_letters`, maxAttempts).Scan(&poisoned, &wrong)
+	// Each poison message, and only those: no effect, exactly one dead
+	// letter, which records maxAttempts attempts and keeps the payload.
+	var letters, poisoned, wrong int
+	err = pool.QueryRow(ctx, `SELECT count(*), count(DISTINCT message_id) FILTER (WHERE message_id LIKE 'poison-%'),
+		count(*) FILTER (WHERE attempts <> $1 OR payload IS DISTINCT FROM message_id
+			OR message_id IN (SELECT convert_to(id, 'UTF8') FROM `+schema+`.ledger))
+		FROM `+schema+`.inbox_dead_letters`, maxAttempts).Scan(&letters, &poisoned, &wrong)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (n + poisonEvery - 1) / poisonEvery; poisoned != want || wrong != 0 {
-		t.Fatalf("%s: %d dead letters, %d of them wrong (attempts, payload or an effect), want %d right ones", point, poisoned, wrong, want)
+	if want := (n + poisonEvery - 1) / poisonEvery; letters != want || poisoned != want || wrong != 0 {
+		t.Fatalf("%s: %d dead letters for %d poison messages, %d of them wrong (attempts, payload or an effect), want one right one for each of %d",
+			point, letters, poisoned, wrong, want)
 	}
 	if crashes < n/crashEvery/2 {
 		t.Fatalf("%s: only %d crashes for %d messages: the kill point was not reached", point, crashes, n)

@@ -129,3 +129,6 @@ func AMQPURL() string {
 	}
 	return "amqp://guest:guest@127.0.0.1:5672/"
 }
+
+// PostgresLockTimeout reads the lock_timeout in effect, in milliseconds.
+const PostgresLockTimeout = `SELECT (extract(epoch FROM current_setting('lock_timeout')::interval) * 1000)::bigint`

@@ -60,6 +60,11 @@ func open(tb testing.TB, cfg *pgxstore.Config) (*storetest.Env[pgx.Tx], error) {
 			return err
 		},
 		BeginPlain: func(ctx context.Context) (pgx.Tx, error) { return pool.Begin(ctx) },
+		LockTimeout: func(ctx context.Context, tx pgx.Tx) (time.Duration, error) {
+			var ms int64
+			err := tx.QueryRow(ctx, testenv.PostgresLockTimeout).Scan(&ms)
+			return time.Duration(ms) * time.Millisecond, err
+		},
 		Settle: func(ctx context.Context) error {
 			for _, sql := range []string{"VACUUM (ANALYZE) " + ledger + ", " + inboxTable, "CHECKPOINT"} {
 				if _, err := pool.Exec(ctx, sql); err != nil {

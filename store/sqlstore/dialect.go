@@ -53,6 +53,9 @@ type dialect interface {
 	// the lock timeout is a connection setting (SQLite: busy_timeout,
 	// MySQL: innodb_lock_wait_timeout).
 	setLockTimeout(ctx context.Context, tx *sql.Tx, d time.Duration) error
+	// setLockTimeoutAndSavepoint is setLockTimeout, then SAVEPOINT with
+	// the quoted name, in one round trip where the database allows it.
+	setLockTimeoutAndSavepoint(ctx context.Context, tx *sql.Tx, d time.Duration, savepoint string) error
 	// retryable reports whether a later attempt may not hit err.
 	retryable(err error) bool
 	// busy reports whether err means that another writer held the lock.

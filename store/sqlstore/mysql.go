@@ -270,6 +270,12 @@ func (mysqlDialect) txOptions(db *sql.DB) *sql.TxOptions {
 // setLockTimeout: innodb_lock_wait_timeout is set per connection (OpenMySQL).
 func (mysqlDialect) setLockTimeout(context.Context, *sql.Tx, time.Duration) error { return nil }
 
+// setLockTimeoutAndSavepoint: the savepoint alone (see setLockTimeout).
+func (mysqlDialect) setLockTimeoutAndSavepoint(ctx context.Context, tx *sql.Tx, _ time.Duration, savepoint string) error {
+	_, err := tx.ExecContext(ctx, "SAVEPOINT "+savepoint)
+	return err
+}
+
 // MySQL error numbers the dialect tells apart.
 const (
 	mysqlErrCheckRead       = 1020 // record changed since last read: a serialization failure

@@ -69,15 +69,24 @@ func (postgresDialect) setLockTimeout(ctx context.Context, tx *sql.Tx, d time.Du
 	return err
 }
 
+// setLockTimeoutAndSavepoint sets lock_timeout for the rest of tx, then
+// creates the savepoint (quoted), in one round trip: without arguments pgx
+// sends them as one simple query. In this order, since a rollback to the
+// savepoint would undo a setting made after it.
+func (postgresDialect) setLockTimeoutAndSavepoint(ctx context.Context, tx *sql.Tx, d time.Duration, savepoint string) error {
+	_, err := tx.ExecContext(ctx, "SELECT set_config('lock_timeout', '"+pgsql.LockTimeout(d)+"', true); SAVEPOINT "+savepoint)
+	return err
+}
+
 func (postgresDialect) retryable(err error) bool {
 	var r *store.RetryableError
 	return errors.As(pgsql.Classify(err), &r)
 }
 
-// busy: a lock timeout (55P03) behind another transaction.
 // prepareRefused: the dialect keeps no statements prepared.
 func (postgresDialect) prepareRefused(error) bool { return false }
 
+// busy: a lock timeout (55P03) behind another transaction.
 func (postgresDialect) busy(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && pgErr.Code == "55P03"

@@ -172,6 +172,12 @@ func (sqliteDialect) checkTables(t store.Tables) error {
 func (sqliteDialect) txOptions(*sql.DB) *sql.TxOptions                             { return nil }
 func (sqliteDialect) setLockTimeout(context.Context, *sql.Tx, time.Duration) error { return nil }
 
+// setLockTimeoutAndSavepoint: the savepoint alone (see setLockTimeout).
+func (sqliteDialect) setLockTimeoutAndSavepoint(ctx context.Context, tx *sql.Tx, _ time.Duration, savepoint string) error {
+	_, err := tx.ExecContext(ctx, "SAVEPOINT "+savepoint)
+	return err
+}
+
 // sqliteCode returns the primary result code of a SQLite error, 0 if err
 // is not one.
 func sqliteCode(err error) int {

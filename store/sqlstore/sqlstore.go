@@ -166,22 +166,25 @@ func (d *Driver) BeginClaim(ctx context.Context, p *store.ClaimParams) (*sql.Tx,
 	return tx, res, nil
 }
 
-// Claim claims the message in the caller's tx. p.Savepoint, when set, is
-// created just before the claim, so that rolling back to it undoes the
-// claim together with the handler's writes.
+// Claim claims the message in the caller's tx, and sets the lock timeout
+// for the rest of tx. p.Savepoint, when set, is created just before the
+// claim (after the lock timeout, which a rollback to it would otherwise
+// undo), so that rolling back to it undoes the claim together with the
+// handler's writes.
 func (d *Driver) Claim(ctx context.Context, tx *sql.Tx, p *store.ClaimParams) (*store.ClaimResult, error) {
+	if p.Savepoint != "" {
+		if err := d.dialect.setLockTimeoutAndSavepoint(ctx, tx, p.LockTimeout, d.dialect.quote(p.Savepoint)); err != nil {
+			return nil, d.fail("lock timeout and savepoint", err)
+		}
+		return d.claim(ctx, tx, p, false, false) // tx may come from another pool: no prepared statements
+	}
 	setLockTimeout := d.q.claimSettingLockTimeout != "" // else a statement of its own
 	if !setLockTimeout {
 		if err := d.dialect.setLockTimeout(ctx, tx, p.LockTimeout); err != nil {
 			return nil, d.fail("set lock timeout", err)
 		}
 	}
-	if p.Savepoint != "" {
-		if _, err := tx.ExecContext(ctx, d.q.savepoint+d.dialect.quote(p.Savepoint)); err != nil {
-			return nil, d.fail("savepoint", err)
-		}
-	}
-	return d.claim(ctx, tx, p, setLockTimeout, false) // tx may come from another pool: no prepared statements
+	return d.claim(ctx, tx, p, setLockTimeout, false)
 }
 
 // claim runs the claim; setLockTimeout uses the dialect's statement that
@@ -238,16 +241,24 @@ func (d *Driver) claimWith(ctx context.Context, tx *sql.Tx, p *store.ClaimParams
 }
 
 // prepare prepares query on the pool once, for stmt; a failure leaves it
-// unprepared (stmt then sends it as it is).
+// unprepared (stmt then sends it as it is), and a refusal (prepareRefused)
+// stops preparing for good.
 func (d *Driver) prepare(ctx context.Context, query string) {
-	if _, ok := d.stmts.Load(query); ok {
+	if _, ok := d.stmts.Load(query); ok || d.unprepared.Load() {
 		return
 	}
 	st, err := d.db.PrepareContext(ctx, query)
 	if err != nil {
+		if d.dialect.prepareRefused(err) {
+			d.stopPreparing(err)
+		}
 		return
 	}
 	if _, loaded := d.stmts.LoadOrStore(query, st); loaded {
+		_ = st.Close()
+		return
+	}
+	if d.unprepared.Load() && d.stmts.CompareAndDelete(query, st) { // stopPreparing ran meanwhile
 		_ = st.Close()
 	}
 }

@@ -45,6 +45,11 @@ var postgresHarness = storetest.Harness[*sql.Tx]{Open: func(tb testing.TB, table
 		backdate: "UPDATE " + inboxTable + " SET received_at = now() - $1::bigint * interval '1 millisecond' WHERE consumer = $2 AND message_id = $3",
 		age:      func(d time.Duration) any { return d.Milliseconds() },
 	})
+	env.LockTimeout = func(ctx context.Context, tx *sql.Tx) (time.Duration, error) {
+		var ms int64
+		err := tx.QueryRowContext(ctx, testenv.PostgresLockTimeout).Scan(&ms)
+		return time.Duration(ms) * time.Millisecond, err
+	}
 	env.Settle = func(ctx context.Context) error {
 		for _, stmt := range []string{"VACUUM (ANALYZE) " + ledger + ", " + inboxTable, "CHECKPOINT"} {
 			if _, err := db.ExecContext(ctx, stmt); err != nil {

@@ -44,6 +44,11 @@ type Env[TTx any] struct {
 	// when racing claims queue behind a held one; without it the suite
 	// waits a fixed time instead.
 	LockWaits func(ctx context.Context) (int, error)
+	// LockTimeout, if set, returns the lock timeout in effect in tx, where
+	// the store sets it per transaction (PostgreSQL: lock_timeout), so
+	// that the suite can check that ProcessTx leaves it set for the rest
+	// of the caller's transaction, whatever the outcome.
+	LockTimeout func(ctx context.Context, tx TTx) (time.Duration, error)
 }
 
 // Harness opens environments for the suite.

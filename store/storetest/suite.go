@@ -598,7 +598,8 @@ func testFingerprintConflict[TTx any](t *testing.T, h Harness[TTx]) {
 func testProcessTx[TTx any](t *testing.T, h Harness[TTx]) {
 	ctx := context.Background()
 	env := open(t, h)
-	ib := newInbox(t, env, inbox.Config{MaxAttempts: 2})
+	const lockTimeout = 3 * time.Second
+	ib := newInbox(t, env, inbox.Config{MaxAttempts: 2, LockTimeout: lockTimeout})
 	// On a one-writer database failures are recorded in the caller's
 	// transaction, which must then be committed.
 	failureCommits := env.Driver.OneWriter()
@@ -616,6 +617,14 @@ func testProcessTx[TTx any](t *testing.T, h Harness[TTx]) {
 		if out.Status != want || out.Commit() != wantCommit {
 			_ = env.Driver.Rollback(ctx, tx)
 			t.Fatalf("%s: %v commit=%v, want %v commit=%v", what, out.Status, out.Commit(), want, wantCommit)
+		}
+		// The claim's lock timeout holds for the rest of tx, also after a
+		// rollback to the savepoint (a failed handler).
+		if env.LockTimeout != nil && m.ID != "" && out.Status != inbox.DeadLettered {
+			if lt, err := env.LockTimeout(ctx, tx); err != nil || lt != lockTimeout {
+				_ = env.Driver.Rollback(ctx, tx)
+				t.Fatalf("%s: lock timeout %v (%v) in the caller's transaction after ProcessTx, want %v", what, lt, err, lockTimeout)
+			}
 		}
 		if out.Commit() {
 			err = env.Driver.Commit(ctx, tx)
