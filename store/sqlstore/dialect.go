@@ -109,8 +109,8 @@ type queries struct {
 	// Args: consumer, message_id.
 	claimLookup string
 
-	// savepoint, rollbackToSavepoint: prefixes for a quoted savepoint name.
-	savepoint           string
+	// rollbackToSavepoint: the prefix for a quoted savepoint name (the
+	// savepoint itself: setLockTimeoutAndSavepoint).
 	rollbackToSavepoint string
 
 	// attemptAdd counts a failed attempt (RETURNING attempts when
@@ -166,7 +166,7 @@ func render(q queries, t store.Tables, quote func(string) string) queries {
 		"{migrations}", t.Name("inbox_migrations", quote),
 	)
 	for _, s := range []*string{
-		&q.claim, &q.claimSettingLockTimeout, &q.claimLookup, &q.savepoint, &q.rollbackToSavepoint,
+		&q.claim, &q.claimSettingLockTimeout, &q.claimLookup, &q.rollbackToSavepoint,
 		&q.attemptAdd, &q.attemptCount, &q.attemptsDelete,
 		&q.deadInsert, &q.deadLetterInsert, &q.deadLetterList, &q.deadLetterGet, &q.deadLetterDelete,
 		&q.reclaim, &q.pruneInbox, &q.pruneAttempts,

@@ -190,7 +190,6 @@ VALUES (?, ?, ` + mysqlNow + `, ?, ?, FALSE)
 ON DUPLICATE KEY UPDATE consumer = IF(LAST_INSERT_ID(1), consumer, consumer)`,
 	claimLookup: `SELECT fingerprint FROM {inbox} WHERE consumer = ? AND message_id = ?`,
 
-	savepoint:           `SAVEPOINT `,
 	rollbackToSavepoint: `ROLLBACK TO SAVEPOINT `,
 
 	attemptAdd: `INSERT INTO {attempts} (consumer, message_id, attempts, first_failed_at, last_failed_at, last_error)

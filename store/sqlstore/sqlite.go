@@ -104,7 +104,6 @@ ON CONFLICT (consumer, message_id) DO NOTHING
 RETURNING 1`,
 	claimLookup: `SELECT fingerprint FROM {inbox} WHERE consumer = ? AND message_id = ?`,
 
-	savepoint:           `SAVEPOINT `,
 	rollbackToSavepoint: `ROLLBACK TO SAVEPOINT `,
 
 	attemptAdd: `INSERT INTO {attempts} (consumer, message_id, attempts, first_failed_at, last_failed_at, last_error)
