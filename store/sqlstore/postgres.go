@@ -43,7 +43,6 @@ func (postgresDialect) templates() queries {
 		claim:                   s.Claim,
 		claimSettingLockTimeout: s.ClaimSettingLockTimeout,
 		claimLookup:             s.ClaimLookup,
-		savepoint:               "SAVEPOINT ",
 		rollbackToSavepoint:     "ROLLBACK TO SAVEPOINT ",
 		attemptAdd:              s.AttemptAdd,
 		attemptsDelete:          s.AttemptsDelete,
