@@ -68,8 +68,9 @@ func (ib *Inbox[TTx]) Consumer() string { return ib.cfg.Consumer }
 //   - A failing handler: its writes and the claim roll back, the attempt is
 //     recorded in a transaction of its own, and the outcome is Retry with a
 //     backoff delay, or DeadLettered at MaxAttempts or for a Permanent error.
-//     A failure that IsRetryable (a deadlock in h's own queries) is retried
-//     without limit, never dead-lettered.
+//     A transient failure (a deadlock or lock timeout in h's own queries,
+//     as IsRetryable or the store tells it) is retried without limit,
+//     never dead-lettered.
 //   - An invalid message (an empty or oversized ID): DeadLettered at once,
 //     with its payload kept, and an *InvalidMessageError.
 //   - A database error (a lock timeout behind a racing delivery, a lost
@@ -227,6 +228,13 @@ func (ib *Inbox[TTx]) failed(ctx context.Context, caller *TTx, msg *Message, p *
 	return ib.record(ctx, caller, func(tx TTx) (Outcome, bool, error) { return ib.recordFailure(ctx, tx, msg, p, herr) })
 }
 
+// retryable reports whether a handler's error is transient: IsRetryable,
+// or a database error the store recognizes (a MySQL deadlock, which
+// IsRetryable cannot tell without the driver's error type).
+func (ib *Inbox[TTx]) retryable(err error) bool {
+	return IsRetryable(err) || ib.driver.Retryable(err)
+}
+
 // recordFailure counts a failed attempt in tx and, for a permanent error
 // or at MaxAttempts, writes the dead letter in tx. keep tells whether tx
 // holds something to commit.
@@ -237,7 +245,7 @@ func (ib *Inbox[TTx]) recordFailure(ctx context.Context, tx TTx, msg *Message, p
 		return ib.retryNow(), false, errors.Join(herr, fmt.Errorf("inbox: recording the attempt: %w", err))
 	}
 	permanent := IsPermanent(herr)
-	if permanent || (n >= ib.cfg.MaxAttempts && !IsRetryable(herr)) {
+	if permanent || (n >= ib.cfg.MaxAttempts && !ib.retryable(herr)) {
 		ok, err := ib.driver.DeadLetterAdd(ctx, tx, &store.DeadLetterParams{
 			ClaimParams: *p, Payload: msg.Payload, Headers: encodeHeaders(msg.Headers), Error: text, Attempts: n,
 		})

@@ -29,6 +29,14 @@ type Driver[TTx any] interface {
 	// Dialect names the SQL dialect: "postgres", "sqlite" or "mysql".
 	Dialect() string
 
+	// Retryable reports whether err, returned by the database to a
+	// statement in one of this store's transactions (the handler's own
+	// queries included), is one that a later attempt may not hit: a
+	// deadlock, a serialization failure, a lock timeout, a busy database,
+	// a lost connection. Package inbox retries such a handler error
+	// without counting it towards dead-lettering.
+	Retryable(err error) bool
+
 	// OneWriter reports whether one transaction at a time can write
 	// (SQLite). Package inbox then records a failure of ProcessTx in the
 	// caller's transaction, since a transaction of its own would wait for

@@ -74,6 +74,14 @@ func New(pool *pgxpool.Pool, cfg *Config) (*Driver, error) {
 // Dialect returns "postgres".
 func (d *Driver) Dialect() string { return "postgres" }
 
+// Retryable reports whether err is a PostgreSQL error that a later attempt
+// may not hit (serialization failure, deadlock, lock timeout, lost
+// connection).
+func (d *Driver) Retryable(err error) bool {
+	var r *store.RetryableError
+	return err != nil && errors.As(pgsql.Classify(err), &r)
+}
+
 // OneWriter returns false: PostgreSQL writes rows concurrently.
 func (d *Driver) OneWriter() bool { return false }
 

@@ -41,11 +41,12 @@ import (
 //     seconds. A claim that waits longer fails with the retryable error
 //     1205; a deadlock (1213) is retryable too. DurabilityWarnings warns
 //     about a connection left at the server's default of 50 s.
-//   - A handler's own deadlock or lock timeout (a *mysql.MySQLError) is not
-//     recognized by inbox.IsRetryable, since that error type has no method
-//     to recognize it by without importing the driver: return
-//     MarkRetryable(err) from the handler to have it retried without
-//     counting towards MaxAttempts.
+//   - A handler's own deadlock or lock timeout (a *mysql.MySQLError the
+//     handler returns, wrapped or not) is recognized by the driver
+//     (Driver.Retryable): the message is retried without counting towards
+//     dead-lettering. inbox.IsRetryable alone cannot tell it (the error
+//     type has no method to recognize it by); MarkRetryable marks it for
+//     code that needs IsRetryable to say so.
 //   - The claim and the read of a duplicate are kept prepared, once per
 //     connection (one round trip each, instead of prepare, execute and
 //     close). When the server refuses to prepare them (error 1461:
@@ -319,9 +320,9 @@ func (mysqlDialect) prepareRefused(err error) bool {
 // error after which the same message may succeed if tried again: a
 // deadlock (1213), a lock wait timeout (1205), a serialization failure
 // (1020) or a lost connection. Other errors, and nil, are returned as they
-// are. A handler returns MarkRetryable(err) so that inbox.IsRetryable
-// recognizes its own queries' deadlocks: errors that come from the store
-// itself are marked already.
+// are. inbox.IsRetryable then recognizes it. Package inbox needs no mark:
+// it also asks the driver (Driver.Retryable); errors that come from the
+// store itself are marked already.
 func MarkRetryable(err error) error {
 	var r *store.RetryableError
 	if err == nil || errors.As(err, &r) || !(mysqlDialect{}).retryable(err) {

@@ -30,8 +30,8 @@ func withParam(t testing.TB, dsn, param string) string {
 }
 
 // mysqlInbox migrates a MySQL driver on db with cfg (Dialect set here) and
-// returns an inbox of consumer on it, with a ledger table (k) when ledger.
-func mysqlInbox(t *testing.T, db *sql.DB, cfg sqlstore.Config, consumer string, ledger bool) *inbox.Inbox[*sql.Tx] {
+// returns an inbox with icfg on it, with a ledger table (k) when ledger.
+func mysqlInbox(t *testing.T, db *sql.DB, cfg sqlstore.Config, icfg inbox.Config, ledger bool) *inbox.Inbox[*sql.Tx] {
 	t.Helper()
 	ctx := context.Background()
 	if ledger {
@@ -47,7 +47,7 @@ func mysqlInbox(t *testing.T, db *sql.DB, cfg sqlstore.Config, consumer string, 
 	if err := d.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	ib, err := inbox.New(ctx, d, &inbox.Config{Consumer: consumer})
+	ib, err := inbox.New(ctx, d, &icfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +124,7 @@ func TestMySQLClientFoundRowsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = db.Close() })
-	ib := mysqlInbox(t, db, sqlstore.Config{}, "found-rows", true)
+	ib := mysqlInbox(t, db, sqlstore.Config{}, inbox.Config{Consumer: "found-rows"}, true)
 	var runs atomic.Int32
 	hd := func(ctx context.Context, tx *sql.Tx, m *inbox.Message) error {
 		runs.Add(1)
@@ -166,7 +166,7 @@ func TestMySQLDuplicateThenNewOnOneConnection(t *testing.T) {
 	ctx := context.Background()
 	db := openMySQL(t, "")
 	db.SetMaxOpenConns(1)
-	ib := mysqlInbox(t, db, sqlstore.Config{}, "one-conn", false)
+	ib := mysqlInbox(t, db, sqlstore.Config{}, inbox.Config{Consumer: "one-conn"}, false)
 	nop := func(context.Context, *sql.Tx, *inbox.Message) error { return nil }
 	for i, step := range []struct {
 		id   string
@@ -233,6 +233,76 @@ func TestMySQLMarkRetryable(t *testing.T) {
 	}
 }
 
+// A handler's own lock wait timeout, returned as the driver's error and not
+// marked, is retried and never dead-lettered, even at MaxAttempts.
+func TestMySQLHandlerLockWaitRetried(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := openMySQL(t, "") // innodb_lock_wait_timeout 1 s
+	ib := mysqlInbox(t, db, sqlstore.Config{}, inbox.Config{Consumer: "lock-wait", MaxAttempts: 1}, false)
+	if _, err := db.Exec("CREATE TABLE acct (id INT PRIMARY KEY, n INT NOT NULL) ENGINE=InnoDB"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec("INSERT INTO acct VALUES (1, 0)"); err != nil {
+		t.Fatal(err)
+	}
+	holder, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Rollback()
+	if _, err := holder.Exec("UPDATE acct SET n = n + 100 WHERE id = 1"); err != nil {
+		t.Fatal(err)
+	}
+	credit := func(ctx context.Context, tx *sql.Tx, m *inbox.Message) error {
+		_, err := tx.ExecContext(ctx, "UPDATE acct SET n = n + 1 WHERE id = 1")
+		return err // the *mysql.MySQLError as it is
+	}
+	m := inbox.Message{ID: "m"}
+	for _, p := range []struct {
+		name string
+		run  func() (inbox.Outcome, error)
+	}{
+		{"Process", func() (inbox.Outcome, error) {
+			return ib.Process(ctx, m, credit)
+		}},
+		{"ProcessTx", func() (inbox.Outcome, error) {
+			tx, err := db.BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback()
+			return ib.ProcessTx(ctx, tx, m, credit)
+		}},
+	} {
+		out, err := p.run() // MaxAttempts 1: a counted failure would be a dead letter
+		if out.Status != inbox.Retry || mysqlErrNumber(err) != 1205 {
+			t.Fatalf("%s behind a held row lock: %v %v, want Retry with error 1205", p.name, out.Status, err)
+		}
+	}
+	if err := holder.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := ib.Process(ctx, m, credit); err != nil || out.Status != inbox.Processed {
+		t.Fatalf("after the lock is released: %v %v, want Processed", out.Status, err)
+	}
+	var n int
+	if err := db.QueryRow("SELECT n FROM acct WHERE id = 1").Scan(&n); err != nil || n != 1 {
+		t.Fatalf("balance %d (%v), want 1", n, err)
+	}
+	if dls, err := ib.DeadLetters(ctx, nil); err != nil || len(dls) != 0 {
+		t.Fatalf("dead letters %v (%v), want none", dls, err)
+	}
+}
+
+func mysqlErrNumber(err error) uint16 {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		return me.Number
+	}
+	return 0
+}
+
 // A pool that was not opened with OpenMySQL keeps the server's 50 s lock
 // wait: the inbox says so at start.
 func TestMySQLDurabilityWarnsAboutLockWait(t *testing.T) {
@@ -272,7 +342,7 @@ func TestMySQLProcessTxOtherPool(t *testing.T) {
 		t.Cleanup(func() { _ = db.Close() })
 		pools[i] = db
 	}
-	ib := mysqlInbox(t, pools[0], sqlstore.Config{}, "c", false)
+	ib := mysqlInbox(t, pools[0], sqlstore.Config{}, inbox.Config{Consumer: "c"}, false)
 	noop := func(context.Context, *sql.Tx, *inbox.Message) error { return nil }
 	if out, err := ib.Process(ctx, inbox.Message{ID: "first"}, noop); err != nil || out.Status != inbox.Processed {
 		t.Fatalf("Process: %v %v", out.Status, err)

@@ -236,7 +236,7 @@ func TestMySQLPrepareRefused(t *testing.T) {
 			defer db.Close()
 			var logs strings.Builder
 			var logMu sync.Mutex
-			ib := mysqlInbox(t, db, sqlstore.Config{Logger: slog.New(slog.NewTextHandler(&lockedWriter{w: &logs, mu: &logMu}, nil))}, "refused", true)
+			ib := mysqlInbox(t, db, sqlstore.Config{Logger: slog.New(slog.NewTextHandler(&lockedWriter{w: &logs, mu: &logMu}, nil))}, inbox.Config{Consumer: "refused"}, true)
 			write := func(ctx context.Context, tx *sql.Tx, m *inbox.Message) error {
 				_, err := tx.ExecContext(ctx, "INSERT INTO ledger (k) VALUES (?)", m.ID)
 				return err

@@ -110,6 +110,12 @@ func New(db *sql.DB, cfg *Config) (*Driver, error) {
 // Dialect returns "sqlite" or "mysql" (later "postgres").
 func (d *Driver) Dialect() string { return d.dialect.name() }
 
+// Retryable reports whether err is one of the dialect's errors that a
+// later attempt may not hit: a deadlock or lock wait timeout (MySQL 1213,
+// 1205), a serialization failure or lock timeout (PostgreSQL), a busy
+// database (SQLite), a lost connection.
+func (d *Driver) Retryable(err error) bool { return err != nil && d.dialect.retryable(err) }
+
 // OneWriter reports whether the database has one writer at a time (SQLite).
 func (d *Driver) OneWriter() bool { return d.dialect.oneWriter() }
 
