@@ -1,0 +1,239 @@
+package kafka_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/inboxkit/inbox"
+	"github.com/inboxkit/inbox/broker"
+	"github.com/inboxkit/inbox/broker/brokertest"
+	"github.com/inboxkit/inbox/broker/kafka"
+	"github.com/inboxkit/inbox/internal/testenv"
+)
+
+// cluster starts an in-process Kafka (franz-go's kfake) with topic of
+// partitions partitions, closed when tb ends.
+func cluster(tb testing.TB, topic string, partitions int32) []string {
+	tb.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, topic))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(c.Close)
+	return c.ListenAddrs()
+}
+
+// producer is a client that produces to addrs, closed when tb ends.
+func producer(tb testing.TB, addrs []string) *kgo.Client {
+	tb.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(cl.Close)
+	return cl
+}
+
+// open makes a fresh cluster and topic; every Source joins one group.
+func open(tb testing.TB, partitions int32) *brokertest.Env {
+	env, _ := openWithAddrs(tb, partitions)
+	return env
+}
+
+// openWithAddrs is open that also returns the cluster's addresses.
+func openWithAddrs(tb testing.TB, partitions int32) (*brokertest.Env, []string) {
+	tb.Helper()
+	topic := testenv.Name("inboxtest_")
+	addrs := cluster(tb, topic, partitions)
+	cl := producer(tb, addrs)
+	return &brokertest.Env{
+		Source: func(tb testing.TB) broker.Source {
+			src, err := kafka.NewSource(context.Background(), &kafka.Config{Brokers: addrs, Topic: topic, Group: "consumer",
+				CommitInterval: 100 * time.Millisecond})
+			if err != nil {
+				tb.Fatal(err)
+			}
+			tb.Cleanup(func() { src.Close() })
+			return src
+		},
+		Publisher: kafka.NewPublisher(cl, "", ""),
+		Subject:   topic,
+		PublishNoID: func(ctx context.Context, payload []byte) error {
+			return cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: payload}).FirstErr()
+		},
+	}, addrs
+}
+
+func TestBroker(t *testing.T) {
+	brokertest.Run(t, brokertest.Harness{Open: func(tb testing.TB, _ time.Duration) *brokertest.Env { return open(tb, 1) }})
+}
+
+func TestBrokerPartitions(t *testing.T) {
+	brokertest.Run(t, brokertest.Harness{Open: func(tb testing.TB, _ time.Duration) *brokertest.Env { return open(tb, 3) }})
+}
+
+func BenchmarkEndToEnd(b *testing.B) {
+	brokertest.Bench(b, brokertest.Harness{Open: func(tb testing.TB, _ time.Duration) *brokertest.Env { return open(tb, 4) }})
+}
+
+// A record waiting for a retry holds its partition's committed offset back
+// while the records after it are processed and acked: a crash before the
+// retry loses nothing, and the records after it come back as duplicates.
+func TestRetryHoldsTheOffset(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := open(t, 1)
+	hooks := &outcomes{}
+	f := brokertest.NewFixture(t, inbox.Config{Hooks: []any{hooks}})
+	var failedOnce atomic.Bool
+	handler := func(ctx context.Context, tx *sql.Tx, m *inbox.Message) error {
+		if m.ID == "first" && failedOnce.CompareAndSwap(false, true) {
+			return inbox.RetryAfter(time.Hour, errors.New("later"))
+		}
+		return f.Write(ctx, tx, m)
+	}
+	for _, id := range []string{"first", "second", "third"} {
+		if err := env.Publisher.Publish(ctx, &broker.Message{ID: id, Subject: env.Subject, Payload: []byte(id)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop := f.Consume(t, env.Source(t), handler, &inbox.ConsumerConfig{Workers: 2})
+	brokertest.Eventually(t, 10*time.Second, "second and third were not processed", func() bool {
+		return f.Effects(t, "second") == 1 && f.Effects(t, "third") == 1
+	})
+	time.Sleep(300 * time.Millisecond) // past the commit interval: a wrong offset would be committed now
+	if err := stop(); err != nil {     // the process dies an hour before the retry
+		t.Fatal(err)
+	}
+	stop = f.Consume(t, env.Source(t), handler, nil)
+	brokertest.Eventually(t, 15*time.Second, "the record waiting for its retry was lost", func() bool { return f.Effects(t, "first") == 1 })
+	brokertest.Eventually(t, 5*time.Second, "second and third did not come back", func() bool { return hooks.duplicate.Load() == 2 })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"first", "second", "third"} {
+		if n := f.Effects(t, id); n != 1 {
+			t.Fatalf("%s: %d effects, want 1", id, n)
+		}
+	}
+}
+
+// Consumers join and leave the group while it consumes several partitions:
+// every message's effect is there exactly once, none is lost.
+func TestRebalance(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := open(t, 4)
+	f := brokertest.NewFixture(t, inbox.Config{})
+	const n = 400
+	publish := func(from, to int) {
+		for i := from; i < to; i++ {
+			id := fmt.Sprintf("m-%d", i)
+			if err := env.Publisher.Publish(ctx, &broker.Message{ID: id, Subject: env.Subject, Payload: []byte(id)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var handled atomic.Int64
+	handler := func(ctx context.Context, tx *sql.Tx, m *inbox.Message) error {
+		handled.Add(1)
+		time.Sleep(2 * time.Millisecond)
+		return f.Write(ctx, tx, m)
+	}
+	processed := func() int {
+		var k int
+		if err := f.DB.QueryRow(`SELECT count(DISTINCT id) FROM ledger`).Scan(&k); err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	publish(0, n/2)
+	stopA := f.Consume(t, env.Source(t), handler, nil)
+	brokertest.Eventually(t, 10*time.Second, "A processed nothing", func() bool { return handled.Load() > 20 })
+	stopB := f.Consume(t, env.Source(t), handler, nil) // joins: the partitions are shared out again
+	publish(n/2, n)
+	brokertest.Eventually(t, 10*time.Second, "little progress after B joined", func() bool { return processed() > n/2+20 })
+	if err := stopA(); err != nil { // A leaves with records in flight
+		t.Fatal(err)
+	}
+	brokertest.Eventually(t, 30*time.Second, "messages were lost", func() bool { return processed() == n })
+	if err := stopB(); err != nil {
+		t.Fatal(err)
+	}
+	var total int
+	if err := f.DB.QueryRow(`SELECT count(*) FROM ledger`).Scan(&total); err != nil || total != n {
+		t.Fatalf("%d effects for %d messages (%v): some twice", total, n, err)
+	}
+	t.Logf("%d messages, %d handler runs across the rebalances", n, handled.Load())
+}
+
+type outcomes struct{ duplicate atomic.Int32 }
+
+func (o *outcomes) OnDuplicate(context.Context, *inbox.Event) { o.duplicate.Add(1) }
+
+// What a record carries reaches the Message: the ID and type headers, the
+// other headers, the topic; without the ID header the ID is empty, or
+// topic/partition/offset with IDFromOffset.
+func TestMessage(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env, addrs := openWithAddrs(t, 1)
+	if err := env.Publisher.Publish(ctx, &broker.Message{ID: "m-1", Subject: env.Subject, Type: "credit",
+		Payload: []byte("p"), Headers: map[string]string{"trace": "t-1", "bin": "\x00\xff"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.PublishNoID(ctx, []byte("no id")); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name         string
+		idFromOffset bool
+		wantSecond   string
+	}{
+		{"no ID", false, ""},
+		{"ID from offset", true, env.Subject + "/0/1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src, err := kafka.NewSource(ctx, &kafka.Config{Brokers: addrs, Topic: env.Subject, Group: testenv.Name("g_"), IDFromOffset: tc.idFromOffset})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer src.Close()
+			nctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			first, err := src.Next(nctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := first.Message()
+			if m.ID != "m-1" || m.Type != "credit" || string(m.Payload) != "p" || m.Subject != env.Subject ||
+				m.Headers["trace"] != "t-1" || m.Headers["bin"] != "\x00\xff" {
+				t.Fatalf("first message %+v", m)
+			}
+			second, err := src.Next(nctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := second.Message().ID; got != tc.wantSecond {
+				t.Fatalf("ID of a record without the header: %q, want %q", got, tc.wantSecond)
+			}
+		})
+	}
+}
+
+func TestNewSourceRejects(t *testing.T) {
+	t.Parallel()
+	for _, cfg := range []*kafka.Config{nil, {Topic: "t", Group: "g"}, {Brokers: []string{"127.0.0.1:1"}, Group: "g"}, {Brokers: []string{"127.0.0.1:1"}, Topic: "t"}} {
+		if _, err := kafka.NewSource(context.Background(), cfg); !errors.Is(err, kafka.ErrInvalidConfig) {
+			t.Fatalf("NewSource(%+v): %v, want ErrInvalidConfig", cfg, err)
+		}
+	}
+}
