@@ -16,8 +16,17 @@
 // inbox skips them as duplicates.
 //
 // Kafka does not redeliver by itself: Nack keeps the record in the Source
-// and hands it out again after the delay. A message's ID is its IDHeader
-// header, which Publisher sets.
+// and hands it out again after the delay (Message.Deliveries counts these
+// hand-outs in this Source only). A rebalance that moves the partition
+// drops the waiting retry: the new owner reads the record again from the
+// committed offset, at once. A message's ID is its IDHeader header, which
+// Publisher sets.
+//
+// Polled records are registered before the group may rebalance again
+// (BlockRebalanceOnPoll), so that no record of an earlier assignment of a
+// partition counts in a later one. A commit computed just before a
+// partition was revoked may land after the new owner's, moving the offset
+// back: that redelivers, never skips.
 package kafka
 
 import (
@@ -79,18 +88,20 @@ type partKey = int32
 // assignment gets a new partition, so that acks of records delivered
 // under an earlier one change nothing.
 type partition struct {
-	pending   map[int64]bool // delivered, not acked
-	next      int64          // one past the highest record delivered
-	epoch     int32          // leader epoch of that record
-	committed int64          // last offset committed (-1: none by this Source)
+	pending   map[int64]int32 // delivered, not acked: offset -> leader epoch
+	next      int64           // one past the highest record delivered (-1: none)
+	epoch     int32           // leader epoch of that record
+	committed int64           // last offset committed (-1: none by this Source)
 }
 
 // commitOffset is what may be committed: the oldest pending offset, or
-// next when none is pending.
-func (p *partition) commitOffset() int64 {
-	off := p.next
-	for o := range p.pending {
-		off = min(off, o)
+// next when none is pending, with its record's leader epoch.
+func (p *partition) commitOffset() kgo.EpochOffset {
+	off := kgo.EpochOffset{Epoch: p.epoch, Offset: p.next}
+	for o, e := range p.pending {
+		if o < off.Offset {
+			off = kgo.EpochOffset{Epoch: e, Offset: o}
+		}
 	}
 	return off
 }
@@ -104,11 +115,12 @@ type Source struct {
 	parts map[partKey]*partition
 	ready chan *delivery // fetched records and retries due, for Next
 
-	ctx    context.Context // canceled by Close
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	kick   chan struct{} // asks the committer to commit now
-	closed sync.Once
+	ctx     context.Context // canceled by Close
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup // the goroutines; Add under mu while !closing
+	closing bool           // under mu: Close has begun
+	kick    chan struct{}  // asks the committer to commit now
+	closed  sync.Once
 }
 
 var _ broker.Source = (*Source)(nil)
@@ -143,6 +155,10 @@ func NewSource(ctx context.Context, cfg *Config) (*Source, error) {
 		kgo.ConsumeTopics(c.Topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.DisableAutoCommit(),
+		// A polled batch is registered before a rebalance may revoke its
+		// partitions (AllowRebalance), so that no record of an old
+		// assignment is ever counted in a new one.
+		kgo.BlockRebalanceOnPoll(),
 		kgo.OnPartitionsAssigned(s.assigned),
 		kgo.OnPartitionsRevoked(s.revoked),
 		kgo.OnPartitionsLost(s.lost),
@@ -169,7 +185,7 @@ func (s *Source) assigned(_ context.Context, _ *kgo.Client, assigned map[string]
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, p := range assigned[s.cfg.Topic] {
-		s.parts[p] = &partition{pending: map[int64]bool{}, next: -1, committed: -1}
+		s.parts[p] = &partition{pending: map[int64]int32{}, next: -1, committed: -1}
 	}
 }
 
@@ -189,27 +205,17 @@ func (s *Source) lost(_ context.Context, _ *kgo.Client, lost map[string][]int32)
 	}
 }
 
-// fetch polls records and hands them to Next one at a time, registering
-// each as pending first.
+// fetch polls records, registers the batch as pending, lets the group
+// rebalance again, and hands the records to Next one at a time, skipping
+// those whose partition was revoked meanwhile (the new owner reads them
+// again from the committed offset).
 func (s *Source) fetch() {
 	defer s.wg.Done()
 	for s.ctx.Err() == nil {
-		fetches := s.cl.PollRecords(s.ctx, 64)
-		if fetches.IsClientClosed() || s.ctx.Err() != nil {
-			return
-		}
-		fetches.EachError(func(topic string, p int32, err error) {
-			if errors.Is(err, context.Canceled) {
-				return
-			}
-			s.cfg.Logger.Warn("kafka: fetch error", "topic", topic, "partition", p, "error", err)
-		})
-		var recs []*kgo.Record
-		fetches.EachRecord(func(r *kgo.Record) { recs = append(recs, r) })
-		for _, r := range recs {
-			d := s.register(r)
-			if d == nil {
-				continue // its partition was revoked meanwhile, or it is in flight already
+		batch := s.poll()
+		for _, d := range batch {
+			if !s.current(d) {
+				continue
 			}
 			select {
 			case s.ready <- d:
@@ -220,25 +226,45 @@ func (s *Source) fetch() {
 	}
 }
 
-// register records r as pending in its partition's current assignment and
-// returns its delivery; nil when the partition is not assigned or r is
-// pending already (fetched again after a reassignment).
-func (s *Source) register(r *kgo.Record) *delivery {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	p := s.parts[r.Partition]
-	if p == nil || p.pending[r.Offset] {
+// poll polls one batch and registers it while rebalancing is blocked.
+func (s *Source) poll() []*delivery {
+	fetches := s.cl.PollRecords(s.ctx, 64)
+	defer s.cl.AllowRebalance()
+	if fetches.IsClientClosed() || s.ctx.Err() != nil {
 		return nil
 	}
-	p.pending[r.Offset] = true
-	if r.Offset+1 > p.next {
-		p.next, p.epoch = r.Offset+1, r.LeaderEpoch
-	}
-	return &delivery{s: s, r: r, part: p, msg: s.message(r)}
+	fetches.EachError(func(topic string, p int32, err error) {
+		if !errors.Is(err, context.Canceled) {
+			s.cfg.Logger.Warn("kafka: fetch error", "topic", topic, "partition", p, "error", err)
+		}
+	})
+	var batch []*delivery
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fetches.EachRecord(func(r *kgo.Record) {
+		p := s.parts[r.Partition]
+		if p == nil {
+			return // not assigned (cannot happen while rebalancing is blocked)
+		}
+		p.pending[r.Offset] = r.LeaderEpoch
+		if r.Offset+1 > p.next {
+			p.next, p.epoch = r.Offset+1, r.LeaderEpoch
+		}
+		batch = append(batch, &delivery{s: s, r: r, part: p, msg: s.message(r)})
+	})
+	return batch
+}
+
+// current reports whether d's partition is still assigned as it was when
+// d was fetched.
+func (s *Source) current(d *delivery) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.parts[d.r.Partition] == d.part
 }
 
 func (s *Source) message(r *kgo.Record) *broker.Message {
-	m := &broker.Message{Subject: r.Topic, Payload: r.Value}
+	m := &broker.Message{Subject: r.Topic, Payload: r.Value, Deliveries: 1}
 	if len(r.Headers) > 0 {
 		m.Headers = make(map[string]string, len(r.Headers))
 		for _, h := range r.Headers {
@@ -302,8 +328,8 @@ func (s *Source) commit(ctx context.Context, only []int32) {
 		if p == nil || p.next < 0 {
 			return
 		}
-		if off := p.commitOffset(); off > p.committed {
-			offsets[k] = kgo.EpochOffset{Epoch: p.epoch, Offset: off}
+		if off := p.commitOffset(); off.Offset > p.committed {
+			offsets[k] = off
 			parts[k] = p
 		}
 	}
@@ -356,7 +382,14 @@ func commitError(resp *kmsg.OffsetCommitResponse, err error) error {
 
 // retry hands d out again after delay, unless the Source closes first.
 func (s *Source) retry(d *delivery, delay time.Duration) {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return // read again from the committed offset by the next owner
+	}
 	s.wg.Add(1)
+	d.msg.Deliveries++ // as this Source counts them: it does not survive a restart
+	s.mu.Unlock()
 	go func() {
 		defer s.wg.Done()
 		t := time.NewTimer(delay)
@@ -366,10 +399,7 @@ func (s *Source) retry(d *delivery, delay time.Duration) {
 		case <-s.ctx.Done():
 			return
 		}
-		s.mu.Lock()
-		current := s.parts[d.r.Partition] == d.part
-		s.mu.Unlock()
-		if !current {
+		if !s.current(d) {
 			return // revoked meanwhile: the new owner reads it again
 		}
 		select {
@@ -396,6 +426,9 @@ func (s *Source) Next(ctx context.Context) (broker.Delivery, error) {
 // owner.
 func (s *Source) Close() error {
 	s.closed.Do(func() {
+		s.mu.Lock()
+		s.closing = true
+		s.mu.Unlock()
 		s.cancel()
 		s.wg.Wait()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -19,9 +19,12 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	amqp "github.com/rabbitmq/amqp091-go"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/inboxkit/inbox"
 	"github.com/inboxkit/inbox/broker"
+	"github.com/inboxkit/inbox/broker/kafka"
 	"github.com/inboxkit/inbox/broker/natsjs"
 	"github.com/inboxkit/inbox/broker/rabbitmq"
 	"github.com/inboxkit/inbox/internal/testenv"
@@ -70,7 +73,7 @@ func messages() int {
 // again and again until every message is processed, then checks the
 // ledger.
 func TestCrash(t *testing.T) {
-	for _, b := range []string{"nats", "rabbitmq"} {
+	for _, b := range []string{"nats", "rabbitmq", "kafka"} {
 		for _, point := range points {
 			t.Run(b+"/"+point, func(t *testing.T) {
 				t.Parallel()
@@ -80,12 +83,25 @@ func TestCrash(t *testing.T) {
 	}
 }
 
-// destination makes a fresh stream or queue and returns its name and a
-// publisher to it.
-func destination(t *testing.T, brokerName string) (string, broker.Publisher) {
+// destination makes a fresh stream, queue or topic and returns its name, a
+// publisher to it, and what the children's environment needs to reach it.
+func destination(t *testing.T, brokerName string) (string, broker.Publisher, []string) {
 	t.Helper()
 	ctx := context.Background()
 	switch brokerName {
+	case "kafka": // in this process; the children connect to it
+		topic := testenv.Name("crash_")
+		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, topic), kfake.GroupMinSessionTimeout(100*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(cl.Close)
+		return topic, kafka.NewPublisher(cl, "", ""), []string{"INBOX_CRASH_KAFKA=" + strings.Join(c.ListenAddrs(), ",")}
 	case "nats":
 		nc, err := nats.Connect(testenv.NATSURL(), nats.Timeout(2*time.Second))
 		if err != nil {
@@ -101,7 +117,7 @@ func destination(t *testing.T, brokerName string) (string, broker.Publisher) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = js.DeleteStream(context.Background(), stream) })
-		return stream, natsjs.NewPublisher(js, "")
+		return stream, natsjs.NewPublisher(js, ""), nil
 	default:
 		queue := testenv.Name("crash_")
 		cfg := &rabbitmq.Config{URL: testenv.AMQPURL(), Queue: queue}
@@ -121,7 +137,7 @@ func destination(t *testing.T, brokerName string) (string, broker.Publisher) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = pub.Close() })
-		return queue, pub
+		return queue, pub, nil
 	}
 }
 
@@ -133,7 +149,7 @@ func runPoint(t *testing.T, brokerName, point string, n int) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE") })
-	dest, pub := destination(t, brokerName)
+	dest, pub, childEnv := destination(t, brokerName)
 	d, err := pgxstore.New(pool, &pgxstore.Config{Tables: store.Tables{Schema: schema}})
 	if err != nil {
 		t.Fatal(err)
@@ -163,6 +179,7 @@ func runPoint(t *testing.T, brokerName, point string, n int) {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), "INBOX_CRASH_CHILD="+point, "INBOX_CRASH_SCHEMA="+schema,
 			"INBOX_CRASH_BROKER="+brokerName, "INBOX_CRASH_DEST="+dest, "INBOX_CRASH_TOTAL="+strconv.Itoa(n))
+		cmd.Env = append(cmd.Env, childEnv...)
 		out, err := cmd.CombinedOutput()
 		var exit *exec.ExitError
 		switch {
@@ -350,6 +367,13 @@ func (d *crashDelivery) Ack(ctx context.Context) error {
 // unacked deliveries come back as soon as the killed process's connection
 // closes.
 func source(ctx context.Context, brokerName, dest string) (broker.Source, error) {
+	if brokerName == "kafka" {
+		// The children are one static member of the group, so that the next
+		// one takes the killed one's place, and its partitions, at once.
+		return kafka.NewSource(ctx, &kafka.Config{Brokers: strings.Split(os.Getenv("INBOX_CRASH_KAFKA"), ","), Topic: dest, Group: "crash",
+			CommitInterval: 100 * time.Millisecond,
+			Options:        []kgo.Opt{kgo.InstanceID("crash-child"), kgo.SessionTimeout(500 * time.Millisecond), kgo.HeartbeatInterval(100 * time.Millisecond), kgo.FetchMaxWait(200 * time.Millisecond)}})
+	}
 	if brokerName == "nats" {
 		nc, err := nats.Connect(testenv.NATSURL())
 		if err != nil {
