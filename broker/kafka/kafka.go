@@ -70,8 +70,10 @@ type Config struct {
 	// loses at most that much progress (redelivered, then skipped as
 	// duplicates). Default 500 ms.
 	CommitInterval time.Duration
-	// Options are more franz-go options (TLS, SASL, timeouts), applied
-	// after the Source's own.
+	// Options are more franz-go options (TLS, SASL, timeouts). Those the
+	// Source sets (seed brokers, group, topic, reset offset, no
+	// auto-commit, blocking rebalances on poll, the partition callbacks)
+	// override them.
 	Options []kgo.Opt
 	// Logger receives commit failures (retried at the next interval).
 	// Default slog.Default().
@@ -149,7 +151,9 @@ func NewSource(ctx context.Context, cfg *Config) (*Source, error) {
 		cfg: c, parts: map[partKey]*partition{}, ready: make(chan *delivery),
 		ctx: sctx, cancel: cancel, kick: make(chan struct{}, 1),
 	}
-	opts := append([]kgo.Opt{
+	// The user's options first: the Source's own, which its correctness
+	// rests on (no auto-commit, its rebalance callbacks, one topic), win.
+	opts := append(append([]kgo.Opt{}, c.Options...),
 		kgo.SeedBrokers(c.Brokers...),
 		kgo.ConsumerGroup(c.Group),
 		kgo.ConsumeTopics(c.Topic),
@@ -162,7 +166,7 @@ func NewSource(ctx context.Context, cfg *Config) (*Source, error) {
 		kgo.OnPartitionsAssigned(s.assigned),
 		kgo.OnPartitionsRevoked(s.revoked),
 		kgo.OnPartitionsLost(s.lost),
-	}, c.Options...)
+	)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		cancel()
@@ -243,8 +247,8 @@ func (s *Source) poll() []*delivery {
 	defer s.mu.Unlock()
 	fetches.EachRecord(func(r *kgo.Record) {
 		p := s.parts[r.Partition]
-		if p == nil {
-			return // not assigned (cannot happen while rebalancing is blocked)
+		if r.Topic != s.cfg.Topic || p == nil {
+			return // another topic, or not assigned (cannot happen while rebalancing is blocked)
 		}
 		p.pending[r.Offset] = r.LeaderEpoch
 		if r.Offset+1 > p.next {
@@ -434,7 +438,7 @@ func (s *Source) Close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		s.commit(ctx, nil)
-		s.cl.Close()
+		s.cl.CloseAllowingRebalance()
 	})
 	return nil
 }

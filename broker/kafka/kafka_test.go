@@ -278,6 +278,7 @@ func TestStaleRecordsOfAnEarlierAssignment(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { src.Close() })
 		return src
 	}
 	next := func(src *kafka.Source) broker.Delivery {
