@@ -22,6 +22,9 @@
 // committed offset, at once. A message's ID is its IDHeader header, which
 // Publisher sets.
 //
+// A fetch error that franz-go does not retry itself (authorization, an
+// unsupported format) is terminal: Next returns it, and so Consume does.
+//
 // Polled records are registered before the group may rebalance again
 // (BlockRebalanceOnPoll), so that no record of an earlier assignment of a
 // partition counts in a later one. A commit computed just before a
@@ -123,6 +126,10 @@ type Source struct {
 	closing bool           // under mu: Close has begun
 	kick    chan struct{}  // asks the committer to commit now
 	closed  sync.Once
+
+	failed chan struct{} // closed on a terminal error
+	err    error         // that error; set before failed is closed
+	fail   sync.Once
 }
 
 var _ broker.Source = (*Source)(nil)
@@ -149,7 +156,7 @@ func NewSource(ctx context.Context, cfg *Config) (*Source, error) {
 	sctx, cancel := context.WithCancel(context.Background())
 	s := &Source{
 		cfg: c, parts: map[partKey]*partition{}, ready: make(chan *delivery),
-		ctx: sctx, cancel: cancel, kick: make(chan struct{}, 1),
+		ctx: sctx, cancel: cancel, kick: make(chan struct{}, 1), failed: make(chan struct{}),
 	}
 	// The user's options first: the Source's own, which its correctness
 	// rests on (no auto-commit, its rebalance callbacks, one topic), win.
@@ -238,7 +245,14 @@ func (s *Source) poll() []*delivery {
 		return nil
 	}
 	fetches.EachError(func(topic string, p int32, err error) {
-		if !errors.Is(err, context.Canceled) {
+		var ke *kerr.Error
+		switch {
+		case errors.Is(err, context.Canceled):
+		case errors.As(err, &ke) && !ke.Retriable:
+			// franz-go retries the retriable ones itself and returns
+			// the others: authorization, an unsupported format.
+			s.terminal(fmt.Errorf("kafka: fetching %s partition %d: %w", topic, p, err))
+		default:
 			s.cfg.Logger.Warn("kafka: fetch error", "topic", topic, "partition", p, "error", err)
 		}
 	})
@@ -257,6 +271,14 @@ func (s *Source) poll() []*delivery {
 		batch = append(batch, &delivery{s: s, r: r, part: p, msg: s.message(r)})
 	})
 	return batch
+}
+
+// terminal makes Next return err from now on.
+func (s *Source) terminal(err error) {
+	s.fail.Do(func() {
+		s.err = err
+		close(s.failed)
+	})
 }
 
 // current reports whether d's partition is still assigned as it was when
@@ -422,6 +444,8 @@ func (s *Source) Next(ctx context.Context) (broker.Delivery, error) {
 		return nil, ctx.Err()
 	case <-s.ctx.Done():
 		return nil, broker.ErrSourceClosed
+	case <-s.failed:
+		return nil, s.err
 	}
 }
 

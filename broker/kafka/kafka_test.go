@@ -10,8 +10,10 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/inboxkit/inbox"
 	"github.com/inboxkit/inbox/broker"
@@ -23,13 +25,17 @@ import (
 // cluster starts an in-process Kafka (franz-go's kfake) with topic of
 // partitions partitions, closed when tb ends.
 func cluster(tb testing.TB, topic string, partitions int32) []string {
+	return fakeCluster(tb, topic, partitions).ListenAddrs()
+}
+
+func fakeCluster(tb testing.TB, topic string, partitions int32) *kfake.Cluster {
 	tb.Helper()
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, topic))
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(c.Close)
-	return c.ListenAddrs()
+	return c
 }
 
 // producer is a client that produces to addrs, closed when tb ends.
@@ -313,5 +319,48 @@ func TestStaleRecordsOfAnEarlierAssignment(t *testing.T) {
 	defer c.Close()
 	if id := next(c).Message().ID; id != "0" && id != "1" {
 		t.Fatalf("after a restart the group resumed at record %s: records 0 and 1, never acked, were lost", id)
+	}
+}
+
+// A fetch error that franz-go does not retry (here the broker answers every
+// fetch with TOPIC_AUTHORIZATION_FAILED) ends Consume with that error
+// instead of being logged for ever.
+func TestTerminalFetchError(t *testing.T) {
+	t.Parallel()
+	topic := testenv.Name("inboxtest_")
+	c := fakeCluster(t, topic, 1)
+	c.ControlKey(int16(kmsg.Fetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		fr := req.(*kmsg.FetchRequest)
+		resp := fr.ResponseKind().(*kmsg.FetchResponse)
+		resp.Version = fr.Version
+		for _, ft := range fr.Topics {
+			rt := kmsg.NewFetchResponseTopic()
+			rt.Topic, rt.TopicID = ft.Topic, ft.TopicID
+			for _, fp := range ft.Partitions {
+				rp := kmsg.NewFetchResponseTopicPartition()
+				rp.Partition = fp.Partition
+				rp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp, nil, true
+	})
+	src, err := kafka.NewSource(context.Background(), &kafka.Config{Brokers: c.ListenAddrs(), Topic: topic, Group: "denied"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	f := brokertest.NewFixture(t, inbox.Config{})
+	done := make(chan error, 1)
+	go func() { done <- inbox.Consume(context.Background(), f.Inbox, src, f.Write, nil) }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, kerr.TopicAuthorizationFailed) {
+			t.Fatalf("Consume returned %v, want TOPIC_AUTHORIZATION_FAILED", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("Consume did not return on a terminal fetch error")
 	}
 }
