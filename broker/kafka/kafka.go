@@ -127,6 +127,10 @@ type Source struct {
 	kick    chan struct{}  // asks the committer to commit now
 	closed  sync.Once
 
+	// afterPoll, set by tests only, runs between a poll and the
+	// registration of its records, with their number.
+	afterPoll func(n int)
+
 	failed chan struct{} // closed on a terminal error
 	err    error         // that error; set before failed is closed
 	fail   sync.Once
@@ -137,6 +141,11 @@ var _ broker.Source = (*Source)(nil)
 // NewSource joins the group and starts fetching. A group without a
 // committed offset starts at the topic's oldest record.
 func NewSource(ctx context.Context, cfg *Config) (*Source, error) {
+	return newSource(ctx, cfg, nil)
+}
+
+// newSource is NewSource with a test's afterPoll hook.
+func newSource(ctx context.Context, cfg *Config, afterPoll func(n int)) (*Source, error) {
 	if cfg == nil || len(cfg.Brokers) == 0 || cfg.Topic == "" || cfg.Group == "" {
 		return nil, fmt.Errorf("%w: Brokers, Topic and Group are required", ErrInvalidConfig)
 	}
@@ -157,6 +166,7 @@ func NewSource(ctx context.Context, cfg *Config) (*Source, error) {
 	s := &Source{
 		cfg: c, parts: map[partKey]*partition{}, ready: make(chan *delivery),
 		ctx: sctx, cancel: cancel, kick: make(chan struct{}, 1), failed: make(chan struct{}),
+		afterPoll: afterPoll,
 	}
 	// The user's options first: the Source's own, which its correctness
 	// rests on (no auto-commit, its rebalance callbacks, one topic), win.
@@ -243,6 +253,9 @@ func (s *Source) poll() []*delivery {
 	defer s.cl.AllowRebalance()
 	if fetches.IsClientClosed() || s.ctx.Err() != nil {
 		return nil
+	}
+	if s.afterPoll != nil {
+		s.afterPoll(fetches.NumRecords())
 	}
 	fetches.EachError(func(topic string, p int32, err error) {
 		var ke *kerr.Error
