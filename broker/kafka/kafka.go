@@ -46,6 +46,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/inboxkit/inbox/broker"
+	"github.com/inboxkit/inbox/internal/latch"
 )
 
 // Config configures a Source. Brokers, Topic and Group are required; zero
@@ -131,9 +132,7 @@ type Source struct {
 	// registration of its records, with their number.
 	afterPoll func(n int)
 
-	failed chan struct{} // closed on a terminal error
-	err    error         // that error; set before failed is closed
-	fail   sync.Once
+	failed *latch.Error // the terminal error
 }
 
 var _ broker.Source = (*Source)(nil)
@@ -165,7 +164,7 @@ func newSource(ctx context.Context, cfg *Config, afterPoll func(n int)) (*Source
 	sctx, cancel := context.WithCancel(context.Background())
 	s := &Source{
 		cfg: c, parts: map[partKey]*partition{}, ready: make(chan *delivery),
-		ctx: sctx, cancel: cancel, kick: make(chan struct{}, 1), failed: make(chan struct{}),
+		ctx: sctx, cancel: cancel, kick: make(chan struct{}, 1), failed: latch.New(),
 		afterPoll: afterPoll,
 	}
 	// The user's options first: the Source's own, which its correctness
@@ -264,7 +263,7 @@ func (s *Source) poll() []*delivery {
 		case errors.As(err, &ke) && !ke.Retriable:
 			// franz-go retries the retriable ones itself and returns
 			// the others: authorization, an unsupported format.
-			s.terminal(fmt.Errorf("kafka: fetching %s partition %d: %w", topic, p, err))
+			s.failed.Set(fmt.Errorf("kafka: fetching %s partition %d: %w", topic, p, err))
 		default:
 			s.cfg.Logger.Warn("kafka: fetch error", "topic", topic, "partition", p, "error", err)
 		}
@@ -284,14 +283,6 @@ func (s *Source) poll() []*delivery {
 		batch = append(batch, &delivery{s: s, r: r, part: p, msg: s.message(r)})
 	})
 	return batch
-}
-
-// terminal makes Next return err from now on.
-func (s *Source) terminal(err error) {
-	s.fail.Do(func() {
-		s.err = err
-		close(s.failed)
-	})
 }
 
 // current reports whether d's partition is still assigned as it was when
@@ -457,8 +448,8 @@ func (s *Source) Next(ctx context.Context) (broker.Delivery, error) {
 		return nil, ctx.Err()
 	case <-s.ctx.Done():
 		return nil, broker.ErrSourceClosed
-	case <-s.failed:
-		return nil, s.err
+	case <-s.failed.Done():
+		return nil, s.failed.Err()
 	}
 }
 

@@ -15,13 +15,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/inboxkit/inbox/broker"
+	"github.com/inboxkit/inbox/internal/latch"
 )
 
 // Config configures a Source. Stream and Durable are required; zero
@@ -64,11 +64,8 @@ type Source struct {
 	cfg     Config
 	cc      jetstream.ConsumeContext
 	msgs    chan jetstream.Msg
-	failed  chan struct{} // closed on a terminal error
+	failed  *latch.Error  // the terminal error
 	stopped chan struct{} // closed by Close
-	mu      sync.Mutex
-	err     error // the terminal error
-	once    sync.Once
 }
 
 var _ broker.LeaseSource = (*Source)(nil)
@@ -108,7 +105,7 @@ func NewSource(ctx context.Context, js jetstream.JetStream, cfg *Config) (*Sourc
 	if err != nil {
 		return nil, fmt.Errorf("natsjs: consumer %s on stream %s: %w", c.Durable, c.Stream, err)
 	}
-	s := &Source{cfg: c, msgs: make(chan jetstream.Msg), failed: make(chan struct{}), stopped: make(chan struct{})}
+	s := &Source{cfg: c, msgs: make(chan jetstream.Msg), failed: latch.New(), stopped: make(chan struct{})}
 	s.cc, err = cons.Consume(s.receive, jetstream.ConsumeErrHandler(s.consumeError),
 		jetstream.PullMaxMessages(min(c.MaxAckPending, c.PullBatch)))
 	if err != nil {
@@ -123,7 +120,7 @@ func (s *Source) receive(m jetstream.Msg) {
 	select {
 	case s.msgs <- m:
 	case <-s.stopped:
-	case <-s.failed:
+	case <-s.failed.Done():
 	}
 }
 
@@ -136,19 +133,10 @@ func (s *Source) consumeError(_ jetstream.ConsumeContext, err error) {
 	case errors.Is(err, jetstream.ErrConsumerDeleted), errors.Is(err, jetstream.ErrConsumerNotFound),
 		errors.Is(err, jetstream.ErrStreamNotFound), errors.Is(err, jetstream.ErrBadRequest),
 		errors.Is(err, jetstream.ErrConnectionClosed), errors.Is(err, nats.ErrConnectionClosed):
-		s.fail(fmt.Errorf("natsjs: consumer %s: %w", s.cfg.Durable, err))
+		s.failed.Set(fmt.Errorf("natsjs: consumer %s: %w", s.cfg.Durable, err))
 	default:
 		s.cfg.Logger.Warn("natsjs: consumer error, retrying", "consumer", s.cfg.Durable, "error", err)
 	}
-}
-
-func (s *Source) fail(err error) {
-	s.once.Do(func() {
-		s.mu.Lock()
-		s.err = err
-		s.mu.Unlock()
-		close(s.failed)
-	})
 }
 
 // Next returns the next delivery.
@@ -160,10 +148,8 @@ func (s *Source) Next(ctx context.Context) (broker.Delivery, error) {
 		return nil, ctx.Err()
 	case <-s.stopped:
 		return nil, broker.ErrSourceClosed
-	case <-s.failed:
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return nil, s.err
+	case <-s.failed.Done():
+		return nil, s.failed.Err()
 	}
 }
 

@@ -2,12 +2,14 @@ package natsjs_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/inboxkit/inbox"
 	"github.com/inboxkit/inbox/broker"
 	"github.com/inboxkit/inbox/broker/brokertest"
 	"github.com/inboxkit/inbox/broker/natsjs"
@@ -69,4 +71,29 @@ func BenchmarkEndToEnd(b *testing.B) {
 		_, js := connect(tb, testenv.NATSURL())
 		return openOn(tb, js, ackWait)
 	}})
+}
+
+// A deleted consumer is a terminal error: Consume returns it instead of
+// waiting for ever.
+func TestConsumerDeletedEndsConsume(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, js := connect(t, testenv.NATSURL())
+	env := openOn(t, js, 5*time.Second)
+	stream := env.Subject[:len(env.Subject)-len(".msgs")]
+	f := brokertest.NewFixture(t, inbox.Config{})
+	done := make(chan error, 1)
+	go func() { done <- inbox.Consume(ctx, f.Inbox, env.Source(t), f.Write, nil) }()
+	time.Sleep(300 * time.Millisecond) // consuming
+	if err := js.DeleteConsumer(ctx, stream, "consumer"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, jetstream.ErrConsumerDeleted) && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			t.Fatalf("Consume returned %v, want the consumer's deletion", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Consume did not return after its consumer was deleted")
+	}
 }

@@ -17,6 +17,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/inboxkit/inbox/broker"
+	"github.com/inboxkit/inbox/internal/latch"
 )
 
 const defaultURL = "amqp://guest:guest@localhost:5672/"
@@ -165,16 +166,14 @@ type Source struct {
 	cfg     Config
 	msgs    chan *delivery
 	stopped chan struct{} // closed by Close
-	failed  chan struct{} // closed on a terminal error
+	failed  *latch.Error  // the terminal error
 	done    chan struct{} // closed when run returns
 	life    context.Context
 	cancel  context.CancelFunc
 
 	mu       sync.Mutex
 	sess     *session // nil while reconnecting
-	err      error    // the terminal error
 	declared map[time.Duration]bool
-	once     sync.Once
 	stopOnce sync.Once
 }
 
@@ -203,7 +202,7 @@ func NewSource(ctx context.Context, cfg *Config) (*Source, error) {
 	}
 	life, cancel := context.WithCancel(context.Background())
 	s := &Source{
-		cfg: c, msgs: make(chan *delivery), stopped: make(chan struct{}), failed: make(chan struct{}),
+		cfg: c, msgs: make(chan *delivery), stopped: make(chan struct{}), failed: latch.New(),
 		done: make(chan struct{}), life: life, cancel: cancel, declared: map[time.Duration]bool{},
 	}
 	sess, err := s.open(ctx, !c.NoDeclare)
@@ -468,13 +467,9 @@ func (s *Source) reconnect() *session {
 }
 
 func (s *Source) fail(err error) {
-	s.once.Do(func() {
-		s.mu.Lock()
-		s.err = err
-		s.mu.Unlock()
+	if s.failed.Set(err) {
 		s.cfg.Logger.Error("rabbitmq: source failed", "queue", s.cfg.Queue, "error", err)
-		close(s.failed)
-	})
+	}
 }
 
 // Next returns the next delivery. It blocks across reconnects.
@@ -486,10 +481,8 @@ func (s *Source) Next(ctx context.Context) (broker.Delivery, error) {
 		return nil, ctx.Err()
 	case <-s.stopped:
 		return nil, broker.ErrSourceClosed
-	case <-s.failed:
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return nil, s.err
+	case <-s.failed.Done():
+		return nil, s.failed.Err()
 	}
 }
 
