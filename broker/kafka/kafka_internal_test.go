@@ -12,6 +12,134 @@ import (
 	"github.com/inboxkit/inbox/broker"
 )
 
+// The tests here revoke a partition and give it back to the same member
+// with the eager range balancer: a second member joins, then leaves.
+
+// fake is an in-process cluster with a one-partition topic.
+type fake struct {
+	addrs []string
+	topic string
+	pub   *Publisher
+}
+
+func newFake(t *testing.T, topic string) *fake {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	prod, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(prod.Close)
+	return &fake{addrs: c.ListenAddrs(), topic: topic, pub: NewPublisher(prod, "", "")}
+}
+
+// publish publishes records with the IDs from..to-1.
+func (f *fake) publish(t *testing.T, from, to int) {
+	t.Helper()
+	for i := from; i < to; i++ {
+		if err := f.pub.Publish(context.Background(), &broker.Message{ID: fmt.Sprint(i), Subject: f.topic}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// source joins group with the range balancer; hook, if set, is the
+// Source's afterPoll.
+func (f *fake) source(t *testing.T, group string, hook func(int)) *Source {
+	t.Helper()
+	src, err := newSource(context.Background(), &Config{Brokers: f.addrs, Topic: f.topic, Group: group, CommitInterval: 50 * time.Millisecond,
+		Options: []kgo.Opt{kgo.Balancers(kgo.RangeBalancer()), kgo.HeartbeatInterval(100 * time.Millisecond)}}, hook)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { src.Close() })
+	return src
+}
+
+// partitionState returns the Source's state of partition p, nil when it
+// is not assigned.
+func (s *Source) partitionState(p int32) *partition {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.parts[p]
+}
+
+// waitFor polls cond until it holds or within has passed.
+func waitFor(within time.Duration, cond func() bool) {
+	for deadline := time.Now().Add(within); !cond() && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// next returns src's next delivery, or nil after within.
+func next(src *Source, within time.Duration) broker.Delivery {
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	d, err := src.Next(ctx)
+	if err != nil {
+		return nil
+	}
+	return d
+}
+
+// ackAllBut takes n deliveries from src (fewer if none comes for 2 s) and
+// acks all but those of IDs in flight, whose handlers never finish.
+func ackAllBut(src *Source, n int, inFlight ...string) {
+	for range n {
+		d := next(src, 2*time.Second)
+		if d == nil {
+			return
+		}
+		stuck := false
+		for _, id := range inFlight {
+			stuck = stuck || d.Message().ID == id
+		}
+		if !stuck {
+			_ = d.Ack(context.Background())
+		}
+	}
+}
+
+// resumesAt fails t unless a new member of group, after the others left,
+// is handed record want first.
+func (f *fake) resumesAt(t *testing.T, group, want string) {
+	t.Helper()
+	d := next(f.source(t, group, nil), 10*time.Second)
+	switch {
+	case d == nil:
+		t.Fatalf("after a restart no record came back: the offset was committed past record %s, never done", want)
+	case d.Message().ID != want:
+		t.Fatalf("after a restart the group resumed at record %s: record %s, never done, was lost", d.Message().ID, want)
+	}
+}
+
+// Records fetched under one assignment of a partition and still waiting
+// to be handed out when the partition is revoked and given back are not
+// counted in the new assignment: acking them must not commit past the
+// records that were in flight (records 0 and 1 here, never done).
+func TestStaleRecordsOfAnEarlierAssignment(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, "stale")
+	f.publish(t, 0, 100)
+	a := f.source(t, "g", nil)
+	if next(a, 10*time.Second) == nil { // record 0: in flight
+		t.Fatal("no first record")
+	}
+	time.Sleep(200 * time.Millisecond) // the rest of the batch waits to be handed out
+	b := f.source(t, "g", nil)         // joins: A's partition is revoked
+	time.Sleep(2 * time.Second)
+	_ = b.Close() // leaves: the partition goes back to A
+	time.Sleep(2 * time.Second)
+	ackAllBut(a, 60, "0", "1")
+	time.Sleep(300 * time.Millisecond) // past the commit interval
+	_ = a.Close()
+	f.resumesAt(t, "g", "0")
+}
+
 // A rebalance that revokes a partition and gives it back while a polled
 // batch is not yet registered must wait for the registration
 // (BlockRebalanceOnPoll): otherwise the batch, fetched under the earlier
@@ -19,85 +147,38 @@ import (
 // record 0, in flight since before the rebalance and never done.
 func TestRebalanceWaitsForThePolledBatch(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	const topic = "paused"
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, topic))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	prod, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer prod.Close()
-	pub := NewPublisher(prod, "", "")
-	publish := func(from, to int) {
-		for i := from; i < to; i++ {
-			if err := pub.Publish(ctx, &broker.Message{ID: fmt.Sprint(i), Subject: topic}); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	source := func(hook func(int)) *Source {
-		src, err := newSource(ctx, &Config{Brokers: c.ListenAddrs(), Topic: topic, Group: "g", CommitInterval: 50 * time.Millisecond,
-			Options: []kgo.Opt{kgo.Balancers(kgo.RangeBalancer()), kgo.HeartbeatInterval(100 * time.Millisecond)}}, hook)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { src.Close() })
-		return src
-	}
-	next := func(src *Source) broker.Delivery {
-		t.Helper()
-		nctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		d, err := src.Next(nctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return d
-	}
+	f := newFake(t, "paused")
 	paused, resume := make(chan struct{}), make(chan struct{})
 	var polls int
-	publish(0, 1)
-	a := source(func(n int) {
+	f.publish(t, 0, 1)
+	a := f.source(t, "g", func(int) {
 		if polls++; polls == 2 { // the batch after record 0
 			close(paused)
 			<-resume
 		}
 	})
-	if id := next(a).Message().ID; id != "0" { // in flight, never done
-		t.Fatalf("first record %s, want 0", id)
+	if d := next(a, 10*time.Second); d == nil || d.Message().ID != "0" { // in flight, never done
+		t.Fatalf("first delivery %v, want record 0", d)
 	}
-	publish(1, 30)
-	<-paused         // A has polled records 1..29 and not registered them
-	b := source(nil) // joins: A's partition is to be revoked
-	time.Sleep(time.Second)
+	f.publish(t, 1, 30)
+	<-paused // A has polled records 1..29 and not registered them
+	before := a.partitionState(0)
+	// B joins, and leaves. Without BlockRebalanceOnPoll the partition is
+	// revoked meanwhile and A has it again, in a new state, before the
+	// batch is registered; with it, the rebalance waits for the
+	// registration, and the first wait times out.
+	b := f.source(t, "g", nil)
+	waitFor(3*time.Second, func() bool { return a.partitionState(0) != before })
+	if a.partitionState(0) == nil { // B has it: give it back to A
+		_ = b.Close()
+		waitFor(3*time.Second, func() bool { return a.partitionState(0) != nil })
+	}
 	close(resume) // A registers the batch; the rebalance may go on
 	time.Sleep(2 * time.Second)
-	_ = b.Close() // leaves: the partition goes back to A
+	_ = b.Close() // (if not yet) the partition goes back to A
 	time.Sleep(2 * time.Second)
-	for range 40 { // A hands out 1..29 (and 0 again): all done but record 0
-		nctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		d, err := a.Next(nctx)
-		cancel()
-		if err != nil {
-			break
-		}
-		if d.Message().ID != "0" {
-			_ = d.Ack(ctx)
-		}
-	}
+	ackAllBut(a, 40, "0")
 	time.Sleep(300 * time.Millisecond) // past the commit interval
 	_ = a.Close()
-	nctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	d, err := source(nil).Next(nctx)
-	if err != nil {
-		t.Fatalf("after a restart no record came back (%v): the offset was committed past record 0, never done", err)
-	}
-	if id := d.Message().ID; id != "0" {
-		t.Fatalf("after a restart the group resumed at record %s: record 0, never done, was lost", id)
-	}
+	f.resumesAt(t, "g", "0")
 }

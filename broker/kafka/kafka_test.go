@@ -263,65 +263,6 @@ func TestNewSourceRejects(t *testing.T) {
 	}
 }
 
-// Records fetched under one assignment of a partition and still waiting
-// to be handed out when the partition is revoked and given back to the
-// same member are not counted in the new assignment: acking them must not
-// commit past the records that were in flight (records 0 and 1 here, never
-// done). The eager range balancer revokes and reassigns the partition as
-// a second member joins and leaves.
-func TestStaleRecordsOfAnEarlierAssignment(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	env, addrs := openWithAddrs(t, 1)
-	for i := range 100 {
-		if err := env.Publisher.Publish(ctx, &broker.Message{ID: fmt.Sprint(i), Subject: env.Subject}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	source := func() *kafka.Source {
-		src, err := kafka.NewSource(ctx, &kafka.Config{Brokers: addrs, Topic: env.Subject, Group: "stale", CommitInterval: 50 * time.Millisecond,
-			Options: []kgo.Opt{kgo.Balancers(kgo.RangeBalancer()), kgo.HeartbeatInterval(100 * time.Millisecond)}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { src.Close() })
-		return src
-	}
-	next := func(src *kafka.Source) broker.Delivery {
-		t.Helper()
-		nctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		d, err := src.Next(nctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return d
-	}
-	a := source()
-	next(a)                            // record 0: in flight, never done
-	time.Sleep(200 * time.Millisecond) // the rest of the batch waits to be handed out
-	b := source()                      // joins: A's partition is revoked
-	time.Sleep(2 * time.Second)
-	b.Close() // leaves: the partition goes back to A
-	time.Sleep(2 * time.Second)
-	// What A hands out now is acked, except records 0 and 1 (their
-	// handlers never finish), however often they come.
-	for range 60 {
-		if d := next(a); d.Message().ID != "0" && d.Message().ID != "1" {
-			if err := d.Ack(ctx); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	time.Sleep(300 * time.Millisecond) // past the commit interval
-	a.Close()
-	c := source()
-	defer c.Close()
-	if id := next(c).Message().ID; id != "0" && id != "1" {
-		t.Fatalf("after a restart the group resumed at record %s: records 0 and 1, never acked, were lost", id)
-	}
-}
-
 // A fetch error that franz-go does not retry (here the broker answers every
 // fetch with TOPIC_AUTHORIZATION_FAILED) ends Consume with that error
 // instead of being logged for ever.

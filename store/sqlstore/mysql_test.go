@@ -178,26 +178,34 @@ func TestMySQLDuplicateThenNewOnOneConnection(t *testing.T) {
 	}
 }
 
-// A handler's own lock wait timeout is retryable once marked, and the
-// store's own errors are marked already.
-func TestMySQLMarkRetryable(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	db := openMySQL(t, "")
+// heldRow makes table acct with row 1 (n = 0) and returns a transaction
+// that holds that row's lock (it added 100), rolled back when t ends.
+func heldRow(t *testing.T, db *sql.DB) *sql.Tx {
+	t.Helper()
 	if _, err := db.Exec("CREATE TABLE acct (id INT PRIMARY KEY, n INT NOT NULL) ENGINE=InnoDB"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.Exec("INSERT INTO acct VALUES (1, 0)"); err != nil {
 		t.Fatal(err)
 	}
-	holder, err := db.BeginTx(ctx, nil)
+	holder, err := db.Begin()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer holder.Rollback()
-	if _, err := holder.Exec("UPDATE acct SET n = n + 1 WHERE id = 1"); err != nil {
+	t.Cleanup(func() { _ = holder.Rollback() })
+	if _, err := holder.Exec("UPDATE acct SET n = n + 100 WHERE id = 1"); err != nil {
 		t.Fatal(err)
 	}
+	return holder
+}
+
+// A handler's own lock wait timeout is retryable once marked, and the
+// store's own errors are marked already.
+func TestMySQLMarkRetryable(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := openMySQL(t, "")
+	heldRow(t, db)
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -240,20 +248,7 @@ func TestMySQLHandlerLockWaitRetried(t *testing.T) {
 	ctx := context.Background()
 	db := openMySQL(t, "") // innodb_lock_wait_timeout 1 s
 	ib := mysqlInbox(t, db, sqlstore.Config{}, inbox.Config{Consumer: "lock-wait", MaxAttempts: 1}, false)
-	if _, err := db.Exec("CREATE TABLE acct (id INT PRIMARY KEY, n INT NOT NULL) ENGINE=InnoDB"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.Exec("INSERT INTO acct VALUES (1, 0)"); err != nil {
-		t.Fatal(err)
-	}
-	holder, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Rollback()
-	if _, err := holder.Exec("UPDATE acct SET n = n + 100 WHERE id = 1"); err != nil {
-		t.Fatal(err)
-	}
+	holder := heldRow(t, db)
 	credit := func(ctx context.Context, tx *sql.Tx, m *inbox.Message) error {
 		_, err := tx.ExecContext(ctx, "UPDATE acct SET n = n + 1 WHERE id = 1")
 		return err // the *mysql.MySQLError as it is
