@@ -10,16 +10,19 @@ import (
 
 // Defaults of Config and PrunerConfig.
 const (
-	DefaultLockTimeout    = 5 * time.Second
-	DefaultMaxAttempts    = 10
-	DefaultBackoffInitial = time.Second
-	DefaultBackoffMax     = 5 * time.Minute
-	DefaultBackoffJitter  = 0.1
-	DefaultRetention      = 7 * 24 * time.Hour
-	MinRetention          = time.Hour
-	DefaultPruneInterval  = time.Minute
-	DefaultPruneBatchSize = 1000
-	DefaultPrunePause     = 100 * time.Millisecond
+	DefaultLockTimeout = 5 * time.Second
+	DefaultMaxAttempts = 10
+	// DefaultMaxTransientFailures: with the default backoff, about 8 hours
+	// of failing transiently.
+	DefaultMaxTransientFailures = 100
+	DefaultBackoffInitial       = time.Second
+	DefaultBackoffMax           = 5 * time.Minute
+	DefaultBackoffJitter        = 0.1
+	DefaultRetention            = 7 * 24 * time.Hour
+	MinRetention                = time.Hour
+	DefaultPruneInterval        = time.Minute
+	DefaultPruneBatchSize       = 1000
+	DefaultPrunePause           = 100 * time.Millisecond
 )
 
 // Config configures an Inbox. The zero value of every field but Consumer
@@ -39,25 +42,35 @@ type Config struct {
 
 	// MaxAttempts is the number of failed attempts after which a message is
 	// dead-lettered: the MaxAttempts-th failure writes the dead letter.
-	// Default 10; 1 dead-letters at the first failure.
+	// Default 10; 1 dead-letters at the first failure. Transient failures
+	// do not count (see MaxTransientFailures).
 	MaxAttempts int
 
-	// Backoff spaces the retries of a failing message. Default: 1 s,
-	// doubling to 5 min, ±10 % jitter.
-	Backoff Backoff
+	// MaxTransientFailures is the number of transient failures after which
+	// a message is dead-lettered all the same: a handler error that the
+	// store recognizes as transient (a deadlock, a serialization failure,
+	// a lock timeout in the handler's own queries) or that is marked so
+	// (IsRetryable) does not count towards MaxAttempts, and its retries
+	// back off on the message's transient failures; a message that keeps
+	// failing that way for this long is not failing transiently. Default
+	// 100 (with the default backoff, about 8 hours); negative means never.
+	MaxTransientFailures int
 
-	// FingerprintConflictError makes a duplicate whose payload differs
-	// from the first one's return ErrFingerprintConflict along with its
-	// Duplicate outcome. Default false: the conflict is only reported to
-	// hooks and logged.
-	FingerprintConflictError bool
+	// Backoff spaces the retries of a failing message, and of every
+	// message while the database keeps failing. Default: 1 s, doubling to
+	// 5 min, ±10 % jitter.
+	Backoff Backoff
 
 	// Hooks receive outcomes; each may implement any of ProcessedHook,
 	// DuplicateHook, RetryHook, DeadLetteredHook, FingerprintConflictHook.
 	// Default none.
 	Hooks []any
 
-	// Logger receives warnings. Default slog.Default().
+	// Logger receives what a consumer does, at the default level: dead
+	// letters (WARN), retries (INFO, at most one line per 10 s, with the
+	// number left out), database failures (WARN when they start and every
+	// 10 s while they last, ERROR for one no retry fixes, INFO when the
+	// database answers again), reused IDs (WARN). Default slog.Default().
 	Logger *slog.Logger
 }
 
@@ -97,11 +110,9 @@ func (b Backoff) withDefaults() Backoff {
 	if b.Max < b.Initial {
 		b.Max = b.Initial
 	}
-	switch {
+	switch { // a negative Jitter stays negative, so that defaults apply once
 	case b.Jitter == 0:
 		b.Jitter = DefaultBackoffJitter
-	case b.Jitter < 0:
-		b.Jitter = 0
 	case b.Jitter > 1:
 		b.Jitter = 1
 	}
@@ -127,6 +138,9 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if out.MaxAttempts == 0 {
 		out.MaxAttempts = DefaultMaxAttempts
+	}
+	if out.MaxTransientFailures == 0 {
+		out.MaxTransientFailures = DefaultMaxTransientFailures
 	}
 	out.Backoff = out.Backoff.withDefaults()
 	if out.Logger == nil {

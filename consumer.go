@@ -2,6 +2,7 @@ package inbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -35,8 +36,9 @@ type ConsumerConfig struct {
 	// AckTimeout bounds each Ack and Nack. Default 10 s.
 	AckTimeout time.Duration
 
-	// Logger receives failed acks and terminal source errors. Default
-	// slog.Default().
+	// Logger receives failed acks and nacks and the error that stops
+	// Consume. Default slog.Default(). What becomes of each message is the
+	// Inbox's Config.Logger's to say.
 	Logger *slog.Logger
 }
 
@@ -77,8 +79,9 @@ func (c *ConsumerConfig) withDefaults(src broker.Source) ConsumerConfig {
 // A handler's panic is a handler error. When ctx is done, Consume stops
 // fetching, lets deliveries in flight finish for up to ShutdownTimeout,
 // then cancels them (they are not acked) and returns nil. A terminal error
-// of src (a deleted consumer) stops every worker the same way and is
-// returned.
+// of src (a deleted consumer), or a database error that no retry fixes
+// (ErrUnrecoverable: the inbox's tables dropped, permission denied), stops
+// every worker the same way and is returned.
 func Consume[TTx any](ctx context.Context, ib *Inbox[TTx], src broker.Source, h Handler[TTx], cfg *ConsumerConfig) error {
 	c := cfg.withDefaults(src)
 	// Work outlives ctx by ShutdownTimeout, so that a commit in progress
@@ -95,21 +98,29 @@ func Consume[TTx any](ctx context.Context, ib *Inbox[TTx], src broker.Source, h 
 		once     sync.Once
 		terminal error
 	)
+	// stop ends consumption for good: every worker finishes its delivery
+	// and returns, and Consume returns err.
+	stop := func(err error, msg string) {
+		once.Do(func() {
+			terminal = err
+			c.Logger.ErrorContext(ctx, msg, "consumer", ib.Consumer(), "error", err)
+		})
+		stopFetching()
+	}
 	for range c.Workers {
 		wg.Go(func() {
 			for {
 				d, err := src.Next(fetch)
 				if err != nil {
-					if fetch.Err() == nil { // the source failed for good: stop all workers
-						once.Do(func() {
-							terminal = err
-							c.Logger.ErrorContext(ctx, "inbox: the message source failed; stopping", "error", err)
-						})
-						stopFetching()
+					if fetch.Err() == nil { // the source failed for good
+						stop(err, "inbox: the message source failed; stopping")
 					}
 					return
 				}
-				deliver(work, ib, d, h, &c)
+				if err := deliver(work, ib, d, h, &c); err != nil {
+					stop(err, "inbox: the database cannot be used; stopping")
+					return
+				}
 			}
 		})
 	}
@@ -117,8 +128,9 @@ func Consume[TTx any](ctx context.Context, ib *Inbox[TTx], src broker.Source, h 
 	return terminal
 }
 
-// deliver processes one delivery and acks or nacks it.
-func deliver[TTx any](ctx context.Context, ib *Inbox[TTx], d broker.Delivery, h Handler[TTx], c *ConsumerConfig) {
+// deliver processes one delivery and acks or nacks it. It returns the
+// error of a database that no retry fixes, after nacking.
+func deliver[TTx any](ctx context.Context, ib *Inbox[TTx], d broker.Delivery, h Handler[TTx], c *ConsumerConfig) error {
 	m := d.Message()
 	msg := Message{ID: messageID(c, m), Type: m.Type, Payload: m.Payload, Headers: m.Headers}
 	stopLease := keepLease(ctx, d, c.LeaseInterval)
@@ -134,16 +146,16 @@ func deliver[TTx any](ctx context.Context, ib *Inbox[TTx], d broker.Delivery, h 
 			c.Logger.WarnContext(ctx, "inbox: ack failed; the message will be redelivered and skipped as a duplicate",
 				"consumer", ib.Consumer(), "id", fmt.Sprintf("%q", msg.ID), "status", out.Status, "error", aerr)
 		}
-		return
+		return nil
 	}
 	if nerr := d.Nack(actx, out.Delay); nerr != nil {
 		c.Logger.WarnContext(ctx, "inbox: nack failed; the broker will redeliver the message when its lease expires",
 			"consumer", ib.Consumer(), "id", fmt.Sprintf("%q", msg.ID), "error", nerr)
 	}
-	if err != nil && ctx.Err() == nil {
-		c.Logger.DebugContext(ctx, "inbox: message will be retried", "consumer", ib.Consumer(),
-			"id", fmt.Sprintf("%q", msg.ID), "attempts", out.Attempts, "delay", out.Delay, "error", err)
+	if errors.Is(err, ErrUnrecoverable) {
+		return err
 	}
+	return nil
 }
 
 // messageID runs c.ID; a panic in it leaves the ID empty, so that the

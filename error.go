@@ -1,7 +1,6 @@
 package inbox
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -13,10 +12,21 @@ var (
 	// change that. Such a message belongs in a dead letter with its payload.
 	ErrInvalidMessage = errors.New("inbox: invalid message")
 
-	// ErrFingerprintConflict is returned with a Duplicate outcome when
-	// Config.FingerprintConflictError is set and a duplicate's payload
-	// differs from the payload first processed under its ID.
+	// ErrFingerprintConflict is Outcome.Err of a Duplicate whose payload
+	// differs from the payload first processed under its ID: a producer
+	// reused an ID for different content.
 	ErrFingerprintConflict = errors.New("inbox: message ID reused for a different payload")
+
+	// ErrUnrecoverable marks a database error that no retry fixes: the
+	// inbox's tables or columns are missing, permission is denied, the
+	// database does not exist, the credentials are refused. Process
+	// returns it with a Retry outcome (nothing was committed); Consume
+	// stops and returns it, as it does for a broker's terminal error.
+	ErrUnrecoverable = errors.New("inbox: database error that no retry fixes")
+
+	// ErrNotMigrated is returned by New when the inbox's tables are
+	// missing or at an older schema version than the code needs.
+	ErrNotMigrated = errors.New("inbox: tables not migrated")
 )
 
 // InvalidMessageError says why a message is invalid. errors.Is(err,
@@ -82,38 +92,15 @@ type PanicError struct {
 
 func (e *PanicError) Error() string { return fmt.Sprintf("inbox: handler panicked: %v", e.Value) }
 
-// IsRetryable reports whether err is one after which the same message may
-// succeed if tried again, without anything changing: a serialization failure
-// or deadlock (PostgreSQL 40001, 40P01), a lock timeout (55P03), a busy or
-// locked SQLite database, a lost connection, a COMMIT whose outcome is
-// unknown. The stores mark such errors; errors from a handler's own queries
-// are recognized by their SQLSTATE or SQLite code. A retryable error never
-// leads to an ack: a handler failing with one is retried without limit,
-// never dead-lettered (unless marked Permanent).
+// IsRetryable reports whether err is marked transient: it has a
+// Retryable() bool method that returns true, as *store.RetryableError does.
+// The stores mark the transient errors of the inbox's own statements (a
+// lock timeout behind a racing delivery, a lost connection, a COMMIT of
+// unknown outcome), and Process marks a handler's error that the store
+// recognized as a transient database error (a deadlock); a handler may
+// mark its own errors too. It keeps no list of database errors: the store
+// decides which are transient (store.Driver.Retryable).
 func IsRetryable(err error) bool {
-	if err == nil {
-		return false
-	}
 	var r interface{ Retryable() bool }
-	if errors.As(err, &r) && r.Retryable() {
-		return true
-	}
-	var pg interface{ SQLState() string }
-	if errors.As(err, &pg) {
-		switch pg.SQLState() {
-		case "40001", "40P01", "55P03":
-			return true
-		}
-		if len(pg.SQLState()) == 5 && pg.SQLState()[:2] == "08" { // connection exception
-			return true
-		}
-	}
-	var lite interface{ Code() int }
-	if errors.As(err, &lite) {
-		switch lite.Code() & 0xff {
-		case 5, 6: // SQLITE_BUSY, SQLITE_LOCKED
-			return true
-		}
-	}
-	return errors.Is(err, context.DeadlineExceeded)
+	return errors.As(err, &r) && r.Retryable()
 }

@@ -27,11 +27,15 @@ type Inbox[TTx any] struct {
 	cfg      Config
 	consumer []byte
 	hooks    hookSet
+	health   health    // the database's consecutive failures
+	retryLog sometimes // rate-limits the log lines of retries
 }
 
-// New returns an Inbox on driver. It checks the database's durability
-// settings once and logs a warning for each one that could lose a committed
-// claim in a crash. The tables must exist: see Migrate.
+// New returns an Inbox on driver. It checks that the tables are migrated
+// to the schema version this code needs (an error wrapping ErrNotMigrated
+// otherwise: run Migrate), and checks the database's durability settings
+// once, logging a warning for each one that could lose a committed claim in
+// a crash.
 func New[TTx any](ctx context.Context, driver store.Driver[TTx], cfg *Config) (*Inbox[TTx], error) {
 	if driver == nil {
 		return nil, fmt.Errorf("%w: nil driver", ErrInvalidConfig)
@@ -41,6 +45,11 @@ func New[TTx any](ctx context.Context, driver store.Driver[TTx], cfg *Config) (*
 		return nil, err
 	}
 	ib := &Inbox[TTx]{driver: driver, cfg: c, consumer: []byte(c.Consumer), hooks: newHookSet(c.Hooks)}
+	ib.health.init(c.Logger, c.Consumer)
+	ib.retryLog.interval = retryLogInterval
+	if err := ib.checkSchema(ctx); err != nil {
+		return nil, err
+	}
 	warnings, err := driver.DurabilityWarnings(ctx)
 	if err != nil {
 		c.Logger.WarnContext(ctx, "inbox: could not check the database's durability settings", "error", err)
@@ -49,6 +58,28 @@ func New[TTx any](ctx context.Context, driver store.Driver[TTx], cfg *Config) (*
 		c.Logger.WarnContext(ctx, "inbox: "+w, "dialect", driver.Dialect())
 	}
 	return ib, nil
+}
+
+// checkSchema compares the tables' schema version with the code's.
+func (ib *Inbox[TTx]) checkSchema(ctx context.Context) error {
+	need := 0
+	if ms := ib.driver.Migrations(); len(ms) > 0 {
+		need = ms[len(ms)-1].Version
+	}
+	have, err := ib.driver.SchemaVersion(ctx)
+	if err != nil {
+		return fmt.Errorf("inbox: checking the tables' schema version: %w", err)
+	}
+	switch {
+	case have == 0:
+		return fmt.Errorf("%w (no schema version recorded): run inbox.Migrate (or `inbox migrate`)", ErrNotMigrated)
+	case have < need:
+		return fmt.Errorf("%w: schema version %d, this code needs %d: run inbox.Migrate (or `inbox migrate`)", ErrNotMigrated, have, need)
+	case have > need: // a newer deploy migrated them: migrations only add
+		ib.cfg.Logger.InfoContext(ctx, "inbox: the tables are at a newer schema version than this code knows",
+			"schema_version", have, "code_version", need)
+	}
+	return nil
 }
 
 // Migrate creates or updates the inbox's tables. It is safe to run from
@@ -64,33 +95,45 @@ func (ib *Inbox[TTx]) Consumer() string { return ib.cfg.Consumer }
 // message's ID and runs h; it commits both, or neither.
 //
 //   - A new message whose handler succeeds: Processed, after COMMIT.
-//   - A message processed (or dead-lettered) before: Duplicate; h does not run.
-//   - A failing handler: its writes and the claim roll back, the attempt is
-//     recorded in a transaction of its own, and the outcome is Retry with a
-//     backoff delay, or DeadLettered at MaxAttempts or for a Permanent error.
-//     A transient failure (a deadlock or lock timeout in h's own queries,
-//     as IsRetryable or the store tells it) is retried without limit,
-//     never dead-lettered.
-//   - An invalid message (an empty or oversized ID): DeadLettered at once,
-//     with its payload kept, and an *InvalidMessageError.
-//   - A database error (a lock timeout behind a racing delivery, a lost
-//     connection, a COMMIT of unknown outcome): Retry with the error.
+//   - A message processed (or dead-lettered) before: Duplicate; h does not
+//     run. If its payload differs from the first one's, Outcome.Err is
+//     ErrFingerprintConflict.
+//   - A failing handler: its writes and the claim roll back, the failure
+//     is recorded in a transaction of its own, and the outcome is Retry with
+//     a backoff delay, or DeadLettered (see Config.MaxAttempts and
+//     Config.MaxTransientFailures for what counts, and Permanent).
+//   - An invalid message (an empty or oversized ID): DeadLettered, with its
+//     payload kept and Outcome.Err an *InvalidMessageError; a redelivery of
+//     the same invalid message is a Duplicate, so that it leaves one dead
+//     letter.
+//   - An error of the inbox's own statements (a lock timeout behind a
+//     racing delivery, a lost connection, a COMMIT of unknown outcome):
+//     Retry, with a delay that grows while the database keeps failing. One
+//     that no retry fixes (missing tables, permission denied) wraps
+//     ErrUnrecoverable.
 //
-// Acknowledge the delivery only when Outcome.Ack() is true, and otherwise
-// redeliver it after Outcome.Delay. The error explains a Retry; it is nil
-// otherwise, except for an invalid message and for ErrFingerprintConflict
-// when Config.FingerprintConflictError is set.
+// The error is non-nil exactly when the outcome is Retry: nothing was
+// committed, redeliver the message after Outcome.Delay (Nack with it).
+// Otherwise (Outcome.Ack() is true) the message's fate is committed: ack.
+// So the habitual
+//
+//	if err != nil { nack(out.Delay); return }
+//	ack()
+//
+// is right.
 func (ib *Inbox[TTx]) Process(ctx context.Context, msg Message, h Handler[TTx]) (Outcome, error) {
 	start := time.Now()
 	if err := msg.validate(); err != nil {
-		out, err := ib.record(ctx, nil, func(tx TTx) (Outcome, bool, error) { return ib.deadLetterInvalid(ctx, tx, &msg, err) })
+		out, err := ib.invalidMessage(ctx, nil, &msg, err)
 		return ib.finish(ctx, &msg, start, out, err)
 	}
 	p := ib.claimParams(&msg)
 	tx, res, err := ib.driver.BeginClaim(ctx, p)
 	if err != nil {
-		return ib.finish(ctx, &msg, start, ib.retryNow(), fmt.Errorf("inbox: claim: %w", err))
+		out, err := ib.dbFailed(ctx, "claim", err)
+		return ib.finish(ctx, &msg, start, out, err)
 	}
+	ib.health.ok(ctx)
 	if !res.Claimed { // the driver has ended the transaction
 		return ib.duplicate(ctx, &msg, start, p, res)
 	}
@@ -101,14 +144,15 @@ func (ib *Inbox[TTx]) Process(ctx context.Context, msg Message, h Handler[TTx]) 
 	}
 	if err := ib.driver.Commit(ctx, tx); err != nil {
 		_ = ib.driver.Rollback(ctx, tx)
-		err = fmt.Errorf("inbox: commit: %w", err)
 		if IsRetryable(err) { // transient, or the outcome is unknown: not the handler's fault
-			return ib.finish(ctx, &msg, start, ib.retryNow(), err)
+			out, err := ib.dbFailed(ctx, "commit", err)
+			return ib.finish(ctx, &msg, start, out, err)
 		}
-		// A known failure (h swallowed an error that aborted the
-		// transaction, a constraint checked at COMMIT): an attempt like
-		// any handler error, or it would be retried for ever.
-		out, err := ib.failed(ctx, nil, &msg, p, err)
+		// A COMMIT that certainly failed (h swallowed an error that
+		// aborted the transaction, left a result set open, broke a
+		// constraint checked at COMMIT): a failure like any handler
+		// error, or it would be retried for ever.
+		out, err := ib.failed(ctx, nil, &msg, p, fmt.Errorf("inbox: commit: %w", err))
 		return ib.finish(ctx, &msg, start, out, err)
 	}
 	return ib.finish(ctx, &msg, start, Outcome{Status: Processed}, nil)
@@ -121,41 +165,52 @@ const savepoint = "inbox_claim"
 // owns its transactions. It claims msg's ID in tx and runs h with tx. It
 // neither commits nor rolls back: commit when Outcome.Commit() is true and
 // roll back otherwise, then ack only after a successful COMMIT and only
-// when Outcome.Ack() is true.
+// when Outcome.Ack() is true (the error is nil exactly then, as for
+// Process).
 //
 //   - Processed: commit; the claim and h's writes persist together.
-//   - Duplicate, Retry: roll back. A handler failure was recorded in a
-//     transaction of the inbox's own (after rolling back the claim and h's
-//     writes to a savepoint, so that tx holds no lock on the message).
-//   - DeadLettered: the dead letter is committed already; roll back.
+//   - Duplicate: roll back.
+//   - Retry after a handler failure, DeadLettered: commit. The claim and
+//     h's writes were rolled back to a savepoint, and the failure (or the
+//     dead letter) was recorded in tx after it: committing keeps the count
+//     (and also what tx wrote before ProcessTx: call ProcessTx first, or
+//     write in h). Recording it in tx, not in a transaction of the inbox's
+//     own, cannot wait for a second connection of a pool that tx's own
+//     connection may have exhausted.
+//   - Retry after a database error: roll back.
 //
-// On a database with one writer at a time (SQLite) a transaction of the
-// inbox's own would wait for tx: there the failure, or the dead letter, is
-// recorded in tx after the savepoint, Commit() is true, and committing also
-// keeps what tx wrote before ProcessTx.
+// A handler that returns nil after a statement failed in tx (PostgreSQL
+// then aborts tx, and MySQL rolls it back on a deadlock) has failed: the
+// outcome is that of a handler error, never Processed.
 //
 // Hooks see Processed before the caller's COMMIT.
 func (ib *Inbox[TTx]) ProcessTx(ctx context.Context, tx TTx, msg Message, h Handler[TTx]) (Outcome, error) {
 	start := time.Now()
 	if err := msg.validate(); err != nil {
-		out, err := ib.record(ctx, &tx, func(tx TTx) (Outcome, bool, error) { return ib.deadLetterInvalid(ctx, tx, &msg, err) })
+		out, err := ib.invalidMessage(ctx, &tx, &msg, err)
 		return ib.finish(ctx, &msg, start, out, err)
 	}
 	p := ib.claimParams(&msg)
 	p.Savepoint = savepoint
 	res, err := ib.driver.Claim(ctx, tx, p)
 	if err != nil {
-		return ib.finish(ctx, &msg, start, ib.retryNow(), fmt.Errorf("inbox: claim: %w", err))
+		out, err := ib.dbFailed(ctx, "claim", err)
+		return ib.finish(ctx, &msg, start, out, err)
 	}
+	ib.health.ok(ctx)
 	if !res.Claimed {
 		return ib.duplicate(ctx, &msg, start, p, res)
 	}
 	herr := callHandler(ctx, tx, &msg, h)
 	if herr == nil {
-		return ib.finish(ctx, &msg, start, Outcome{Status: Processed, commit: true}, nil)
+		if herr = ib.driver.CheckTx(ctx, tx, savepoint); herr == nil {
+			return ib.finish(ctx, &msg, start, Outcome{Status: Processed, commit: true}, nil)
+		}
+		herr = fmt.Errorf("inbox: the handler returned no error, but: %w", herr)
 	}
 	if err := ib.driver.RollbackToSavepoint(ctx, tx, savepoint); err != nil {
-		return ib.finish(ctx, &msg, start, ib.retryNow(), errors.Join(herr, fmt.Errorf("inbox: rollback to savepoint: %w", err)))
+		out, err := ib.dbFailed(ctx, "rollback to savepoint", err)
+		return ib.finish(ctx, &msg, start, out, errors.Join(herr, err))
 	}
 	out, err := ib.failed(ctx, &tx, &msg, p, herr)
 	return ib.finish(ctx, &msg, start, out, err)
@@ -170,15 +225,32 @@ func (ib *Inbox[TTx]) claimParams(msg *Message) *store.ClaimParams {
 	}
 }
 
-// retryNow is the outcome of a database error: redeliver soon.
+// retryNow is the outcome of a failure that is nobody's fault in
+// particular: redeliver soon.
 func (ib *Inbox[TTx]) retryNow() Outcome {
 	return Outcome{Status: Retry, Delay: ib.cfg.Backoff.Delay(1)}
 }
 
+// dbFailed is the outcome of an error of the inbox's own statements:
+// nothing committed; redeliver after a delay that grows with the database's
+// consecutive failures. An error no retry fixes is marked ErrUnrecoverable.
+func (ib *Inbox[TTx]) dbFailed(ctx context.Context, op string, err error) (Outcome, error) {
+	if ib.driver.Unrecoverable(err) {
+		err = fmt.Errorf("%w: %s: %w", ErrUnrecoverable, op, err)
+	} else {
+		err = fmt.Errorf("inbox: %s: %w", op, err)
+	}
+	if ctx.Err() != nil { // shutting down or given up: not the database's fault
+		return ib.retryNow(), err
+	}
+	n := ib.health.failed(ctx, err)
+	return Outcome{Status: Retry, Delay: ib.cfg.Backoff.Delay(n)}, err
+}
+
 func (ib *Inbox[TTx]) duplicate(ctx context.Context, msg *Message, start time.Time, p *store.ClaimParams, res *store.ClaimResult) (Outcome, error) {
 	out := Outcome{Status: Duplicate}
-	var err error
 	if res.Fingerprint != nil && !bytes.Equal(res.Fingerprint, p.Fingerprint) {
+		out.Err = ErrFingerprintConflict
 		e := &Event{Consumer: ib.cfg.Consumer, Message: msg, Outcome: out, Duration: time.Since(start),
 			StoredFingerprint: res.Fingerprint, Fingerprint: p.Fingerprint}
 		for _, h := range ib.hooks.conflict {
@@ -186,26 +258,22 @@ func (ib *Inbox[TTx]) duplicate(ctx context.Context, msg *Message, start time.Ti
 		}
 		ib.cfg.Logger.WarnContext(ctx, "inbox: message ID reused for a different payload",
 			"consumer", ib.cfg.Consumer, "id", fmt.Sprintf("%q", msg.ID), "type", msg.Type)
-		if ib.cfg.FingerprintConflictError {
-			err = ErrFingerprintConflict
-		}
 	}
-	return ib.finish(ctx, msg, start, out, err)
+	return ib.finish(ctx, msg, start, out, nil)
 }
 
 // record runs fn in a transaction of the inbox's own, committed when fn
-// says it wrote something that must persist; or, for ProcessTx on a
-// database with one writer (caller set), in the caller's transaction, which
-// the caller then commits.
+// says it wrote something that must persist; or, for ProcessTx (caller
+// set), in the caller's transaction, which the caller then commits.
 func (ib *Inbox[TTx]) record(ctx context.Context, caller *TTx, fn func(tx TTx) (out Outcome, keep bool, err error)) (Outcome, error) {
-	if caller != nil && ib.driver.OneWriter() {
+	if caller != nil {
 		out, keep, err := fn(*caller)
 		out.commit = keep
 		return out, err
 	}
 	tx, err := ib.driver.Begin(ctx, &store.BeginParams{LockTimeout: ib.cfg.LockTimeout})
 	if err != nil {
-		return ib.retryNow(), fmt.Errorf("inbox: recording a failure: %w", err)
+		return ib.dbFailed(ctx, "recording a failure", err)
 	}
 	out, keep, err := fn(tx)
 	if !keep {
@@ -214,7 +282,8 @@ func (ib *Inbox[TTx]) record(ctx context.Context, caller *TTx, fn func(tx TTx) (
 	}
 	if cerr := ib.driver.Commit(ctx, tx); cerr != nil {
 		_ = ib.driver.Rollback(ctx, tx)
-		return ib.retryNow(), errors.Join(err, fmt.Errorf("inbox: recording a failure: %w", cerr))
+		out, cerr := ib.dbFailed(ctx, "recording a failure: commit", cerr)
+		return out, errors.Join(err, cerr)
 	}
 	return out, err
 }
@@ -225,59 +294,102 @@ func (ib *Inbox[TTx]) failed(ctx context.Context, caller *TTx, msg *Message, p *
 	if ctx.Err() != nil { // shutting down: the handler was interrupted, not at fault
 		return ib.retryNow(), herr
 	}
-	return ib.record(ctx, caller, func(tx TTx) (Outcome, bool, error) { return ib.recordFailure(ctx, tx, msg, p, herr) })
+	transient := !IsPermanent(herr) && ib.transient(herr)
+	return ib.record(ctx, caller, func(tx TTx) (Outcome, bool, error) {
+		return ib.recordFailure(ctx, tx, msg, p, herr, transient)
+	})
 }
 
-// retryable reports whether a handler's error is transient: IsRetryable,
-// or a database error the store recognizes (a MySQL deadlock, which
-// IsRetryable cannot tell without the driver's error type).
-func (ib *Inbox[TTx]) retryable(err error) bool {
+// transient reports whether a handler's error is transient: marked so
+// (IsRetryable), or an error of the database that the store recognizes
+// (a deadlock, a lock timeout). Only the store decides for database errors.
+func (ib *Inbox[TTx]) transient(err error) bool {
 	return IsRetryable(err) || ib.driver.Retryable(err)
 }
 
-// recordFailure counts a failed attempt in tx and, for a permanent error
-// or at MaxAttempts, writes the dead letter in tx. keep tells whether tx
-// holds something to commit.
-func (ib *Inbox[TTx]) recordFailure(ctx context.Context, tx TTx, msg *Message, p *store.ClaimParams, herr error) (Outcome, bool, error) {
+// recordFailure counts a failed attempt (or a transient failure) in tx
+// and, when the message has failed for good, writes the dead letter in tx.
+// keep tells whether tx holds something to commit.
+func (ib *Inbox[TTx]) recordFailure(ctx context.Context, tx TTx, msg *Message, p *store.ClaimParams, herr error, transient bool) (Outcome, bool, error) {
 	text := errorText(herr)
-	n, err := ib.driver.AttemptAdd(ctx, tx, &store.AttemptParams{Key: p.Key, Error: text})
+	a, err := ib.driver.AttemptAdd(ctx, tx, &store.AttemptParams{Key: p.Key, Error: text, Transient: transient})
 	if err != nil {
-		return ib.retryNow(), false, errors.Join(herr, fmt.Errorf("inbox: recording the attempt: %w", err))
+		out, err := ib.dbFailed(ctx, "recording the attempt", err)
+		return out, false, errors.Join(herr, err)
 	}
-	permanent := IsPermanent(herr)
-	if permanent || (n >= ib.cfg.MaxAttempts && !ib.retryable(herr)) {
+	ib.health.ok(ctx)
+	var dead bool
+	switch {
+	case IsPermanent(herr):
+		dead = true
+	case transient:
+		if dead = ib.cfg.MaxTransientFailures > 0 && a.Transient >= ib.cfg.MaxTransientFailures; dead {
+			text = errorText(fmt.Errorf("inbox: %d transient failures, the limit (MaxTransientFailures); the last: %w", a.Transient, herr))
+		}
+	default:
+		dead = a.Counted >= ib.cfg.MaxAttempts
+	}
+	if dead {
 		ok, err := ib.driver.DeadLetterAdd(ctx, tx, &store.DeadLetterParams{
-			ClaimParams: *p, Payload: msg.Payload, Headers: encodeHeaders(msg.Headers), Error: text, Attempts: n,
+			ClaimParams: *p, Payload: msg.Payload, Headers: encodeHeaders(msg.Headers), Error: text, Attempts: a.Counted,
 		})
 		if err != nil {
-			return ib.retryNow(), false, errors.Join(herr, fmt.Errorf("inbox: writing the dead letter: %w", err))
+			out, err := ib.dbFailed(ctx, "writing the dead letter", err)
+			return out, false, errors.Join(herr, err)
 		}
 		if !ok { // a racing delivery processed it meanwhile
 			return Outcome{Status: Duplicate}, false, nil
 		}
-		return Outcome{Status: DeadLettered, Attempts: n, Err: herr}, true, nil
+		return Outcome{Status: DeadLettered, Attempts: a.Counted, Err: herr}, true, nil
 	}
-	delay := ib.cfg.Backoff.Delay(n)
+	delay := ib.cfg.Backoff.Delay(a.Counted)
+	if transient {
+		delay = ib.cfg.Backoff.Delay(a.Transient)
+		if !IsRetryable(herr) {
+			herr = store.Retryable(herr) // so that IsRetryable tells the caller
+		}
+	}
 	var ra *retryAfterError
 	if errors.As(herr, &ra) {
 		delay = max(ra.delay, 0)
 	}
-	return Outcome{Status: Retry, Delay: delay, Attempts: n, Err: herr}, true, herr
+	return Outcome{Status: Retry, Delay: delay, Attempts: a.Counted, Err: herr}, true, herr
 }
 
-// deadLetterInvalid keeps an invalid message as a dead letter in tx.
-func (ib *Inbox[TTx]) deadLetterInvalid(ctx context.Context, tx TTx, msg *Message, verr error) (Outcome, bool, error) {
-	_, err := ib.driver.DeadLetterAdd(ctx, tx, &store.DeadLetterParams{
-		ClaimParams: store.ClaimParams{Key: store.Key{Consumer: ib.consumer, MessageID: []byte(msg.ID)}, Type: storableType(msg.Type)},
-		Payload:     msg.Payload, Headers: encodeHeaders(msg.Headers), Error: errorText(verr), Invalid: true,
-	})
-	if err != nil {
-		return ib.retryNow(), false, errors.Join(verr, fmt.Errorf("inbox: writing the dead letter: %w", err))
+// invalidMessage keeps an invalid message as a dead letter, once: its
+// claim, under a key derived from its content, turns a redelivery of the
+// same invalid message into a Duplicate.
+func (ib *Inbox[TTx]) invalidMessage(ctx context.Context, caller *TTx, msg *Message, verr error) (Outcome, error) {
+	p := &store.ClaimParams{
+		Key:         store.Key{Consumer: ib.consumer, MessageID: invalidKey(msg)},
+		LockTimeout: ib.cfg.LockTimeout,
+		Type:        storableType(msg.Type),
+		Fingerprint: fingerprint(msg.Payload),
 	}
-	return Outcome{Status: DeadLettered, Err: verr}, true, verr
+	return ib.record(ctx, caller, func(tx TTx) (Outcome, bool, error) {
+		res, err := ib.driver.Claim(ctx, tx, p)
+		if err != nil {
+			out, err := ib.dbFailed(ctx, "claim of an invalid message", err)
+			return out, false, errors.Join(verr, err)
+		}
+		ib.health.ok(ctx)
+		if !res.Claimed { // its dead letter exists
+			return Outcome{Status: Duplicate, Err: verr}, false, nil
+		}
+		_, err = ib.driver.DeadLetterAdd(ctx, tx, &store.DeadLetterParams{
+			ClaimParams: store.ClaimParams{Key: store.Key{Consumer: ib.consumer, MessageID: []byte(msg.ID)}, Type: p.Type},
+			Payload:     msg.Payload, Headers: encodeHeaders(msg.Headers), Error: errorText(verr), Invalid: true,
+		})
+		if err != nil {
+			out, err := ib.dbFailed(ctx, "writing the dead letter", err)
+			return out, false, errors.Join(verr, err)
+		}
+		return Outcome{Status: DeadLettered, Err: verr}, true, nil
+	})
 }
 
 func (ib *Inbox[TTx]) finish(ctx context.Context, msg *Message, start time.Time, out Outcome, err error) (Outcome, error) {
+	ib.logOutcome(ctx, msg, out, err)
 	if ib.hooks.any {
 		ib.hooks.outcome(ctx, &Event{Consumer: ib.cfg.Consumer, Message: msg, Outcome: out, Duration: time.Since(start)})
 	}

@@ -81,6 +81,20 @@ func validateConsumer(c string) error {
 	return nil
 }
 
+// invalidKey is the inbox key of an invalid message: derived from all of
+// its content, so that a redelivery of it has the same key, and starting
+// with bytes that set it apart from the IDs producers use.
+func invalidKey(m *Message) []byte {
+	h := sha256.New()
+	for _, part := range [][]byte{[]byte(m.ID), []byte(m.Type), encodeHeaders(m.Headers), m.Payload} {
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(part)))
+		h.Write(n[:])
+		h.Write(part)
+	}
+	return h.Sum([]byte("\x00inbox:invalid:"))
+}
+
 func fingerprint(payload []byte) []byte {
 	sum := sha256.Sum256(payload)
 	return sum[:]

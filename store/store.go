@@ -29,19 +29,25 @@ type Driver[TTx any] interface {
 	// Dialect names the SQL dialect: "postgres", "sqlite" or "mysql".
 	Dialect() string
 
-	// Retryable reports whether err, returned by the database to a
-	// statement in one of this store's transactions (the handler's own
-	// queries included), is one that a later attempt may not hit: a
+	// Retryable reports whether err, returned by a handler, carries an
+	// error of this database that a later attempt may not hit: a
 	// deadlock, a serialization failure, a lock timeout, a busy database,
-	// a lost connection. Package inbox retries such a handler error
-	// without counting it towards dead-lettering.
+	// a lost connection, recognized by the database driver's own error
+	// type and code. It is the one place that decides which database
+	// errors are transient: package inbox retries such a handler error
+	// without counting it as an attempt. A timeout or network error that
+	// is not the database driver's (an HTTP call's) is not transient.
 	Retryable(err error) bool
 
-	// OneWriter reports whether one transaction at a time can write
-	// (SQLite). Package inbox then records a failure of ProcessTx in the
-	// caller's transaction, since a transaction of its own would wait for
-	// the caller's to end.
-	OneWriter() bool
+	// Unrecoverable reports whether err, returned to one of the store's own
+	// statements, is one that no retry fixes: the inbox's tables or
+	// columns are missing, permission is denied, the database does not
+	// exist, the credentials are refused.
+	Unrecoverable(err error) bool
+
+	// SchemaVersion returns the highest migration version applied to the
+	// tables, 0 when they were never migrated.
+	SchemaVersion(ctx context.Context) (int, error)
 
 	// Begin opens a transaction at READ COMMITTED (where the database has
 	// isolation levels) with the lock timeout.
@@ -61,8 +67,17 @@ type Driver[TTx any] interface {
 	Claim(ctx context.Context, tx TTx, p *ClaimParams) (*ClaimResult, error)
 
 	// Commit commits tx. An error whose outcome is unknown (the connection
-	// broke during COMMIT) is retryable: the caller must not ack.
+	// broke during COMMIT) is retryable: the caller must not ack. A COMMIT
+	// that certainly did not happen for a reason the handler caused (it
+	// left a result set open) is not retryable.
 	Commit(ctx context.Context, tx TTx) error
+
+	// CheckTx returns an error when tx can no longer commit what it did
+	// since the savepoint: PostgreSQL aborted it after a failed statement,
+	// or the server rolled it back (a MySQL deadlock). A handler that
+	// swallowed such an error would otherwise see its COMMIT roll back, or
+	// commit its later writes without the claim.
+	CheckTx(ctx context.Context, tx TTx, savepoint string) error
 
 	// Rollback rolls tx back. It is safe to call after a failed Commit.
 	Rollback(ctx context.Context, tx TTx) error
@@ -70,9 +85,10 @@ type Driver[TTx any] interface {
 	// RollbackToSavepoint undoes what tx did after the named savepoint.
 	RollbackToSavepoint(ctx context.Context, tx TTx, name string) error
 
-	// AttemptAdd counts one failed attempt of a message in tx and returns
-	// the number of failed attempts recorded so far, this one included.
-	AttemptAdd(ctx context.Context, tx TTx, p *AttemptParams) (int, error)
+	// AttemptAdd counts one failed attempt of a message in tx (a
+	// transient failure when p.Transient) and returns the counts recorded
+	// so far, this one included.
+	AttemptAdd(ctx context.Context, tx TTx, p *AttemptParams) (Attempts, error)
 
 	// AttemptsDelete forgets the failed attempts of a message in tx.
 	AttemptsDelete(ctx context.Context, tx TTx, key Key) error
@@ -152,6 +168,27 @@ type AttemptParams struct {
 	Key
 	// Error is the failure, valid UTF-8 without NUL bytes.
 	Error string
+	// Transient counts a transient failure (a deadlock in the handler's
+	// queries) instead of an attempt.
+	Transient bool
+}
+
+// Increments returns what AttemptAdd adds to the attempts and to the
+// transient failures: 1 to one of them.
+func (p *AttemptParams) Increments() (counted, transient int) {
+	if p.Transient {
+		return 0, 1
+	}
+	return 1, 0
+}
+
+// Attempts are the failures recorded for a message.
+type Attempts struct {
+	// Counted is the number of failed attempts that count towards
+	// dead-lettering.
+	Counted int
+	// Transient is the number of transient failures.
+	Transient int
 }
 
 // DeadLetterParams are the parameters of Driver.DeadLetterAdd.

@@ -33,7 +33,7 @@ func TestCommands(t *testing.T) {
 			[]string{`CREATE TABLE IF NOT EXISTS "inbox"`, "WITHOUT ROWID"}, nil},
 		{"hostile prefix", []string{"migrate", "-print", "-dialect", "postgres", "-prefix", `x"; DROP TABLE y; --`},
 			nil, store.ErrInvalidTables},
-		{"migrate sqlite", []string{"migrate", "-sqlite", dbPath}, []string{"migrated: 1 migrations"}, nil},
+		{"migrate sqlite", []string{"migrate", "-sqlite", dbPath}, []string{"migrated: 2 migrations"}, nil},
 		{"prune sqlite", []string{"prune", "-sqlite", dbPath}, []string{"pruned 0 rows"}, nil},
 		{"prune too short", []string{"prune", "-sqlite", dbPath, "-retention", "30m"}, nil, errAny},
 		{"no store", []string{"migrate"}, nil, errAny},
@@ -78,7 +78,7 @@ func TestCommandsOnServers(t *testing.T) {
 		if err := run(context.Background(), args, &out); err != nil {
 			t.Fatalf("%v: %v\n%s", args[:2], err, out.String())
 		}
-		if !strings.Contains(out.String(), "migrated: 1 migrations") && !strings.Contains(out.String(), "pruned 0 rows") {
+		if !strings.Contains(out.String(), "migrated: 2 migrations") && !strings.Contains(out.String(), "pruned 0 rows") {
 			t.Fatalf("%v: output %q", args[:2], out.String())
 		}
 	}

@@ -65,7 +65,8 @@ type Statements struct {
 	// ClaimLookup: $1 consumer, $2 message_id. Returns a duplicate's
 	// fingerprint.
 	ClaimLookup string
-	// AttemptAdd: $1 consumer, $2 message_id, $3 error. Returns attempts.
+	// AttemptAdd: $1 consumer, $2 message_id, $3 error, $4 attempts to
+	// add, $5 transient failures to add (0 or 1 each). Returns both counts.
 	AttemptAdd string
 	// AttemptsDelete: $1 consumer, $2 message_id.
 	AttemptsDelete string
@@ -105,6 +106,8 @@ type Statements struct {
 	CreateMigrations string
 	// AppliedVersions lists the applied migration versions.
 	AppliedVersions string
+	// SchemaVersion returns the highest applied version (0 for none).
+	SchemaVersion string
 	// RecordMigration: $1 version, $2 name.
 	RecordMigration string
 }
@@ -168,10 +171,12 @@ INSERT INTO ` + inbox + ` (consumer, message_id, message_type, fingerprint)
 SELECT $1::bytea, $2::bytea, $3::text, $4::bytea FROM lt
 ON CONFLICT DO NOTHING RETURNING 1`,
 		ClaimLookup: `SELECT fingerprint FROM ` + inbox + ` WHERE consumer = $1 AND message_id = $2`,
-		AttemptAdd: `INSERT INTO ` + attempts + ` AS a (consumer, message_id, attempts, last_error) VALUES ($1, $2, 1, $3)
+		AttemptAdd: `INSERT INTO ` + attempts + ` AS a (consumer, message_id, attempts, transient_failures, last_error)
+VALUES ($1, $2, $4, $5, $3)
 ON CONFLICT (consumer, message_id) DO UPDATE
-SET attempts = a.attempts + 1, last_failed_at = now(), last_error = EXCLUDED.last_error
-RETURNING attempts`,
+SET attempts = a.attempts + EXCLUDED.attempts, transient_failures = a.transient_failures + EXCLUDED.transient_failures,
+	last_failed_at = now(), last_error = EXCLUDED.last_error
+RETURNING attempts, transient_failures`,
 		AttemptsDelete: `DELETE FROM ` + attempts + ` WHERE consumer = $1 AND message_id = $2`,
 		DeadLetterAdd: `WITH ins AS (
 	INSERT INTO ` + inbox + ` (consumer, message_id, message_type, fingerprint, dead) VALUES ($1, $2, $3, $4, true)
@@ -207,6 +212,7 @@ RETURNING 1`,
 		Durability:       `SELECT current_setting('synchronous_commit'), current_setting('fsync')`,
 		CreateMigrations: `CREATE TABLE IF NOT EXISTS ` + migrations + ` (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`,
 		AppliedVersions:  `SELECT version FROM ` + migrations,
+		SchemaVersion:    `SELECT coalesce(max(version), 0) FROM ` + migrations,
 		RecordMigration:  `INSERT INTO ` + migrations + ` (version, name) VALUES ($1, $2)`,
 	}
 }
@@ -234,12 +240,53 @@ func DurabilityWarnings(synchronousCommit, fsync string) []string {
 	return w
 }
 
-// Classify wraps in *store.RetryableError the errors after which a new
-// attempt may succeed: serialization failure (40001), deadlock (40P01), lock
-// timeout (55P03), a connection exception (08xxx), server shutdown
-// (57P01..57P03), and a broken or timed-out connection (the outcome of a
-// COMMIT is then unknown). Other errors, such as a COMMIT that rolled back
-// an aborted transaction or a constraint checked at COMMIT, are returned as
+// transientCode reports whether a SQLSTATE is one a later attempt may not
+// hit: serialization failure (40001), deadlock (40P01), lock timeout
+// (55P03), a connection exception (08xxx), server shutdown (57P01..57P03).
+func transientCode(c string) bool {
+	switch {
+	case c == "40001", c == "40P01", c == "55P03", strings.HasPrefix(c, "08"),
+		c == "57P01", c == "57P02", c == "57P03":
+		return true
+	}
+	return false
+}
+
+// Transient reports whether err carries a PostgreSQL error that a later
+// attempt may not hit, recognized by its SQLSTATE, or a failure to
+// connect. It judges a handler's error: a timeout or a network error of
+// the handler's own (an HTTP call's deadline) is not PostgreSQL's, and a
+// handler's query that left the connection busy is the handler's bug.
+func Transient(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return transientCode(pgErr.Code)
+	}
+	var ce *pgconn.ConnectError
+	return errors.As(err, &ce) && !Unrecoverable(err)
+}
+
+// Unrecoverable reports whether err is a PostgreSQL error that no retry
+// fixes: a missing table, column or function (42P01, 42703, 42883), a
+// missing schema (3F000) or database (3D000), permission denied (42501),
+// credentials refused (28000, 28P01).
+func Unrecoverable(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return false
+	}
+	switch pgErr.Code {
+	case "42P01", "42703", "42883", "3F000", "3D000", "42501", "28000", "28P01":
+		return true
+	}
+	return false
+}
+
+// Classify wraps in *store.RetryableError the errors of the store's own
+// statements after which a new attempt may succeed: the Transient
+// SQLSTATEs, and a broken or timed-out connection (the outcome of a COMMIT
+// is then unknown). Other errors, such as a COMMIT that rolled back an
+// aborted transaction or a constraint checked at COMMIT, are returned as
 // they are: retrying the same work will fail the same way.
 func Classify(err error) error {
 	if err == nil {
@@ -247,11 +294,12 @@ func Classify(err error) error {
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
-		switch c := pgErr.Code; {
-		case c == "40001", c == "40P01", c == "55P03", strings.HasPrefix(c, "08"),
-			c == "57P01", c == "57P02", c == "57P03":
+		if transientCode(pgErr.Code) {
 			return store.Retryable(err)
 		}
+		return err
+	}
+	if Unrecoverable(err) {
 		return err
 	}
 	var netErr net.Error
@@ -261,6 +309,18 @@ func Classify(err error) error {
 		return store.Retryable(err)
 	}
 	return err
+}
+
+// ErrTxAborted is CheckTx's error for an aborted transaction.
+var ErrTxAborted = errors.New("the transaction is aborted: a statement failed and its error was not returned (PostgreSQL rolls back the COMMIT of such a transaction)")
+
+// CheckTxStatus returns ErrTxAborted for the transaction status 'E' (in a
+// failed transaction block), as pgconn reports it.
+func CheckTxStatus(status byte) error {
+	if status == 'E' {
+		return ErrTxAborted
+	}
+	return nil
 }
 
 // LockTimeout formats d for lock_timeout ("5000ms"): at least 1 ms, since 0

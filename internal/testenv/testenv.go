@@ -28,6 +28,10 @@ func Unavailable(tb testing.TB, service string, err error) {
 	tb.Skipf("%s unavailable, skipping (set INBOX_REQUIRE_SERVICES=1 to fail instead): %v", service, err)
 }
 
+// PostgresRaiseDeadlock is a statement that fails with the SQLSTATE of a
+// deadlock (40P01), as PostgreSQL reports one.
+const PostgresRaiseDeadlock = `DO $$BEGIN RAISE EXCEPTION 'deadlock detected (raised by a test)' USING ERRCODE = 'deadlock_detected'; END$$`
+
 // PostgresDSN returns INBOX_POSTGRES_DSN or the default local DSN.
 func PostgresDSN() string {
 	if dsn := os.Getenv("INBOX_POSTGRES_DSN"); dsn != "" {

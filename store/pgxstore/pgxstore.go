@@ -74,16 +74,26 @@ func New(pool *pgxpool.Pool, cfg *Config) (*Driver, error) {
 // Dialect returns "postgres".
 func (d *Driver) Dialect() string { return "postgres" }
 
-// Retryable reports whether err is a PostgreSQL error that a later attempt
-// may not hit (serialization failure, deadlock, lock timeout, lost
-// connection).
-func (d *Driver) Retryable(err error) bool {
-	var r *store.RetryableError
-	return err != nil && errors.As(pgsql.Classify(err), &r)
-}
+// Retryable reports whether err carries a PostgreSQL error that a later
+// attempt may not hit (serialization failure, deadlock, lock timeout, lost
+// connection), recognized by its SQLSTATE.
+func (d *Driver) Retryable(err error) bool { return pgsql.Transient(err) }
 
-// OneWriter returns false: PostgreSQL writes rows concurrently.
-func (d *Driver) OneWriter() bool { return false }
+// Unrecoverable reports whether err is a PostgreSQL error that no retry
+// fixes (missing tables, permission denied, credentials refused).
+func (d *Driver) Unrecoverable(err error) bool { return pgsql.Unrecoverable(err) }
+
+// SchemaVersion returns the highest applied migration version, 0 when the
+// tables were never migrated.
+func (d *Driver) SchemaVersion(ctx context.Context) (int, error) {
+	var v int
+	err := d.pool.QueryRow(ctx, d.q.SchemaVersion).Scan(&v)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "42P01" { // no migrations table
+		return 0, nil
+	}
+	return v, pgsql.Classify(err)
+}
 
 // acquire takes a connection from the pool with the session lock_timeout
 // set to lt: set once per connection (one round trip, the first time), so
@@ -232,9 +242,24 @@ func (t *connTx) endWith(ctx context.Context, b *pgx.Batch) error {
 	return pgsql.Classify(err)
 }
 
+// ErrConnBusy is returned by Commit when the handler left a result set
+// open (rows not closed): pgx cannot send the COMMIT, so the transaction
+// certainly did not commit. It is the handler's failure, not a transient one.
+var ErrConnBusy = errors.New("pgxstore: the connection is busy with a result set the handler left open (close its rows); the transaction did not commit")
+
 // Commit commits tx.
 func (d *Driver) Commit(ctx context.Context, tx pgx.Tx) error {
+	if tx.Conn().PgConn().IsBusy() {
+		return ErrConnBusy
+	}
 	return pgsql.Classify(tx.Commit(ctx))
+}
+
+// CheckTx returns an error when tx is aborted (a failed statement the
+// handler swallowed): its COMMIT would roll back. It costs no round trip:
+// pgx knows the transaction status from the server's last message.
+func (d *Driver) CheckTx(ctx context.Context, tx pgx.Tx, savepoint string) error {
+	return pgsql.CheckTxStatus(tx.Conn().PgConn().TxStatus())
 }
 
 // Rollback rolls tx back; a closed tx is not an error.
@@ -254,11 +279,12 @@ func (d *Driver) RollbackToSavepoint(ctx context.Context, tx pgx.Tx, name string
 	return pgsql.Classify(err)
 }
 
-// AttemptAdd counts a failed attempt.
-func (d *Driver) AttemptAdd(ctx context.Context, tx pgx.Tx, p *store.AttemptParams) (int, error) {
-	var n int
-	err := tx.QueryRow(ctx, d.q.AttemptAdd, p.Consumer, p.MessageID, p.Error).Scan(&n)
-	return n, pgsql.Classify(err)
+// AttemptAdd counts a failed attempt or a transient failure.
+func (d *Driver) AttemptAdd(ctx context.Context, tx pgx.Tx, p *store.AttemptParams) (store.Attempts, error) {
+	var a store.Attempts
+	counted, transient := p.Increments()
+	err := tx.QueryRow(ctx, d.q.AttemptAdd, p.Consumer, p.MessageID, p.Error, counted, transient).Scan(&a.Counted, &a.Transient)
+	return a, pgsql.Classify(err)
 }
 
 // AttemptsDelete forgets a message's failed attempts.

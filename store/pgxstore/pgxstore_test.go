@@ -22,7 +22,8 @@ var harness = storetest.Harness[pgx.Tx]{Open: func(tb testing.TB, tables store.T
 func open(tb testing.TB, cfg *pgxstore.Config) (*storetest.Env[pgx.Tx], error) {
 	tb.Helper()
 	ctx := context.Background()
-	pool := testenv.PostgresPool(tb, 20)
+	const maxConns = 20
+	pool := testenv.PostgresPool(tb, maxConns)
 	schema := testenv.Name("inboxtest_")
 	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
 		tb.Fatal(err)
@@ -60,6 +61,23 @@ func open(tb testing.TB, cfg *pgxstore.Config) (*storetest.Env[pgx.Tx], error) {
 			return err
 		},
 		BeginPlain: func(ctx context.Context) (pgx.Tx, error) { return pool.Begin(ctx) },
+		Exec: func(ctx context.Context, tx pgx.Tx, query string) error {
+			_, err := tx.Exec(ctx, query)
+			return err
+		},
+		Transient: func(ctx context.Context, tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, testenv.PostgresRaiseDeadlock)
+			return err
+		},
+		LeaveRowsOpen: func(ctx context.Context, tx pgx.Tx) error {
+			rows, err := tx.Query(ctx, "SELECT generate_series(1, 100000)")
+			if err == nil {
+				rows.Next()
+			}
+			return err
+		},
+		Tables:   *tables,
+		MaxConns: maxConns,
 		LockTimeout: func(ctx context.Context, tx pgx.Tx) (time.Duration, error) {
 			var ms int64
 			err := tx.QueryRow(ctx, testenv.PostgresLockTimeout).Scan(&ms)

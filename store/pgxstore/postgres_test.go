@@ -128,10 +128,15 @@ func TestDurabilityWarning(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	d, err := pgxstore.New(pool, nil)
+	schema := testenv.Name("inboxdur_")
+	d, err := pgxstore.New(pool, &pgxstore.Config{Tables: store.Tables{Schema: schema}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := d.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
 	var logs bytes.Buffer
 	_, err = inbox.New(context.Background(), d, &inbox.Config{Consumer: "c", Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {

@@ -26,8 +26,6 @@ func (d Dialect) String() string {
 // file per dialect (sqlite.go, ...), and a few behaviours. Package sqlstore's
 // logic (sqlstore.go) is written once against it.
 type dialect interface {
-	// oneWriter: one write transaction at a time (store.Driver.OneWriter).
-	oneWriter() bool
 	// prepareClaims: keep the claim statements prepared (once per
 	// connection) instead of letting the driver prepare, execute and close
 	// them each time.
@@ -56,8 +54,16 @@ type dialect interface {
 	// setLockTimeoutAndSavepoint is setLockTimeout, then SAVEPOINT with
 	// the quoted name, in one round trip where the database allows it.
 	setLockTimeoutAndSavepoint(ctx context.Context, tx *sql.Tx, d time.Duration, savepoint string) error
-	// retryable reports whether a later attempt may not hit err.
+	// retryable reports whether a later attempt may not hit err, an error
+	// of the store's own statements.
 	retryable(err error) bool
+	// transient reports whether err, a handler's error, carries an error
+	// of the database that a later attempt may not hit (Driver.Retryable).
+	transient(err error) bool
+	// unrecoverable reports whether no retry fixes err (Driver.Unrecoverable).
+	unrecoverable(err error) bool
+	// missingTable reports whether err says that a table does not exist.
+	missingTable(err error) bool
 	// busy reports whether err means that another writer held the lock.
 	busy(err error) bool
 	// prepareRefused reports whether err is the server refusing to prepare
@@ -113,11 +119,13 @@ type queries struct {
 	// savepoint itself: setLockTimeoutAndSavepoint).
 	rollbackToSavepoint string
 
-	// attemptAdd counts a failed attempt (RETURNING attempts when
-	// attemptCount is empty). Args: consumer, message_id, error.
+	// attemptAdd counts a failed attempt or a transient failure
+	// (RETURNING attempts, transient_failures when attemptCount is empty).
+	// Args: consumer, message_id, error, attempts to add, transient
+	// failures to add.
 	attemptAdd string
-	// attemptCount, when set, reads the count after attemptAdd.
-	// Args: consumer, message_id.
+	// attemptCount, when set, reads attempts and transient_failures after
+	// attemptAdd. Args: consumer, message_id.
 	attemptCount string
 	// attemptsDelete: args consumer, message_id.
 	attemptsDelete string
@@ -152,6 +160,8 @@ type queries struct {
 	migrationsCreate string
 	// migrationsApplied returns the applied versions.
 	migrationsApplied string
+	// schemaVersion returns the highest applied version, 0 for none.
+	schemaVersion string
 	// migrationRecord: args version, name.
 	migrationRecord string
 }
@@ -170,7 +180,7 @@ func render(q queries, t store.Tables, quote func(string) string) queries {
 		&q.attemptAdd, &q.attemptCount, &q.attemptsDelete,
 		&q.deadInsert, &q.deadLetterInsert, &q.deadLetterList, &q.deadLetterGet, &q.deadLetterDelete,
 		&q.reclaim, &q.pruneInbox, &q.pruneAttempts,
-		&q.migrationsCreate, &q.migrationsApplied, &q.migrationRecord,
+		&q.migrationsCreate, &q.migrationsApplied, &q.schemaVersion, &q.migrationRecord,
 	} {
 		*s = r.Replace(*s)
 	}

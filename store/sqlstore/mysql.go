@@ -193,13 +193,14 @@ ON DUPLICATE KEY UPDATE consumer = IF(LAST_INSERT_ID(1), consumer, consumer)`,
 
 	rollbackToSavepoint: `ROLLBACK TO SAVEPOINT `,
 
-	attemptAdd: `INSERT INTO {attempts} (consumer, message_id, attempts, first_failed_at, last_failed_at, last_error)
-VALUES (?, ?, 1, ` + mysqlNow + `, ` + mysqlNow + `, ?)
+	attemptAdd: `INSERT INTO {attempts} (consumer, message_id, last_error, attempts, transient_failures, first_failed_at, last_failed_at)
+VALUES (?, ?, ?, ?, ?, ` + mysqlNow + `, ` + mysqlNow + `)
 ON DUPLICATE KEY UPDATE
-    attempts = attempts + 1,
+    attempts = attempts + VALUES(attempts),
+    transient_failures = transient_failures + VALUES(transient_failures),
     last_failed_at = VALUES(last_failed_at),
     last_error = VALUES(last_error)`,
-	attemptCount:   `SELECT attempts FROM {attempts} WHERE consumer = ? AND message_id = ?`,
+	attemptCount:   `SELECT attempts, transient_failures FROM {attempts} WHERE consumer = ? AND message_id = ?`,
 	attemptsDelete: `DELETE FROM {attempts} WHERE consumer = ? AND message_id = ?`,
 
 	deadInsert: `INSERT INTO {inbox} (consumer, message_id, received_at, message_type, fingerprint, dead)
@@ -232,6 +233,7 @@ LIMIT ?`,
     applied_at DATETIME(6)  NOT NULL
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
 	migrationsApplied: `SELECT version FROM {migrations}`,
+	schemaVersion:     `SELECT coalesce(max(version), 0) FROM {migrations}`,
 	migrationRecord:   `INSERT INTO {migrations} (version, name, applied_at) VALUES (?, ?, ` + mysqlNow + `)`,
 }
 
@@ -249,7 +251,6 @@ type mysqlDialect struct{}
 
 func (mysqlDialect) name() string                { return "mysql" }
 func (mysqlDialect) prepareClaims() bool         { return true }
-func (mysqlDialect) oneWriter() bool             { return false }
 func (mysqlDialect) quote(ident string) string   { return store.QuoteBacktick(ident) }
 func (mysqlDialect) migrations() (fs.FS, string) { return migrationsFS, "migrations/mysql" }
 func (mysqlDialect) templates() queries          { return mysqlQueries }
@@ -316,20 +317,30 @@ func (mysqlDialect) prepareRefused(err error) bool {
 	return false
 }
 
-// MarkRetryable wraps err in *store.RetryableError when it is a MySQL
-// error after which the same message may succeed if tried again: a
-// deadlock (1213), a lock wait timeout (1205), a serialization failure
-// (1020) or a lost connection. Other errors, and nil, are returned as they
-// are. inbox.IsRetryable then recognizes it. Package inbox needs no mark:
-// it also asks the driver (Driver.Retryable); errors that come from the
-// store itself are marked already.
-func MarkRetryable(err error) error {
-	var r *store.RetryableError
-	if err == nil || errors.As(err, &r) || !(mysqlDialect{}).retryable(err) {
-		return err
+func (d mysqlDialect) transient(err error) bool { return d.retryable(err) }
+
+// MySQL error numbers that no retry fixes.
+const (
+	mysqlErrDBAccessDenied     = 1044
+	mysqlErrAccessDenied       = 1045
+	mysqlErrBadDB              = 1049
+	mysqlErrBadField           = 1054
+	mysqlErrTableAccessDenied  = 1142
+	mysqlErrColumnAccessDenied = 1143
+	mysqlErrNoSuchTable        = 1146
+	mysqlErrSpecificAccess     = 1227
+)
+
+func (mysqlDialect) unrecoverable(err error) bool {
+	switch mysqlNumber(err) {
+	case mysqlErrDBAccessDenied, mysqlErrAccessDenied, mysqlErrBadDB, mysqlErrBadField,
+		mysqlErrTableAccessDenied, mysqlErrColumnAccessDenied, mysqlErrNoSuchTable, mysqlErrSpecificAccess:
+		return true
 	}
-	return store.Retryable(err)
+	return false
 }
+
+func (mysqlDialect) missingTable(err error) bool { return mysqlNumber(err) == mysqlErrNoSuchTable }
 
 func mysqlLock(ctx context.Context, conn *sql.Conn, what string, t store.Tables, wait int) (bool, error) {
 	var got sql.NullInt64

@@ -13,7 +13,6 @@ import (
 
 	"github.com/inboxkit/inbox"
 	"github.com/inboxkit/inbox/internal/testenv"
-	"github.com/inboxkit/inbox/store"
 	"github.com/inboxkit/inbox/store/sqlstore"
 )
 
@@ -199,12 +198,16 @@ func heldRow(t *testing.T, db *sql.DB) *sql.Tx {
 	return holder
 }
 
-// A handler's own lock wait timeout is retryable once marked, and the
-// store's own errors are marked already.
-func TestMySQLMarkRetryable(t *testing.T) {
+// The driver decides which MySQL errors are transient (a handler's own
+// lock wait timeout, returned as it is or wrapped) and which no retry fixes.
+func TestMySQLErrorClasses(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := openMySQL(t, "")
+	d, err := sqlstore.New(db, &sqlstore.Config{Dialect: sqlstore.MySQL})
+	if err != nil {
+		t.Fatal(err)
+	}
 	heldRow(t, db)
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
@@ -212,32 +215,29 @@ func TestMySQLMarkRetryable(t *testing.T) {
 	}
 	defer tx.Rollback()
 	_, lockErr := tx.Exec("UPDATE acct SET n = n + 1 WHERE id = 1") // waits 1 s, then 1205
+	_, missing := db.Exec("SELECT * FROM no_such_table")
 	tests := []struct {
-		name string
-		err  error
-		want bool
+		name                     string
+		err                      error
+		transient, unrecoverable bool
 	}{
-		{"lock wait timeout", lockErr, true},
-		{"wrapped", errors.Join(errors.New("handler"), lockErr), true},
-		{"deadlock", &mysql.MySQLError{Number: 1213}, true},
-		{"lost connection", mysql.ErrInvalidConn, true},
-		{"duplicate key", &mysql.MySQLError{Number: 1062}, false},
-		{"other", errors.New("no"), false},
+		{"lock wait timeout", lockErr, true, false},
+		{"wrapped", errors.Join(errors.New("handler"), lockErr), true, false},
+		{"deadlock", &mysql.MySQLError{Number: 1213}, true, false},
+		{"lost connection", mysql.ErrInvalidConn, true, false},
+		{"duplicate key", &mysql.MySQLError{Number: 1062}, false, false},
+		{"missing table", missing, false, true},
+		{"access denied", &mysql.MySQLError{Number: 1142}, false, true},
+		{"context deadline", context.DeadlineExceeded, false, false},
+		{"other", errors.New("no"), false, false},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			marked := sqlstore.MarkRetryable(tc.err)
-			if inbox.IsRetryable(marked) != tc.want || !errors.Is(marked, tc.err) {
-				t.Fatalf("MarkRetryable(%v): retryable %v, want %v, and the error kept", tc.err, inbox.IsRetryable(marked), tc.want)
-			}
-		})
-	}
-	if sqlstore.MarkRetryable(nil) != nil {
-		t.Fatal("MarkRetryable(nil) is not nil")
-	}
-	if marked := store.Retryable(lockErr); sqlstore.MarkRetryable(marked) != marked {
-		t.Fatal("MarkRetryable wrapped a marked error again")
+		if got := d.Retryable(tc.err); got != tc.transient {
+			t.Errorf("%s: Retryable(%v) = %v, want %v", tc.name, tc.err, got, tc.transient)
+		}
+		if got := d.Unrecoverable(tc.err); got != tc.unrecoverable {
+			t.Errorf("%s: Unrecoverable(%v) = %v, want %v", tc.name, tc.err, got, tc.unrecoverable)
+		}
 	}
 }
 

@@ -25,7 +25,6 @@ type postgresDialect struct{}
 
 func (postgresDialect) name() string                     { return "postgres" }
 func (postgresDialect) prepareClaims() bool              { return false }
-func (postgresDialect) oneWriter() bool                  { return false }
 func (postgresDialect) quote(ident string) string        { return store.QuoteDouble(ident) }
 func (postgresDialect) migrations() (fs.FS, string)      { return pgsql.MigrationFS, "migrations" }
 func (postgresDialect) checkTables(store.Tables) error   { return nil }
@@ -56,6 +55,7 @@ func (postgresDialect) templates() queries {
 		pruneAttempts:           s.PruneAttempts,
 		migrationsCreate:        s.CreateMigrations,
 		migrationsApplied:       s.AppliedVersions,
+		schemaVersion:           s.SchemaVersion,
 		migrationRecord:         s.RecordMigration,
 	}
 }
@@ -80,6 +80,14 @@ func (postgresDialect) setLockTimeoutAndSavepoint(ctx context.Context, tx *sql.T
 func (postgresDialect) retryable(err error) bool {
 	var r *store.RetryableError
 	return errors.As(pgsql.Classify(err), &r)
+}
+
+func (postgresDialect) transient(err error) bool     { return pgsql.Transient(err) }
+func (postgresDialect) unrecoverable(err error) bool { return pgsql.Unrecoverable(err) }
+
+func (postgresDialect) missingTable(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "42P01"
 }
 
 // prepareRefused: the dialect keeps no statements prepared.

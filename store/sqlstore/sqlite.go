@@ -106,13 +106,14 @@ RETURNING 1`,
 
 	rollbackToSavepoint: `ROLLBACK TO SAVEPOINT `,
 
-	attemptAdd: `INSERT INTO {attempts} (consumer, message_id, attempts, first_failed_at, last_failed_at, last_error)
-VALUES (?, ?, 1, ` + sqliteNow + `, ` + sqliteNow + `, ?)
+	attemptAdd: `INSERT INTO {attempts} (consumer, message_id, last_error, attempts, transient_failures, first_failed_at, last_failed_at)
+VALUES (?, ?, ?, ?, ?, ` + sqliteNow + `, ` + sqliteNow + `)
 ON CONFLICT (consumer, message_id) DO UPDATE SET
-    attempts = attempts + 1,
+    attempts = attempts + excluded.attempts,
+    transient_failures = transient_failures + excluded.transient_failures,
     last_failed_at = excluded.last_failed_at,
     last_error = excluded.last_error
-RETURNING attempts`,
+RETURNING attempts, transient_failures`,
 	attemptsDelete: `DELETE FROM {attempts} WHERE consumer = ? AND message_id = ?`,
 
 	deadInsert: `INSERT INTO {inbox} (consumer, message_id, received_at, message_type, fingerprint, dead)
@@ -149,6 +150,7 @@ RETURNING 1`,
     applied_at INTEGER NOT NULL
 ) STRICT`,
 	migrationsApplied: `SELECT version FROM {migrations}`,
+	schemaVersion:     `SELECT coalesce(max(version), 0) FROM {migrations}`,
 	migrationRecord:   `INSERT INTO {migrations} (version, name, applied_at) VALUES (?, ?, ` + sqliteNow + `)`,
 }
 
@@ -156,7 +158,6 @@ type sqliteDialect struct{}
 
 func (sqliteDialect) name() string                { return "sqlite" }
 func (sqliteDialect) prepareClaims() bool         { return false }
-func (sqliteDialect) oneWriter() bool             { return true }
 func (sqliteDialect) quote(ident string) string   { return store.QuoteDouble(ident) }
 func (sqliteDialect) migrations() (fs.FS, string) { return migrationsFS, "migrations/sqlite" }
 func (sqliteDialect) templates() queries          { return sqliteQueries }
@@ -189,6 +190,25 @@ func sqliteCode(err error) int {
 
 func (d sqliteDialect) retryable(err error) bool {
 	return d.busy(err) || errors.Is(err, driver.ErrBadConn)
+}
+
+func (d sqliteDialect) transient(err error) bool { return d.retryable(err) }
+
+// unrecoverable: a missing table or column, a read-only, unopenable,
+// corrupt or foreign file, permission denied.
+func (d sqliteDialect) unrecoverable(err error) bool {
+	switch sqliteCode(err) {
+	case sqlite3.SQLITE_ERROR:
+		return d.missingTable(err) || strings.Contains(err.Error(), "no such column")
+	case sqlite3.SQLITE_READONLY, sqlite3.SQLITE_PERM, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_NOTADB,
+		sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_AUTH:
+		return true
+	}
+	return false
+}
+
+func (sqliteDialect) missingTable(err error) bool {
+	return sqliteCode(err) == sqlite3.SQLITE_ERROR && strings.Contains(err.Error(), "no such table")
 }
 
 // prepareRefused: the dialect keeps no statements prepared.

@@ -110,14 +110,28 @@ func New(db *sql.DB, cfg *Config) (*Driver, error) {
 // Dialect returns "sqlite" or "mysql" (later "postgres").
 func (d *Driver) Dialect() string { return d.dialect.name() }
 
-// Retryable reports whether err is one of the dialect's errors that a
-// later attempt may not hit: a deadlock or lock wait timeout (MySQL 1213,
-// 1205), a serialization failure or lock timeout (PostgreSQL), a busy
-// database (SQLite), a lost connection.
-func (d *Driver) Retryable(err error) bool { return err != nil && d.dialect.retryable(err) }
+// Retryable reports whether err, a handler's error, carries one of the
+// dialect's errors that a later attempt may not hit: a deadlock or lock
+// wait timeout (MySQL 1213, 1205), a serialization failure, deadlock or
+// lock timeout (PostgreSQL 40001, 40P01, 55P03), a busy database (SQLite),
+// a lost connection.
+func (d *Driver) Retryable(err error) bool { return err != nil && d.dialect.transient(err) }
 
-// OneWriter reports whether the database has one writer at a time (SQLite).
-func (d *Driver) OneWriter() bool { return d.dialect.oneWriter() }
+// Unrecoverable reports whether err is one of the dialect's errors that no
+// retry fixes: a missing table or column, permission denied, an unknown
+// database, refused credentials, a read-only or unopenable SQLite file.
+func (d *Driver) Unrecoverable(err error) bool { return err != nil && d.dialect.unrecoverable(err) }
+
+// SchemaVersion returns the highest applied migration version, 0 when the
+// tables were never migrated.
+func (d *Driver) SchemaVersion(ctx context.Context) (int, error) {
+	var v int
+	err := d.db.QueryRowContext(ctx, d.q.schemaVersion).Scan(&v)
+	if err != nil && d.dialect.missingTable(err) {
+		return 0, nil
+	}
+	return v, d.fail("schema version", err)
+}
 
 // fail adds op to err and marks it retryable when a later attempt may not
 // hit it; errors.As still reaches the database's own error.
@@ -343,6 +357,17 @@ func (d *Driver) Commit(_ context.Context, tx *sql.Tx) error {
 	return d.fail("commit", tx.Commit())
 }
 
+// CheckTx releases the savepoint, which fails when tx can no longer commit
+// what it did since: PostgreSQL aborted it after a failed statement, or
+// the server rolled it back (a MySQL deadlock, after which later
+// statements run in a new transaction and would commit without the claim).
+func (d *Driver) CheckTx(ctx context.Context, tx *sql.Tx, savepoint string) error {
+	if _, err := tx.ExecContext(ctx, "RELEASE SAVEPOINT "+d.dialect.quote(savepoint)); err != nil {
+		return fmt.Errorf("sqlstore: the transaction can no longer commit what it did since the claim (a failed statement's error was not returned): %w", err)
+	}
+	return nil
+}
+
 // Rollback rolls tx back; a transaction that is already over (committed,
 // rolled back, or failed at COMMIT) is not an error, nor is a nil tx.
 func (d *Driver) Rollback(_ context.Context, tx *sql.Tx) error {
@@ -370,18 +395,21 @@ func (d *Driver) RollbackToSavepoint(ctx context.Context, tx *sql.Tx, name strin
 	return d.fail("rollback to savepoint", err)
 }
 
-// AttemptAdd counts a failed attempt and returns the count so far.
-func (d *Driver) AttemptAdd(ctx context.Context, tx *sql.Tx, p *store.AttemptParams) (int, error) {
-	var n int
+// AttemptAdd counts a failed attempt or a transient failure and returns
+// the counts so far.
+func (d *Driver) AttemptAdd(ctx context.Context, tx *sql.Tx, p *store.AttemptParams) (store.Attempts, error) {
+	var a store.Attempts
+	counted, transient := p.Increments()
+	args := []any{p.Consumer, p.MessageID, p.Error, counted, transient}
 	if d.q.attemptCount == "" {
-		err := tx.QueryRowContext(ctx, d.q.attemptAdd, p.Consumer, p.MessageID, p.Error).Scan(&n)
-		return n, d.fail("add attempt", err)
+		err := tx.QueryRowContext(ctx, d.q.attemptAdd, args...).Scan(&a.Counted, &a.Transient)
+		return a, d.fail("add attempt", err)
 	}
-	if _, err := tx.ExecContext(ctx, d.q.attemptAdd, p.Consumer, p.MessageID, p.Error); err != nil {
-		return 0, d.fail("add attempt", err)
+	if _, err := tx.ExecContext(ctx, d.q.attemptAdd, args...); err != nil {
+		return a, d.fail("add attempt", err)
 	}
-	err := tx.QueryRowContext(ctx, d.q.attemptCount, p.Consumer, p.MessageID).Scan(&n)
-	return n, d.fail("add attempt: reading the count", err)
+	err := tx.QueryRowContext(ctx, d.q.attemptCount, p.Consumer, p.MessageID).Scan(&a.Counted, &a.Transient)
+	return a, d.fail("add attempt: reading the count", err)
 }
 
 // AttemptsDelete forgets a message's failed attempts.

@@ -59,18 +59,29 @@ func openMySQLVia(tb testing.TB, params string, via func(tb testing.TB, addr str
 	if err != nil {
 		tb.Fatal(err)
 	}
-	db.SetMaxOpenConns(20)
+	db.SetMaxOpenConns(mysqlMaxConns)
 	tb.Cleanup(func() { _ = db.Close() })
 	return db
 }
 
+// mysqlMaxConns is the size of the tests' pools.
+const mysqlMaxConns = 20
+
 func mysqlEnv(db *sql.DB, d *sqlstore.Driver, tables store.Tables) *storetest.Env[*sql.Tx] {
-	env := ledgerEnv(db, d, ledgerSQL{
+	if tables.Schema == "" {
+		_ = db.QueryRow("SELECT DATABASE()").Scan(&tables.Schema)
+	}
+	env := ledgerEnv(db, d, tables, ledgerSQL{
 		insert:   "INSERT INTO ledger (k) VALUES (?)",
 		count:    "SELECT COUNT(*) FROM ledger WHERE k = ?",
 		backdate: "UPDATE " + tables.Name("inbox", store.QuoteBacktick) + " SET received_at = UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND WHERE consumer = ? AND message_id = ?",
 		age:      func(d time.Duration) any { return d.Microseconds() },
 	})
+	env.MaxConns = mysqlMaxConns
+	env.Transient = func(ctx context.Context, tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, "SIGNAL SQLSTATE '40001' SET MYSQL_ERRNO = 1213, MESSAGE_TEXT = 'Deadlock found (raised by a test)'")
+		return err
+	}
 	// Transactions of this database's connections waiting for a row lock.
 	// MariaDB refreshes INNODB_TRX only when it was not read for 100 ms: the
 	// suite polls more slowly than that.

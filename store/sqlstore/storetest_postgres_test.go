@@ -39,12 +39,17 @@ var postgresHarness = storetest.Harness[*sql.Tx]{Open: func(tb testing.TB, table
 		return nil, err
 	}
 	inboxTable := tables.Name("inbox", store.QuoteDouble)
-	env := ledgerEnv(db, d, ledgerSQL{
+	env := ledgerEnv(db, d, tables, ledgerSQL{
 		insert:   "INSERT INTO " + ledger + " (key) VALUES ($1)",
 		count:    "SELECT count(*) FROM " + ledger + " WHERE key = $1",
 		backdate: "UPDATE " + inboxTable + " SET received_at = now() - $1::bigint * interval '1 millisecond' WHERE consumer = $2 AND message_id = $3",
 		age:      func(d time.Duration) any { return d.Milliseconds() },
 	})
+	env.MaxConns = 20
+	env.Transient = func(ctx context.Context, tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, testenv.PostgresRaiseDeadlock)
+		return err
+	}
 	env.LockTimeout = func(ctx context.Context, tx *sql.Tx) (time.Duration, error) {
 		var ms int64
 		err := tx.QueryRowContext(ctx, testenv.PostgresLockTimeout).Scan(&ms)

@@ -3,6 +3,7 @@ package sqlstore_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -19,7 +20,8 @@ import (
 var sqliteHarness = storetest.Harness[*sql.Tx]{
 	Open: func(tb testing.TB, tables store.Tables) (*storetest.Env[*sql.Tx], error) {
 		tb.Helper()
-		db, err := sqlstore.OpenSQLite(filepath.Join(tb.TempDir(), "inbox.db"), &sqlstore.SQLiteOptions{BusyTimeout: time.Second})
+		file := filepath.Join(tb.TempDir(), "inbox.db")
+		db, err := sqlstore.OpenSQLite(file, &sqlstore.SQLiteOptions{BusyTimeout: time.Second})
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -31,7 +33,7 @@ var sqliteHarness = storetest.Harness[*sql.Tx]{
 		if err != nil {
 			return nil, err
 		}
-		env := ledgerEnv(db, d, ledgerSQL{
+		env := ledgerEnv(db, d, tables, ledgerSQL{
 			insert:   "INSERT INTO ledger (key) VALUES (?)",
 			count:    "SELECT count(*) FROM ledger WHERE key = ?",
 			backdate: "UPDATE " + tables.Name("inbox", store.QuoteDouble) + " SET received_at = CAST(ROUND(unixepoch('now', 'subsec') * 1000) AS INTEGER) - ? WHERE consumer = ? AND message_id = ?",
@@ -39,6 +41,20 @@ var sqliteHarness = storetest.Harness[*sql.Tx]{
 		})
 		env.Settle = func(ctx context.Context) error {
 			_, err := db.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)")
+			return err
+		}
+		// SQLITE_BUSY, as a second writer gets it while tx writes.
+		env.Transient = func(ctx context.Context, _ *sql.Tx) error {
+			other, err := sqlstore.OpenSQLite(file, &sqlstore.SQLiteOptions{BusyTimeout: time.Millisecond})
+			if err != nil {
+				return err
+			}
+			defer other.Close()
+			tx, err := other.BeginTx(ctx, nil)
+			if err == nil {
+				_ = tx.Rollback()
+				return errors.New("a second writer began while the handler's transaction writes")
+			}
 			return err
 		}
 		return env, nil
@@ -54,9 +70,21 @@ type ledgerSQL struct {
 	age                     func(time.Duration) any
 }
 
-// ledgerEnv is the suite's environment on db and d.
-func ledgerEnv(db *sql.DB, d *sqlstore.Driver, q ledgerSQL) *storetest.Env[*sql.Tx] {
+// ledgerEnv is the suite's environment on db and d, on tables.
+func ledgerEnv(db *sql.DB, d *sqlstore.Driver, tables store.Tables, q ledgerSQL) *storetest.Env[*sql.Tx] {
 	return &storetest.Env[*sql.Tx]{
+		Tables: tables,
+		Exec: func(ctx context.Context, tx *sql.Tx, query string) error {
+			_, err := tx.ExecContext(ctx, query)
+			return err
+		},
+		LeaveRowsOpen: func(ctx context.Context, tx *sql.Tx) error {
+			rows, err := tx.QueryContext(ctx, "SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3")
+			if err == nil {
+				rows.Next()
+			}
+			return err
+		},
 		Driver: d,
 		Write: func(ctx context.Context, tx *sql.Tx, key string) error {
 			_, err := tx.ExecContext(ctx, q.insert, key)

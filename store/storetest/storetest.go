@@ -49,6 +49,22 @@ type Env[TTx any] struct {
 	// that the suite can check that ProcessTx leaves it set for the rest
 	// of the caller's transaction, whatever the outcome.
 	LockTimeout func(ctx context.Context, tx TTx) (time.Duration, error)
+	// Exec runs a statement in tx.
+	Exec func(ctx context.Context, tx TTx, query string) error
+	// Transient makes the database return, in tx or while tx is open, an
+	// error that the store must recognize as transient (a deadlock, a
+	// busy database), and returns it.
+	Transient func(ctx context.Context, tx TTx) error
+	// LeaveRowsOpen runs a query in tx that returns many rows, reads one
+	// and leaves the rest unread and the rows not closed, as a handler that
+	// breaks out of its loop without Close does.
+	LeaveRowsOpen func(ctx context.Context, tx TTx) error
+	// Tables are the table names the driver uses (with the schema the
+	// harness chose).
+	Tables store.Tables
+	// MaxConns is the size of the driver's connection pool, 0 when it is
+	// not bounded or one transaction at a time writes (SQLite).
+	MaxConns int
 }
 
 // Harness opens environments for the suite.
