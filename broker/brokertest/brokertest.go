@@ -67,6 +67,8 @@ func Run(t *testing.T, h Harness) {
 		{"LongHandlerKeepsLease", testLongHandler, nil},
 		{"ShutdownGraceCommitsAndAcks", testShutdownGrace, nil},
 		{"BrokerRestart", testRestart, func(f Features) bool { return f.Restart }},
+		{"LogsAtDefaultLevel", testLogsAtDefaultLevel, nil},
+		{"UnrecoverableStopsConsume", testUnrecoverableStopsConsume, nil},
 	}
 	for _, tc := range tests {
 		if tc.need != nil && !tc.need(h.Features) {

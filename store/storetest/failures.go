@@ -241,10 +241,38 @@ func testSchemaChecked[TTx any](t *testing.T, h Harness[TTx]) {
 	if _, err := inbox.New(ctx, env.Driver, &inbox.Config{Consumer: "c"}); err != nil {
 		t.Fatalf("New after Migrate: %v", err)
 	}
+	if env.Exec == nil || len(ms) < 2 {
+		return
+	}
+	// Tables one migration behind the code, as after a deploy that did not
+	// migrate.
+	last := ms[len(ms)-1].Version
+	tx, err := env.BeginPlain(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Exec(ctx, tx, fmt.Sprintf("DELETE FROM %s WHERE version = %d", env.Tables.Name("inbox_migrations", quoteFor(env.Driver)), last)); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Driver.Commit(ctx, tx); err != nil {
+		t.Fatal(err)
+	}
+	_, err = inbox.New(ctx, env.Driver, &inbox.Config{Consumer: "c"})
+	if !errors.Is(err, inbox.ErrNotMigrated) || !strings.Contains(err.Error(), fmt.Sprintf("needs %d", last)) {
+		t.Fatalf("New on tables one version behind: %v, want ErrNotMigrated naming version %d", err, last)
+	}
+}
+
+// quoteFor returns the identifier quoting of d's dialect.
+func quoteFor[TTx any](d store.Driver[TTx]) func(string) string {
+	if d.Dialect() == "mysql" {
+		return store.QuoteBacktick
+	}
+	return store.QuoteDouble
 }
 
 // A database error that no retry fixes (the inbox's table dropped) is
-// marked ErrUnrecoverable.
+// marked ErrUnrecoverable (brokertest checks that it stops Consume).
 func testUnrecoverable[TTx any](t *testing.T, h Harness[TTx]) {
 	ctx := context.Background()
 	env := open(t, h)
@@ -252,15 +280,11 @@ func testUnrecoverable[TTx any](t *testing.T, h Harness[TTx]) {
 		t.Skip("the harness cannot run a statement (Env.Exec)")
 	}
 	ib := newInbox(t, env, inbox.Config{})
-	quote := store.QuoteDouble
-	if env.Driver.Dialect() == "mysql" {
-		quote = store.QuoteBacktick
-	}
 	tx, err := env.BeginPlain(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := env.Exec(ctx, tx, "DROP TABLE "+env.Tables.Name("inbox", quote)); err != nil {
+	if err := env.Exec(ctx, tx, "DROP TABLE "+env.Tables.Name("inbox", quoteFor(env.Driver))); err != nil {
 		t.Fatal(err)
 	}
 	if err := env.Driver.Commit(ctx, tx); err != nil {

@@ -50,7 +50,7 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"ProcessTxSwallowedError", testProcessTxSwallowedError[TTx]},
 		{"ProcessTxPoolExhausted", testProcessTxPoolExhausted[TTx]},
 		{"SchemaChecked", testSchemaChecked[TTx]},
-		{"UnrecoverableStopsConsume", testUnrecoverable[TTx]},
+		{"UnrecoverableError", testUnrecoverable[TTx]},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -619,7 +619,11 @@ func testProcessTx[TTx any](t *testing.T, h Harness[TTx]) {
 		if err := env.Write(ctx, tx, key("caller-"+m.ID)); err != nil {
 			t.Fatal(err)
 		}
-		out, _ := ib.ProcessTx(ctx, tx, m, hd)
+		out, err := ib.ProcessTx(ctx, tx, m, hd)
+		if (err != nil) != (out.Status == inbox.Retry) {
+			_ = env.Driver.Rollback(ctx, tx)
+			t.Fatalf("%s: %v with error %v: want an error exactly with Retry", what, out.Status, err)
+		}
 		if out.Status != want || out.Commit() != wantCommit {
 			_ = env.Driver.Rollback(ctx, tx)
 			t.Fatalf("%s: %v commit=%v, want %v commit=%v", what, out.Status, out.Commit(), want, wantCommit)
