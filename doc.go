@@ -30,11 +30,36 @@
 // back, claims the message itself).
 //
 // Ack the broker only after Process returns an outcome whose Ack method is
-// true: then the message's fate is committed. A handler error rolls back its
-// writes and the claim together; the failed attempt is counted in a
-// transaction of its own, so the count survives; the message is retried with
-// exponential backoff, and dead-lettered (payload, headers and error kept,
-// replayable) at Config.MaxAttempts or at once for a Permanent error.
+// true: then the message's fate is committed. Process returns an error
+// exactly when it does not (Retry: nothing committed, redeliver after
+// Outcome.Delay), so "if err != nil, nack" is right.
+//
+// # Failures
+//
+// A handler error rolls back its writes and the claim together; the failed
+// attempt is counted in a transaction of its own, so the count survives; the
+// message is retried with exponential backoff, and dead-lettered (payload,
+// headers and error kept, replayable) at Config.MaxAttempts or at once for a
+// Permanent error. A handler's own timeout counts like any failure.
+//
+// A transient failure, a database error that the store recognizes in the
+// handler's queries (a deadlock, a serialization failure, a lock timeout, a
+// busy SQLite) or an error marked with a Retryable() bool method, does not
+// count towards MaxAttempts: such failures are counted apart, back off on
+// their own count, and dead-letter the message at
+// Config.MaxTransientFailures. The store alone decides which database
+// errors are transient.
+//
+// An error of the inbox's own statements (a lock timeout behind a racing
+// delivery, a lost connection, a COMMIT of unknown outcome) is a Retry that
+// counts nothing; its delay grows while the database keeps failing. One that
+// no retry fixes (tables missing, permission denied) wraps ErrUnrecoverable
+// and stops Consume. New refuses tables that are not migrated
+// (ErrNotMigrated).
+//
+// Config.Logger says at the default level what happens: dead letters at
+// WARN, retries at INFO (rate-limited), database failures at WARN or ERROR
+// and their end at INFO.
 //
 // Old inbox rows are deleted by a Pruner after the retention (7 days by
 // default), which must be longer than the broker's redelivery window.
@@ -54,11 +79,10 @@
 //			_, err := tx.Exec(ctx, "UPDATE accounts SET balance = balance + $1 WHERE id = $2", amount, account)
 //			return err
 //		})
-//	if out.Ack() { // processed, duplicate or dead-lettered: committed
-//		delivery.Ack(ctx)
-//	} else { // Retry: nothing committed
-//		delivery.Nack(ctx, out.Delay)
+//	if err != nil { // Retry: nothing committed
+//		return delivery.Nack(ctx, out.Delay)
 //	}
+//	return delivery.Ack(ctx) // processed, duplicate or dead-lettered: committed
 //
 // A service that owns its transactions uses ProcessTx with its own
 // transaction instead.

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -294,4 +296,62 @@ func testUnrecoverable[TTx any](t *testing.T, h Harness[TTx]) {
 	if out.Status != inbox.Retry || !errors.Is(err, inbox.ErrUnrecoverable) {
 		t.Fatalf("Process without the inbox table: %v %v, want Retry with ErrUnrecoverable", out.Status, err)
 	}
+}
+
+// While the inbox's own statements keep failing (here: claims timing out
+// behind a held one), the delays grow with the consecutive failures, one
+// WARN line says so, and the first success resets them with an INFO line.
+func testDatabaseErrorsBackOff[TTx any](t *testing.T, h Harness[TTx]) {
+	ctx := context.Background()
+	env := open(t, h)
+	logs := &syncBuffer{}
+	ib := newInbox(t, env, inbox.Config{LockTimeout: 100 * time.Millisecond, Backoff: noJitter,
+		Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	started, release, held := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	go func() {
+		_, err := ib.Process(ctx, msg("held"), func(ctx context.Context, tx TTx, m *inbox.Message) error {
+			close(started)
+			<-release
+			return env.Write(ctx, tx, key(m.ID))
+		})
+		held <- err
+	}()
+	<-started
+	for i, want := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second} {
+		out, err := ib.Process(ctx, msg("held"), writer(env))
+		if out.Status != inbox.Retry || out.Delay != want {
+			close(release)
+			t.Fatalf("claim %d behind a held one: %v after %v (%v), want Retry after %v", i+1, out.Status, out.Delay, err, want)
+		}
+	}
+	close(release)
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+	if out, err := ib.Process(ctx, msg("next"), writer(env)); err != nil || out.Status != inbox.Processed {
+		t.Fatalf("after the holder committed: %v %v", out.Status, err)
+	}
+	warn := strings.Count(logs.String(), "level=WARN msg=\"inbox: database error")
+	info := strings.Count(logs.String(), "level=INFO msg=\"inbox: the database answers again\"")
+	if warn != 1 || info != 1 || !strings.Contains(logs.String(), "failures=3") {
+		t.Fatalf("want one WARN line for the 3 failures and one INFO line when they ended; the log:\n%s", logs)
+	}
+}
+
+// syncBuffer collects log lines from several goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

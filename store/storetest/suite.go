@@ -51,6 +51,7 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"ProcessTxPoolExhausted", testProcessTxPoolExhausted[TTx]},
 		{"SchemaChecked", testSchemaChecked[TTx]},
 		{"UnrecoverableError", testUnrecoverable[TTx]},
+		{"DatabaseErrorsBackOff", testDatabaseErrorsBackOff[TTx]},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
