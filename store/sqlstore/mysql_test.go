@@ -358,3 +358,81 @@ func TestMySQLProcessTxOtherPool(t *testing.T) {
 		}
 	}
 }
+
+// A handler that swallows a real deadlock: InnoDB rolled back the caller's
+// whole transaction (the claim and the savepoint with it). ProcessTx must
+// not call that Processed, or the message would be acked with nothing of
+// it committed.
+func TestMySQLProcessTxSwallowedDeadlock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := openMySQL(t, "")
+	ib := mysqlInbox(t, db, sqlstore.Config{}, inbox.Config{Consumer: "swallow"}, false)
+	for _, q := range []string{
+		"CREATE TABLE acct (id INT PRIMARY KEY, n INT NOT NULL) ENGINE=InnoDB",
+		"INSERT INTO acct VALUES (1, 0), (2, 0)",
+		"CREATE TABLE later (k VARCHAR(20) NOT NULL) ENGINE=InnoDB",
+		"CREATE TABLE filler (id INT PRIMARY KEY, n INT NOT NULL) ENGINE=InnoDB",
+		"INSERT INTO filler SELECT seq, 0 FROM seq_1_to_200",
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	// The other transaction is the heavier one (200 rows changed), so that
+	// InnoDB picks the handler's as the deadlock's victim.
+	other, err := db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Rollback()
+	for _, q := range []string{"UPDATE filler SET n = n + 1", "UPDATE acct SET n = n + 10 WHERE id = 2"} {
+		if _, err := other.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	otherDone := make(chan error, 1)
+	var handlerErr error
+	swallows := func(ctx context.Context, tx *sql.Tx, m *inbox.Message) error {
+		if _, err := tx.ExecContext(ctx, "UPDATE acct SET n = n + 1 WHERE id = 1"); err != nil {
+			return err
+		}
+		go func() {
+			_, err := other.Exec("UPDATE acct SET n = n + 10 WHERE id = 1") // waits for the handler
+			otherDone <- err
+		}()
+		time.Sleep(300 * time.Millisecond)
+		_, handlerErr = tx.ExecContext(ctx, "UPDATE acct SET n = n + 1 WHERE id = 2") // the deadlock
+		_, _ = tx.ExecContext(ctx, "INSERT INTO later VALUES ('after')")            // in a new transaction
+		return nil
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := ib.ProcessTx(ctx, tx, inbox.Message{ID: "m"}, swallows)
+	if mysqlErrNumber(handlerErr) != 1213 {
+		_ = tx.Rollback()
+		t.Skipf("no deadlock with the handler as its victim (%v): nothing to check", handlerErr)
+	}
+	if out.Status == inbox.Processed || out.Commit() || err == nil {
+		_ = tx.Rollback()
+		t.Fatalf("ProcessTx after a swallowed deadlock: %v (commit %v, error %v), want Retry to roll back", out.Status, out.Commit(), err)
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-otherDone; err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	// (MariaDB runs the handler's write after the deadlock outside any
+	// transaction: it committed at once, beyond the caller's rollback. No
+	// store can undo a handler's writes after an error it swallowed; the
+	// claim, at least, did not commit.)
+	if out, err := ib.Process(ctx, inbox.Message{ID: "m"}, func(context.Context, *sql.Tx, *inbox.Message) error { return nil }); err != nil || out.Status != inbox.Processed {
+		t.Fatalf("redelivery: %v %v, want Processed (the claim never committed)", out.Status, err)
+	}
+}
