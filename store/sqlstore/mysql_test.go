@@ -403,7 +403,7 @@ func TestMySQLProcessTxSwallowedDeadlock(t *testing.T) {
 		}()
 		time.Sleep(300 * time.Millisecond)
 		_, handlerErr = tx.ExecContext(ctx, "UPDATE acct SET n = n + 1 WHERE id = 2") // the deadlock
-		_, _ = tx.ExecContext(ctx, "INSERT INTO later VALUES ('after')")            // in a new transaction
+		_, _ = tx.ExecContext(ctx, "INSERT INTO later VALUES ('after')")              // in a new transaction
 		return nil
 	}
 	tx, err := db.BeginTx(ctx, nil)
