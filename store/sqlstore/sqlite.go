@@ -193,6 +193,7 @@ func (d sqliteDialect) retryable(err error) bool {
 
 // prepareRefused: the dialect keeps no statements prepared.
 func (sqliteDialect) prepareRefused(error) bool { return false }
+func (sqliteDialect) claimDeadlock(error) bool  { return false }
 
 func (sqliteDialect) busy(err error) bool {
 	switch sqliteCode(err) {
