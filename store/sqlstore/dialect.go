@@ -69,6 +69,10 @@ type dialect interface {
 	// prepareRefused reports whether err is the server refusing to prepare
 	// a statement (which therefore did not run).
 	prepareRefused(err error) bool
+	// claimDeadlock reports whether err, returned by the claim as the
+	// first statement of BeginClaim's transaction, is a deadlock that
+	// rolled the transaction back: BeginClaim then begins again.
+	claimDeadlock(err error) bool
 
 	// beginMigrate starts the migration transaction on conn, holding the
 	// lock that keeps concurrent migrations of tables t apart.

@@ -307,6 +307,16 @@ func (mysqlDialect) retryable(err error) bool {
 
 func (mysqlDialect) busy(err error) bool { return mysqlNumber(err) == mysqlErrLockWaitTimeout }
 
+// claimDeadlock: racing claims of one message deadlock on InnoDB when the
+// transaction that inserted the row rolls back. Each waiter's claim holds
+// (or waits for) a lock on the duplicate key; when the row is removed,
+// InnoDB turns those locks into gap locks, which the waiters all keep, and
+// each waiter's insert then waits for the others' gap locks: InnoDB rolls
+// back all but one (1213). Beginning again is safe, as the claim was the
+// transaction's first statement, and the new claim waits behind the
+// survivor's row like any duplicate.
+func (mysqlDialect) claimDeadlock(err error) bool { return mysqlNumber(err) == mysqlErrDeadlock }
+
 // prepareRefused: the server's prepared-statement limit is reached, the
 // statement cannot be prepared, or the connection no longer knows it.
 func (mysqlDialect) prepareRefused(err error) bool {

@@ -92,6 +92,7 @@ func (postgresDialect) missingTable(err error) bool {
 
 // prepareRefused: the dialect keeps no statements prepared.
 func (postgresDialect) prepareRefused(error) bool { return false }
+func (postgresDialect) claimDeadlock(error) bool  { return false }
 
 // busy: a lock timeout (55P03) behind another transaction.
 func (postgresDialect) busy(err error) bool {

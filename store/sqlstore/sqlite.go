@@ -213,6 +213,7 @@ func (sqliteDialect) missingTable(err error) bool {
 
 // prepareRefused: the dialect keeps no statements prepared.
 func (sqliteDialect) prepareRefused(error) bool { return false }
+func (sqliteDialect) claimDeadlock(error) bool  { return false }
 
 func (sqliteDialect) busy(err error) bool {
 	switch sqliteCode(err) {

@@ -164,6 +164,10 @@ func (d *Driver) Begin(ctx context.Context, p *store.BeginParams) (*sql.Tx, erro
 
 // BeginClaim opens a transaction and claims the message in it. On a
 // duplicate it rolls the transaction back itself and returns a nil tx.
+// MySQL: a claim that deadlocked with racing deliveries of the message
+// (their holder rolled back) begins again, at most claimRestarts times,
+// each waiting up to innodb_lock_wait_timeout, instead of returning the
+// deadlock for a redelivery.
 func (d *Driver) BeginClaim(ctx context.Context, p *store.ClaimParams) (*sql.Tx, *store.ClaimResult, error) {
 	bp := &store.BeginParams{LockTimeout: p.LockTimeout}
 	if d.q.claimSettingLockTimeout != "" {
@@ -174,17 +178,27 @@ func (d *Driver) BeginClaim(ctx context.Context, p *store.ClaimParams) (*sql.Tx,
 		d.prepare(ctx, d.q.claim)
 		d.prepare(ctx, d.q.claimLookup)
 	}
-	tx, err := d.Begin(ctx, bp)
-	if err != nil {
-		return nil, nil, err
-	}
-	res, err := d.claim(ctx, tx, p, bp == nil, true)
-	if err != nil || !res.Claimed {
+	for restarts := 0; ; restarts++ {
+		tx, err := d.Begin(ctx, bp)
+		if err != nil {
+			return nil, nil, err
+		}
+		res, err := d.claim(ctx, tx, p, bp == nil, true)
+		if err == nil && res.Claimed {
+			return tx, res, nil
+		}
 		d.rollbackQuietly(tx)
+		if err != nil && restarts < claimRestarts && d.dialect.claimDeadlock(err) && ctx.Err() == nil {
+			continue // nothing but the claim ran in tx
+		}
 		return nil, res, err
 	}
-	return tx, res, nil
 }
+
+// claimRestarts bounds how often BeginClaim begins again after its claim
+// deadlocked (see the dialects' claimDeadlock): once is enough unless the
+// racing delivery that survived the deadlock rolls back too.
+const claimRestarts = 3
 
 // Claim claims the message in the caller's tx, and sets the lock timeout
 // for the rest of tx. p.Savepoint, when set, is created just before the
