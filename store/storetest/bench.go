@@ -10,10 +10,10 @@ import (
 	"github.com/inboxkit/inbox"
 )
 
-// Bench measures Process side by side with its baseline, the same business
-// transaction without the inbox (BEGIN as the application does it, the
-// ledger insert, COMMIT), with 1 and 8 goroutines, and Process of
-// duplicates. Each sub-benchmark reports msgs/s; compare inbox with
+// Bench measures Process and ProcessTx side by side with their baseline,
+// the same business transaction without the inbox (BEGIN as the
+// application does it, the ledger insert, COMMIT), with 1 and 8
+// goroutines, and Process of duplicates. Each sub-benchmark reports msgs/s; compare inbox with
 // baseline at the same goroutine count.
 func Bench[TTx any](b *testing.B, h Harness[TTx]) {
 	env := open(b, h)
@@ -47,16 +47,32 @@ func Bench[TTx any](b *testing.B, h Harness[TTx]) {
 		}
 		return nil
 	}
-	// Warm up: open and prepare the connections of both paths first, so
-	// that neither pays for it in its timed run.
-	for _, fn := range []func(int64) error{baseline, processNew} {
+	// ProcessTx in the application's transaction: BEGIN as the
+	// application does it, ProcessTx, COMMIT.
+	processTx := func(int64) error {
+		id := fmt.Sprintf("tx-%d", seq.Add(1))
+		tx, err := env.BeginPlain(ctx)
+		if err != nil {
+			return err
+		}
+		out, err := ib.ProcessTx(ctx, tx, inbox.Message{ID: id, Payload: []byte(id)}, hd)
+		if out.Status != inbox.Processed {
+			_ = env.Driver.Rollback(ctx, tx)
+			return fmt.Errorf("%v: %w", out.Status, err)
+		}
+		return env.Driver.Commit(ctx, tx)
+	}
+	retry := func(err error) bool { return inbox.IsRetryable(err) || env.Driver.Retryable(err) }
+	// Warm up: open and prepare the connections of every path first, so
+	// that none pays for it in its timed run.
+	for _, fn := range []func(int64) error{baseline, processNew, processTx} {
 		var wg sync.WaitGroup
 		for g := range 16 {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				for i := range 20 {
-					if err := retrying(fn, int64(-1-g*100-i)); err != nil {
+					if err := retrying(retry, fn, int64(-1-g*100-i)); err != nil {
 						b.Error(err)
 						return
 					}
@@ -75,15 +91,19 @@ func Bench[TTx any](b *testing.B, h Harness[TTx]) {
 	for _, g := range []int{1, 8} {
 		b.Run(fmt.Sprintf("baseline/goroutines=%d", g), func(b *testing.B) {
 			settle(b)
-			parallel(b, g, baseline)
+			parallel(b, g, retry, baseline)
 		})
 		b.Run(fmt.Sprintf("inbox/goroutines=%d", g), func(b *testing.B) {
 			settle(b)
-			parallel(b, g, processNew)
+			parallel(b, g, retry, processNew)
+		})
+		b.Run(fmt.Sprintf("processtx/goroutines=%d", g), func(b *testing.B) {
+			settle(b)
+			parallel(b, g, retry, processTx)
 		})
 		b.Run(fmt.Sprintf("duplicate/goroutines=%d", g), func(b *testing.B) {
 			settle(b)
-			parallel(b, g, func(i int64) error {
+			parallel(b, g, retry, func(i int64) error {
 				id := fmt.Sprintf("dup-%d", i%dups)
 				out, err := ib.Process(ctx, inbox.Message{ID: id, Payload: []byte(id)}, hd)
 				if out.Status != inbox.Duplicate {
@@ -95,8 +115,9 @@ func Bench[TTx any](b *testing.B, h Harness[TTx]) {
 	}
 }
 
-// parallel runs fn b.N times on g goroutines and reports msgs/s.
-func parallel(b *testing.B, g int, fn func(i int64) error) {
+// parallel runs fn b.N times on g goroutines, each again after an error
+// that retry accepts, and reports msgs/s.
+func parallel(b *testing.B, g int, retry func(error) bool, fn func(i int64) error) {
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	var once sync.Once
@@ -110,7 +131,7 @@ func parallel(b *testing.B, g int, fn func(i int64) error) {
 				if i >= int64(b.N) {
 					return
 				}
-				if err := retrying(fn, i); err != nil {
+				if err := retrying(retry, fn, i); err != nil {
 					once.Do(func() { b.Error(err) })
 					return
 				}
@@ -122,11 +143,11 @@ func parallel(b *testing.B, g int, fn func(i int64) error) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
 }
 
-// retrying runs fn(i), again after a retryable error (SQLite busy behind
-// other writers), as a consumer would, for every path alike.
-func retrying(fn func(i int64) error, i int64) error {
+// retrying runs fn(i), again after an error that retry accepts (SQLite
+// busy behind other writers), as a consumer would, for every path alike.
+func retrying(retry func(error) bool, fn func(i int64) error, i int64) error {
 	err := fn(i)
-	for try := 0; inbox.IsRetryable(err) && try < 100; try++ {
+	for try := 0; retry(err) && try < 100; try++ {
 		err = fn(i)
 	}
 	return err
