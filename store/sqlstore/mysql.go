@@ -370,6 +370,24 @@ func (mysqlDialect) endMigrate(ctx context.Context, conn *sql.Conn, t store.Tabl
 	return mysqlUnlock(ctx, conn, "migrate", t)
 }
 
+// scriptFrame: Migrate's GET_LOCK around the script; DDL commits by
+// itself, so every statement is idempotent, as for Migrate.
+func (mysqlDialect) scriptFrame(t store.Tables) (scriptFrame, error) {
+	lock, err := fillLiterals(mysqlLockName, "migrate", t.Schema, t.Schema, t.Prefix)
+	if err != nil {
+		return scriptFrame{}, err
+	}
+	return scriptFrame{
+		header: "-- The inbox's tables: apply with mariadb (or mysql) DATABASE < SCRIPT. MySQL commits\n" +
+			"-- each DDL statement by itself: every statement is idempotent, and each version is\n" +
+			"-- recorded once, as Migrate records it: applying this twice, or after Migrate (even\n" +
+			"-- one cut short), changes nothing.\n",
+		begin:      "DO GET_LOCK(" + lock + ", " + strconv.Itoa(mysqlMigrateWait) + ");\n",
+		end:        "DO RELEASE_LOCK(" + lock + ");\n",
+		recordOnce: " ON DUPLICATE KEY UPDATE version = version",
+	}, nil
+}
+
 // statements splits a migration at the lines that end with ";". The
 // migration files keep to that: no statement has a line ending in ";"
 // inside it.

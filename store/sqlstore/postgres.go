@@ -32,6 +32,11 @@ func (postgresDialect) checkTables(store.Tables) error   { return nil }
 func (postgresDialect) statements(m string) []string     { return []string{m} } // simple protocol: several at once
 func (postgresDialect) txOptions(*sql.DB) *sql.TxOptions { return postgresTxOptions }
 
+// scriptFrame: MigrationScript uses internal/pgsql's Script instead.
+func (postgresDialect) scriptFrame(store.Tables) (scriptFrame, error) {
+	return scriptFrame{}, errors.New("the PostgreSQL script is internal/pgsql's")
+}
+
 var postgresTxOptions = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 
 // templates maps internal/pgsql's statements, with internal/migrate's

@@ -93,6 +93,12 @@ func sqliteURIPath(path string) string {
 // the whole statement; 'subsec' needs SQLite 3.42.
 const sqliteNow = `CAST(ROUND(unixepoch('now', 'subsec') * 1000) AS INTEGER)`
 
+// sqliteNowPortable is sqliteNow for the migrations table, which the
+// printed script (MigrationScript) writes in whatever sqlite3 a team has:
+// 'subsec' is NULL before 3.42 (Debian 12 ships 3.40); julianday keeps
+// milliseconds in every version.
+const sqliteNowPortable = `CAST(ROUND((julianday('now') - 2440587.5) * 86400000) AS INTEGER)`
+
 const sqliteDeadLetterColumns = `id, consumer, message_id, message_type, payload, headers, error, attempts, failed_at`
 
 var sqliteQueries = queries{
@@ -149,7 +155,7 @@ RETURNING 1`,
     applied_at INTEGER NOT NULL
 ) STRICT`,
 	migrationsApplied: `SELECT version FROM {migrations}`,
-	migrationRecord:   `INSERT INTO {migrations} (version, name, applied_at) VALUES (?, ?, ` + sqliteNow + `)`,
+	migrationRecord:   `INSERT INTO {migrations} (version, name, applied_at) VALUES (?, ?, ` + sqliteNowPortable + `)`,
 }
 
 type sqliteDialect struct{}
@@ -211,6 +217,19 @@ func (sqliteDialect) beginMigrate(ctx context.Context, conn *sql.Conn, _ store.T
 
 func (sqliteDialect) endMigrate(ctx context.Context, conn *sql.Conn, _ store.Tables, commit bool) error {
 	return endConnTx(ctx, conn, commit)
+}
+
+// scriptFrame: the write lock, as beginMigrate takes it, for the whole
+// script; SQLite has no conditional DDL, so its migrations are idempotent.
+func (sqliteDialect) scriptFrame(store.Tables) (scriptFrame, error) {
+	return scriptFrame{
+		header: "-- The inbox's tables: apply with sqlite3 -bail FILE.db < SCRIPT (or one Exec of database/sql).\n" +
+			"-- Every statement is idempotent and each version is recorded once, as Migrate\n" +
+			"-- records it: applying this twice, or after Migrate, changes nothing.\n",
+		begin:      "BEGIN IMMEDIATE;\n",
+		end:        "COMMIT;\n",
+		recordOnce: " ON CONFLICT (version) DO NOTHING",
+	}, nil
 }
 
 // statements: SQLite runs a whole migration in one call.
