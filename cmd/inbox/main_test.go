@@ -68,6 +68,7 @@ func TestCommands(t *testing.T) {
 			code: 1, stderr: []string{"inbox: prune: ", "no such table"}},
 		{name: "prune too short", args: []string{"prune", "-sqlite", dbPath, "-retention", "30m"}, code: 1, stderr: []string{"inbox: "}},
 		{name: "no store", args: []string{"migrate"}, code: 1, stderr: []string{"inbox: give -postgres DSN"}},
+		{name: "two stores", args: []string{"migrate", "-postgres", "x", "-mysql", "y"}, code: 1, stderr: []string{"give one of"}},
 		{name: "no command", code: 2, stderr: []string{"usage: inbox <command>"}},
 		{name: "unknown", args: []string{"frobnicate"}, code: 2, stderr: []string{`unknown command "frobnicate"`}},
 		{name: "unknown flag", args: []string{"prune", "-frobnicate"}, code: 2, stderr: []string{"flag provided but not defined: -frobnicate", "-retention"}},

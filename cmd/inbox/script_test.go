@@ -112,6 +112,9 @@ func TestPrintedScript(t *testing.T) {
 				migrate(e.printed, "up to date at version "+latest)
 			}
 			e.claim(t, e.printed)
+			if code, stdout, stderr := runCmd(t, append(append([]string{"prune"}, e.store...), flags(e.printed)...)...); code != 0 || !strings.Contains(stdout, "pruned 0 rows") {
+				t.Fatalf("prune: exit %d, stdout %q, want pruned 0 rows; stderr: %s", code, stdout, stderr)
+			}
 		})
 	}
 }
