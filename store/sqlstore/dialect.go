@@ -10,8 +10,8 @@ import (
 	"github.com/inboxkit/inbox/store"
 )
 
-// Dialect is the SQL dialect of a database: SQLite or MySQL/MariaDB (later
-// PostgreSQL). Its zero value is no dialect.
+// Dialect is the SQL dialect of a database: SQLite, MySQL/MariaDB or
+// PostgreSQL. Its zero value is no dialect.
 type Dialect struct{ d dialect }
 
 // String returns the dialect's name, as Driver.Dialect does.

@@ -75,6 +75,10 @@ type MySQLOptions struct {
 	// 1 s. Default: the DSN's innodb_lock_wait_timeout parameter if it has
 	// one, else 5 s.
 	LockTimeout time.Duration
+	// MaxIdleConns is how many idle connections the pool keeps
+	// (sql.DB.SetMaxIdleConns). Default DefaultMaxIdleConns; negative
+	// keeps none.
+	MaxIdleConns int
 }
 
 // ErrClientFoundRows is returned by OpenMySQL for a DSN with
@@ -84,7 +88,8 @@ var ErrClientFoundRows = errors.New("sqlstore: clientFoundRows=true makes a dupl
 
 // OpenMySQL opens a pool on the MySQL or MariaDB database of dsn
 // (go-sql-driver/mysql's format, user:password@tcp(host:3306)/database?...)
-// with the settings the inbox needs: it refuses clientFoundRows=true
+// with the settings the inbox needs: it keeps DefaultMaxIdleConns idle
+// connections, refuses clientFoundRows=true
 // (ErrClientFoundRows), sets parseTime=true, and sets on every connection
 // innodb_lock_wait_timeout (see MySQLOptions) and READ COMMITTED as the
 // session's isolation level, which the application's own transactions on
@@ -102,6 +107,11 @@ func OpenMySQL(dsn string, opts *MySQLOptions) (*sql.DB, error) {
 		return nil, fmt.Errorf("sqlstore: OpenMySQL: %w", err)
 	}
 	db := sql.OpenDB(mysqlConnector{conn})
+	idle := 0
+	if opts != nil {
+		idle = opts.MaxIdleConns
+	}
+	setMaxIdleConns(db, idle)
 	if err := db.Ping(); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("sqlstore: OpenMySQL %s: %w", cfg.Addr, err)

@@ -19,6 +19,8 @@ import (
 // It shares the schema, migrations and statements of store/pgxstore, which
 // is faster: there BEGIN and the claim take one round trip, here
 // database/sql sends them apart (the claim sets the lock timeout itself).
+// sql.Open keeps 2 idle connections: call db.SetMaxIdleConns with at least
+// the consumer's Workers (see DefaultMaxIdleConns).
 var Postgres = Dialect{d: postgresDialect{}}
 
 type postgresDialect struct{}

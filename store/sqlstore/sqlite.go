@@ -36,13 +36,18 @@ type SQLiteOptions struct {
 	// BusyTimeout is how long a writer waits for the write lock before it
 	// fails with SQLITE_BUSY. Default 5 s; negative means not at all.
 	BusyTimeout time.Duration
+	// MaxIdleConns is how many idle connections the pool keeps
+	// (sql.DB.SetMaxIdleConns). Default DefaultMaxIdleConns; negative
+	// keeps none.
+	MaxIdleConns int
 }
 
 // OpenSQLite opens the SQLite database file at path (created if missing)
 // with the settings the inbox needs: WAL journal, synchronous=FULL (a
 // commit survives a power loss), the busy timeout, foreign keys on, and
-// BEGIN IMMEDIATE for every read-write transaction of the pool. opts may be
-// nil. It connects once to report a bad path or setting now.
+// BEGIN IMMEDIATE for every read-write transaction of the pool, and
+// DefaultMaxIdleConns idle connections kept. opts may be nil. It connects
+// once to report a bad path or setting now.
 func OpenSQLite(path string, opts *SQLiteOptions) (*sql.DB, error) {
 	dsn, err := sqliteDSN(path, opts)
 	if err != nil {
@@ -52,6 +57,11 @@ func OpenSQLite(path string, opts *SQLiteOptions) (*sql.DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: open %q: %w", path, err)
 	}
+	idle := 0
+	if opts != nil {
+		idle = opts.MaxIdleConns
+	}
+	setMaxIdleConns(db, idle)
 	if err := db.Ping(); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("sqlstore: open %q: %w", path, err)
