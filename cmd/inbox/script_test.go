@@ -321,3 +321,21 @@ func claimTwice[TTx any](t *testing.T, d store.Driver[TTx]) {
 		}
 	}
 }
+
+// TestPostgresScriptsAgree: sqlstore.Postgres prints pgxstore's script, as
+// both share the schema and the migrations table.
+func TestPostgresScriptsAgree(t *testing.T) {
+	t.Parallel()
+	tables := store.Tables{Schema: "app", Prefix: "x_"}
+	a, err := pgxstore.MigrationScript(tables)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := sqlstore.MigrationScript(sqlstore.Postgres, tables)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a != b {
+		t.Fatalf("sqlstore.Postgres's script differs from pgxstore's:\n%s\n---\n%s", b, a)
+	}
+}
