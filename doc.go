@@ -68,8 +68,10 @@
 //
 // An Inbox is generic over the transaction type its store uses:
 // store/pgxstore (PostgreSQL, pgx.Tx) and store/sqlstore (database/sql,
-// *sql.Tx; SQLite through modernc.org/sqlite). Create the tables with
-// Migrate, or apply the SQL of the driver's Migrations yourself.
+// *sql.Tx: PostgreSQL through pgx's stdlib, MySQL/MariaDB, SQLite through
+// modernc.org/sqlite). Create the tables with Migrate, or apply yourself
+// the script of pgxstore.MigrationScript or sqlstore.MigrationScript
+// (inbox migrate -print), which records the versions as Migrate does.
 //
 //	driver, _ := pgxstore.New(pool, nil)
 //	_ = inbox.Migrate(ctx, driver)

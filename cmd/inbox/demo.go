@@ -32,15 +32,14 @@ import (
 // after the commit (the broker redelivers), two consumers receiving one
 // message at once, handlers failing before they succeed. Then it checks
 // that every payment credited its account exactly once.
-func demo(ctx context.Context, args []string, out io.Writer) error {
+func demo(ctx context.Context, args []string, out, stderr io.Writer) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.SetOutput(out)
 	path := fs.String("db", "", "SQLite file (default: a new temporary file)")
 	n := fs.Int("messages", 300, "number of payments published")
 	workers := fs.Int("workers", 4, "workers of each of the two consumers")
 	lostAcks := fs.Float64("lost-acks", 0.3, "fraction of acks lost after the commit (the broker redelivers those)")
 	seed := fs.Uint64("seed", 1, "seed of the faults")
-	if err := fs.Parse(args); err != nil {
+	if err := parse(fs, args, out, stderr); err != nil {
 		return err
 	}
 	if *n < 1 || *workers < 1 {

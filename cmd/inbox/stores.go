@@ -2,12 +2,18 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"slices"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/inboxkit/inbox"
@@ -29,6 +35,8 @@ func (s *storeFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&s.prefix, "prefix", "", "prefix of the table names")
 }
 
+func (s *storeFlags) tables() store.Tables { return store.Tables{Schema: s.schema, Prefix: s.prefix} }
+
 // driver is what the commands use of a store.
 type driver interface {
 	inbox.PruneStore
@@ -36,118 +44,216 @@ type driver interface {
 	Migrations() []store.Migration
 }
 
-// open opens the selected store; close releases it.
-func (s *storeFlags) open(ctx context.Context) (d driver, close func(), err error) {
-	tables := store.Tables{Schema: s.schema, Prefix: s.prefix}
+// opened is a store the command opened.
+type opened struct {
+	driver
+	// applied returns the versions recorded in the migrations table, none
+	// when the table does not exist.
+	applied func(ctx context.Context) ([]int, error)
+	close   func()
+}
+
+// open opens the selected store. A SQLite file that does not exist is
+// created only when create is set (migrate), so that a mistyped path is an
+// error elsewhere.
+func (s *storeFlags) open(ctx context.Context, create bool, stderr io.Writer) (*opened, error) {
+	tables := s.tables()
 	given := 0
 	for _, v := range []string{s.postgres, s.mysql, s.sqlite} {
 		if v != "" {
 			given++
 		}
 	}
+	// The command says what it migrated; the stores' own log is for trouble.
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	switch {
 	case given > 1:
-		return nil, nil, errors.New("give one of -postgres, -mysql and -sqlite")
+		return nil, errors.New("give one of -postgres, -mysql and -sqlite")
 	case s.mysql != "":
 		db, err := sqlstore.OpenMySQL(s.mysql, nil)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		d, err := sqlstore.New(db, &sqlstore.Config{Dialect: sqlstore.MySQL, Tables: tables})
+		d, err := sqlstore.New(db, &sqlstore.Config{Dialect: sqlstore.MySQL, Tables: tables, Logger: log})
 		if err != nil {
 			db.Close()
-			return nil, nil, err
+			return nil, err
 		}
-		return d, func() { db.Close() }, nil
+		applied := func(ctx context.Context) ([]int, error) {
+			return sqlVersions(ctx, db, tables.Name("inbox_migrations", store.QuoteBacktick),
+				`SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = COALESCE(NULLIF(?, ''), DATABASE()) AND table_name = ?`,
+				tables.Schema, tables.Prefix+"inbox_migrations")
+		}
+		return &opened{d, applied, func() { db.Close() }}, nil
 	case s.postgres != "":
 		pool, err := pgxpool.New(ctx, s.postgres)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		d, err := pgxstore.New(pool, &pgxstore.Config{Tables: tables})
 		if err != nil {
 			pool.Close()
-			return nil, nil, err
+			return nil, err
 		}
-		return d, pool.Close, nil
+		name := tables.Name("inbox_migrations", store.QuoteDouble)
+		applied := func(ctx context.Context) ([]int, error) {
+			var exists bool
+			if err := pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, name).Scan(&exists); err != nil || !exists {
+				return nil, err
+			}
+			rows, _ := pool.Query(ctx, `SELECT version FROM `+name)
+			return pgx.CollectRows(rows, pgx.RowTo[int])
+		}
+		return &opened{d, applied, pool.Close}, nil
 	case s.sqlite != "":
+		if _, err := os.Stat(s.sqlite); !create && errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("no SQLite database at %s (inbox migrate -sqlite %s creates it)", s.sqlite, s.sqlite)
+		}
 		db, err := sqlstore.OpenSQLite(s.sqlite, nil)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		d, err := sqlstore.New(db, &sqlstore.Config{Dialect: sqlstore.SQLite, Tables: tables})
+		d, err := sqlstore.New(db, &sqlstore.Config{Dialect: sqlstore.SQLite, Tables: tables, Logger: log})
 		if err != nil {
 			db.Close()
-			return nil, nil, err
+			return nil, err
 		}
-		return d, func() { db.Close() }, nil
+		applied := func(ctx context.Context) ([]int, error) {
+			return sqlVersions(ctx, db, tables.Name("inbox_migrations", store.QuoteDouble),
+				`SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = ?`, tables.Prefix+"inbox_migrations")
+		}
+		return &opened{d, applied, func() { db.Close() }}, nil
 	}
-	return nil, nil, errors.New("give -postgres DSN, -mysql DSN or -sqlite FILE")
+	return nil, errors.New("give -postgres DSN, -mysql DSN or -sqlite FILE")
 }
 
-func migrateCmd(ctx context.Context, args []string, out io.Writer) error {
+// sqlVersions reads the versions in the migrations table name, if exists
+// (a count, args) finds it.
+func sqlVersions(ctx context.Context, db *sql.DB, name, exists string, args ...any) ([]int, error) {
+	var n int
+	if err := db.QueryRowContext(ctx, exists, args...).Scan(&n); err != nil || n == 0 {
+		return nil, err
+	}
+	rows, err := db.QueryContext(ctx, `SELECT version FROM `+name)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var vs []int
+	for rows.Next() {
+		var v int
+		if err := rows.Scan(&v); err != nil {
+			return nil, err
+		}
+		vs = append(vs, v)
+	}
+	return vs, rows.Err()
+}
+
+const migrateUsage = `usage: inbox migrate (-postgres DSN | -mysql DSN | -sqlite FILE) [-schema S] [-prefix P]
+       inbox migrate -print -dialect (postgres | mysql | sqlite) [-schema S] [-prefix P]
+
+Applies the migrations the database lacks and says which, or that it is up
+to date. A SQLite file is created if missing.
+
+-print writes the migrations as one SQL script instead, without a database,
+for teams that apply SQL themselves. The script does what migrate does,
+under its lock: it creates the migrations table if missing and records each
+version there as migrate does, so that migrate afterwards finds nothing to
+do. Applying it twice, or after migrate, changes nothing: on PostgreSQL each
+migration runs only if its version is not recorded, in one transaction; on
+MySQL and SQLite every statement is idempotent. Apply it with
+  psql -v ON_ERROR_STOP=1 -f inbox.sql DSN
+  mariadb DATABASE < inbox.sql       (or mysql)
+  sqlite3 -bail inbox.db < inbox.sql
+
+flags:
+`
+
+func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
-	fs.SetOutput(out)
+	fs.Usage = func() { fmt.Fprint(fs.Output(), migrateUsage); fs.PrintDefaults() }
 	var sf storeFlags
 	sf.register(fs)
-	print := fs.Bool("print", false, "print the SQL instead of applying it (with -dialect)")
+	print := fs.Bool("print", false, "print the migrations as one SQL script instead of applying them (with -dialect)")
 	dialect := fs.String("dialect", "", "with -print: postgres, mysql or sqlite")
-	if err := fs.Parse(args); err != nil {
+	if err := parse(fs, args, stdout, stderr); err != nil {
 		return err
 	}
 	if *print {
-		return printMigrations(*dialect, store.Tables{Schema: sf.schema, Prefix: sf.prefix}, out)
+		return printScript(*dialect, sf.tables(), stdout)
 	}
-	d, closeFn, err := sf.open(ctx)
+	d, err := sf.open(ctx, true, stderr)
 	if err != nil {
 		return err
 	}
-	defer closeFn()
+	defer d.close()
+	before, err := d.applied(ctx)
+	if err != nil {
+		return fmt.Errorf("reading the applied migrations: %w", err)
+	}
 	if err := d.Migrate(ctx); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "migrated: %d migrations\n", len(d.Migrations()))
+	after, err := d.applied(ctx)
+	if err != nil {
+		return fmt.Errorf("reading the applied migrations: %w", err)
+	}
+	slices.Sort(after)
+	applied := 0
+	for _, m := range d.Migrations() {
+		if !slices.Contains(before, m.Version) && slices.Contains(after, m.Version) {
+			fmt.Fprintf(stdout, "applied migration %d (%s)\n", m.Version, m.Name)
+			applied++
+		}
+	}
+	latest := 0
+	if len(after) > 0 {
+		latest = after[len(after)-1]
+	}
+	if applied == 0 {
+		fmt.Fprintf(stdout, "up to date at version %d: nothing to apply\n", latest)
+	} else {
+		fmt.Fprintf(stdout, "now at version %d\n", latest)
+	}
 	return nil
 }
 
-// printMigrations prints the SQL without connecting to any database.
-func printMigrations(dialect string, tables store.Tables, out io.Writer) error {
-	var ms []store.Migration
+// printScript prints the migration script without connecting to any
+// database.
+func printScript(dialect string, tables store.Tables, out io.Writer) error {
+	var script string
 	var err error
 	switch dialect {
 	case "postgres":
-		ms, err = pgxstore.Migrations(tables)
+		script, err = pgxstore.MigrationScript(tables)
 	case "mysql":
-		ms, err = sqlstore.Migrations(sqlstore.MySQL, tables)
+		script, err = sqlstore.MigrationScript(sqlstore.MySQL, tables)
 	case "sqlite":
-		ms, err = sqlstore.Migrations(sqlstore.SQLite, tables)
+		script, err = sqlstore.MigrationScript(sqlstore.SQLite, tables)
 	default:
 		return fmt.Errorf("-dialect must be postgres, mysql or sqlite, not %q", dialect)
 	}
 	if err != nil {
 		return err
 	}
-	for _, m := range ms {
-		fmt.Fprintf(out, "-- migration %d: %s\n%s\n", m.Version, m.Name, m.SQL)
-	}
-	fmt.Fprintln(out, "-- The migrations table records applied versions: see Driver.Migrate.")
-	return nil
+	_, err = io.WriteString(out, script)
+	return err
 }
 
-func pruneCmd(ctx context.Context, args []string, out io.Writer) error {
+func pruneCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("prune", flag.ContinueOnError)
-	fs.SetOutput(out)
 	var sf storeFlags
 	sf.register(fs)
 	retention := fs.Duration("retention", inbox.DefaultRetention, "delete rows older than this (at least 1h)")
-	if err := fs.Parse(args); err != nil {
+	if err := parse(fs, args, stdout, stderr); err != nil {
 		return err
 	}
-	d, closeFn, err := sf.open(ctx)
+	d, err := sf.open(ctx, false, stderr)
 	if err != nil {
 		return err
 	}
-	defer closeFn()
+	defer d.close()
 	p, err := inbox.NewPruner(d, &inbox.PrunerConfig{Retention: *retention})
 	if err != nil {
 		return err
@@ -157,6 +263,6 @@ func pruneCmd(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "pruned %d rows in %v\n", n, time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(stdout, "pruned %d rows in %v\n", n, time.Since(start).Round(time.Millisecond))
 	return nil
 }

@@ -15,15 +15,17 @@ import (
 // Load reads every NNNN_name.sql file in dir of fsys, in version order, and
 // fills in the table names: {inbox}, {attempts}, {dead_letters} and
 // {migrations} become the quoted names of tables, {schema} the quoted schema
-// (empty when there is none) and {prefix} the bare prefix, for index names.
+// (empty when there is none), {schema_literal} the schema as a string
+// literal (MySQL's DATABASE() when there is none) and {prefix} the bare
+// prefix, for index names.
 func Load(fsys fs.FS, dir string, t store.Tables, quote func(string) string) ([]store.Migration, error) {
 	entries, err := fs.ReadDir(fsys, dir)
 	if err != nil {
 		return nil, err
 	}
-	schema := ""
+	schema, schemaLiteral := "", "DATABASE()"
 	if t.Schema != "" {
-		schema = quote(t.Schema)
+		schema, schemaLiteral = quote(t.Schema), "'"+t.Schema+"'" // Validate allows no quote in it
 	}
 	r := strings.NewReplacer(
 		"{inbox}", t.Name("inbox", quote),
@@ -31,6 +33,7 @@ func Load(fsys fs.FS, dir string, t store.Tables, quote func(string) string) ([]
 		"{dead_letters}", t.Name("inbox_dead_letters", quote),
 		"{migrations}", t.Name("inbox_migrations", quote),
 		"{schema}", schema,
+		"{schema_literal}", schemaLiteral,
 		"{prefix}", t.Prefix,
 	)
 	var out []store.Migration

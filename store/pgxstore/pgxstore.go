@@ -438,11 +438,27 @@ func (d *Driver) DurabilityWarnings(ctx context.Context) ([]string, error) {
 }
 
 // Migrations returns the SQL of the PostgreSQL migrations for tables t,
-// without a database, for teams that apply SQL themselves.
+// without a database. To apply them yourself, use MigrationScript, which
+// also records them as Migrate does.
 func Migrations(t store.Tables) ([]store.Migration, error) {
 	q, err := pgsql.New(t)
 	if err != nil {
 		return nil, err
 	}
 	return q.Migrations, nil
+}
+
+// MigrationScript returns the migrations for tables t as one SQL script,
+// without a database, for teams that apply SQL themselves (psql -v
+// ON_ERROR_STOP=1 -f FILE). In one transaction, under Migrate's advisory
+// lock, it creates the schema and the migrations table if missing and runs
+// each migration whose version is not recorded, recording it as Migrate
+// does: applying it twice, or after Migrate, changes nothing, and Migrate
+// afterwards finds nothing to do.
+func MigrationScript(t store.Tables) (string, error) {
+	q, err := pgsql.New(t)
+	if err != nil {
+		return "", err
+	}
+	return q.Script()
 }

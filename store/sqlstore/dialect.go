@@ -10,8 +10,8 @@ import (
 	"github.com/inboxkit/inbox/store"
 )
 
-// Dialect is the SQL dialect of a database: SQLite or MySQL/MariaDB (later
-// PostgreSQL). Its zero value is no dialect.
+// Dialect is the SQL dialect of a database: SQLite, MySQL/MariaDB or
+// PostgreSQL. Its zero value is no dialect.
 type Dialect struct{ d dialect }
 
 // String returns the dialect's name, as Driver.Dialect does.
@@ -83,6 +83,9 @@ type dialect interface {
 	// statements splits a migration into the statements to execute one
 	// by one (MySQL runs one statement per call without multiStatements).
 	statements(migration string) []string
+	// scriptFrame is what MigrationScript puts around the migrations of
+	// tables t (unused by Postgres, whose script is internal/pgsql's).
+	scriptFrame(t store.Tables) (scriptFrame, error)
 	// lockPrune takes the lock of the pruners of tables t on conn, before
 	// the pruning transaction begins; false means another pruner holds it.
 	lockPrune(ctx context.Context, conn *sql.Conn, t store.Tables) (bool, error)

@@ -75,6 +75,10 @@ type MySQLOptions struct {
 	// 1 s. Default: the DSN's innodb_lock_wait_timeout parameter if it has
 	// one, else 5 s.
 	LockTimeout time.Duration
+	// MaxIdleConns is how many idle connections the pool keeps
+	// (sql.DB.SetMaxIdleConns). Default DefaultMaxIdleConns; negative
+	// keeps none.
+	MaxIdleConns int
 }
 
 // ErrClientFoundRows is returned by OpenMySQL for a DSN with
@@ -84,7 +88,8 @@ var ErrClientFoundRows = errors.New("sqlstore: clientFoundRows=true makes a dupl
 
 // OpenMySQL opens a pool on the MySQL or MariaDB database of dsn
 // (go-sql-driver/mysql's format, user:password@tcp(host:3306)/database?...)
-// with the settings the inbox needs: it refuses clientFoundRows=true
+// with the settings the inbox needs: it keeps DefaultMaxIdleConns idle
+// connections, refuses clientFoundRows=true
 // (ErrClientFoundRows), sets parseTime=true, and sets on every connection
 // innodb_lock_wait_timeout (see MySQLOptions) and READ COMMITTED as the
 // session's isolation level, which the application's own transactions on
@@ -102,6 +107,11 @@ func OpenMySQL(dsn string, opts *MySQLOptions) (*sql.DB, error) {
 		return nil, fmt.Errorf("sqlstore: OpenMySQL: %w", err)
 	}
 	db := sql.OpenDB(mysqlConnector{conn})
+	idle := 0
+	if opts != nil {
+		idle = opts.MaxIdleConns
+	}
+	setMaxIdleConns(db, idle)
 	if err := db.Ping(); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("sqlstore: OpenMySQL %s: %w", cfg.Addr, err)
@@ -389,6 +399,24 @@ func (mysqlDialect) beginMigrate(ctx context.Context, conn *sql.Conn, t store.Ta
 // its statements are idempotent, and the next Migrate runs it again.
 func (mysqlDialect) endMigrate(ctx context.Context, conn *sql.Conn, t store.Tables, _ bool) error {
 	return mysqlUnlock(ctx, conn, "migrate", t)
+}
+
+// scriptFrame: Migrate's GET_LOCK around the script; DDL commits by
+// itself, so every statement is idempotent, as for Migrate.
+func (mysqlDialect) scriptFrame(t store.Tables) (scriptFrame, error) {
+	lock, err := fillLiterals(mysqlLockName, "migrate", t.Schema, t.Schema, t.Prefix)
+	if err != nil {
+		return scriptFrame{}, err
+	}
+	return scriptFrame{
+		header: "-- The inbox's tables: apply with mariadb (or mysql) DATABASE < SCRIPT. MySQL commits\n" +
+			"-- each DDL statement by itself: every statement is idempotent, and each version is\n" +
+			"-- recorded once, as Migrate records it: applying this twice, or after Migrate (even\n" +
+			"-- one cut short), changes nothing.\n",
+		begin:      "DO GET_LOCK(" + lock + ", " + strconv.Itoa(mysqlMigrateWait) + ");\n",
+		end:        "DO RELEASE_LOCK(" + lock + ");\n",
+		recordOnce: " ON DUPLICATE KEY UPDATE version = version",
+	}, nil
 }
 
 // statements splits a migration at the lines that end with ";". The

@@ -191,6 +191,9 @@ func TestMySQLStorePreparesRefused(t *testing.T) {
 	h, refused, opens := refusedHarness()
 	t.Run("suite", func(t *testing.T) { storetest.Run(t, h) })
 	t.Logf("%d prepares refused in %d environments", refused.Load(), opens.Load())
+	if opens.Load() == 0 && !t.Failed() { // every test of the suite skipped: no MySQL
+		t.Skip("MySQL unavailable: the suite's tests skipped")
+	}
 	if refused.Load() == 0 && !t.Failed() {
 		t.Fatal("no prepare was refused: the proxy did not see the store prepare")
 	}

@@ -19,6 +19,8 @@ import (
 // It shares the schema, migrations and statements of store/pgxstore, which
 // is faster: there BEGIN and the claim take one round trip, here
 // database/sql sends them apart (the claim sets the lock timeout itself).
+// sql.Open keeps 2 idle connections: call db.SetMaxIdleConns with at least
+// the consumer's Workers (see DefaultMaxIdleConns).
 var Postgres = Dialect{d: postgresDialect{}}
 
 type postgresDialect struct{}
@@ -30,6 +32,11 @@ func (postgresDialect) migrations() (fs.FS, string)      { return pgsql.Migratio
 func (postgresDialect) checkTables(store.Tables) error   { return nil }
 func (postgresDialect) statements(m string) []string     { return []string{m} } // simple protocol: several at once
 func (postgresDialect) txOptions(*sql.DB) *sql.TxOptions { return postgresTxOptions }
+
+// scriptFrame: MigrationScript uses internal/pgsql's Script instead.
+func (postgresDialect) scriptFrame(store.Tables) (scriptFrame, error) {
+	return scriptFrame{}, errors.New("the PostgreSQL script is internal/pgsql's")
+}
 
 var postgresTxOptions = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 

@@ -2,14 +2,87 @@ package sqlstore
 
 import (
 	"errors"
+	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/inboxkit/inbox/internal/migrate"
+	"github.com/inboxkit/inbox/internal/pgsql"
 	"github.com/inboxkit/inbox/store"
 )
 
 // Migrations returns the SQL of the dialect's migrations for tables t,
-// without a database, for teams that apply SQL themselves.
+// without a database. To apply them yourself, use MigrationScript, which
+// also records them as Migrate does.
 func Migrations(dialect Dialect, t store.Tables) ([]store.Migration, error) {
+	d, err := scriptDialect(dialect, t)
+	if err != nil {
+		return nil, err
+	}
+	fsys, dir := d.migrations()
+	return migrate.Load(fsys, dir, t, d.quote)
+}
+
+// MigrationScript returns the dialect's migrations for tables t as one SQL
+// script, without a database, for teams that apply SQL themselves. It does
+// what Migrate does, under Migrate's lock: it creates the migrations table
+// if missing and records each version there as Migrate does, so that
+// Migrate afterwards finds nothing to do. Applying it twice, or after
+// Migrate, changes nothing (SQLite: fails and changes nothing):
+//   - Postgres: in one transaction, each migration runs only if its
+//     version is not recorded (a DO block checks it). Apply with
+//     psql -v ON_ERROR_STOP=1 -f FILE.
+//   - MySQL: under GET_LOCK; DDL commits by itself, so, as for Migrate,
+//     every statement is idempotent and a version is recorded after its
+//     statements, once. Apply with the mariadb or mysql client.
+//   - SQLite: in one BEGIN IMMEDIATE transaction. SQLite cannot run a
+//     statement conditionally, and ALTER TABLE ADD COLUMN has no IF NOT
+//     EXISTS: applied again, the script fails at the first column that
+//     exists and its transaction changes nothing. Apply with sqlite3 -bail,
+//     or one Exec of database/sql; on tables that Migrate or an earlier
+//     script made, use Migrate.
+func MigrationScript(dialect Dialect, t store.Tables) (string, error) {
+	d, err := scriptDialect(dialect, t)
+	if err != nil {
+		return "", err
+	}
+	if _, ok := d.(postgresDialect); ok {
+		q, err := pgsql.New(t)
+		if err != nil {
+			return "", err
+		}
+		return q.Script()
+	}
+	fsys, dir := d.migrations()
+	ms, err := migrate.Load(fsys, dir, t, d.quote)
+	if err != nil {
+		return "", err
+	}
+	q := render(d.templates(), t, d.quote)
+	f, err := d.scriptFrame(t)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	b.WriteString(f.header + f.begin + q.migrationsCreate + ";\n")
+	for _, m := range ms {
+		record, err := fillLiterals(q.migrationRecord, m.Version, m.Name)
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(&b, "\n-- migration %d: %s\n%s\n%s%s;\n", m.Version, m.Name, strings.TrimSpace(m.SQL), record, f.recordOnce)
+	}
+	b.WriteString("\n" + f.end)
+	return b.String(), nil
+}
+
+// scriptFrame is what a dialect's MigrationScript puts around the
+// migrations: header comment, lines that take and release Migrate's lock,
+// and the clause that keeps the record statement from recording a version
+// twice.
+type scriptFrame struct{ header, begin, end, recordOnce string }
+
+func scriptDialect(dialect Dialect, t store.Tables) (dialect, error) {
 	d := dialect.d
 	if d == nil {
 		return nil, errors.New("sqlstore: a Dialect is required (sqlstore.SQLite)")
@@ -20,6 +93,33 @@ func Migrations(dialect Dialect, t store.Tables) ([]store.Migration, error) {
 	if err := d.checkTables(t); err != nil {
 		return nil, err
 	}
-	fsys, dir := d.migrations()
-	return migrate.Load(fsys, dir, t, d.quote)
+	return d, nil
+}
+
+// fillLiterals replaces the statement's ? placeholders, in order, with
+// args: an int as a number, a string as a string literal. Strings with a
+// quote or a backslash are refused: MySQL reads a backslash as an escape,
+// and the strings here are schema, prefix and migration file names.
+func fillLiterals(stmt string, args ...any) (string, error) {
+	parts := strings.Split(stmt, "?")
+	if len(parts) != len(args)+1 {
+		return "", fmt.Errorf("sqlstore: statement has %d placeholders, want %d", len(parts)-1, len(args))
+	}
+	var b strings.Builder
+	for i, a := range args {
+		b.WriteString(parts[i])
+		switch a := a.(type) {
+		case int:
+			b.WriteString(strconv.Itoa(a))
+		case string:
+			if strings.ContainsAny(a, `'\`) {
+				return "", fmt.Errorf("sqlstore: cannot print %q as an SQL literal", a)
+			}
+			b.WriteString("'" + a + "'")
+		default:
+			return "", fmt.Errorf("sqlstore: cannot print a %T as an SQL literal", a)
+		}
+	}
+	b.WriteString(parts[len(args)])
+	return b.String(), nil
 }

@@ -36,13 +36,18 @@ type SQLiteOptions struct {
 	// BusyTimeout is how long a writer waits for the write lock before it
 	// fails with SQLITE_BUSY. Default 5 s; negative means not at all.
 	BusyTimeout time.Duration
+	// MaxIdleConns is how many idle connections the pool keeps
+	// (sql.DB.SetMaxIdleConns). Default DefaultMaxIdleConns; negative
+	// keeps none.
+	MaxIdleConns int
 }
 
 // OpenSQLite opens the SQLite database file at path (created if missing)
 // with the settings the inbox needs: WAL journal, synchronous=FULL (a
 // commit survives a power loss), the busy timeout, foreign keys on, and
-// BEGIN IMMEDIATE for every read-write transaction of the pool. opts may be
-// nil. It connects once to report a bad path or setting now.
+// BEGIN IMMEDIATE for every read-write transaction of the pool, and
+// DefaultMaxIdleConns idle connections kept. opts may be nil. It connects
+// once to report a bad path or setting now.
 func OpenSQLite(path string, opts *SQLiteOptions) (*sql.DB, error) {
 	dsn, err := sqliteDSN(path, opts)
 	if err != nil {
@@ -52,6 +57,11 @@ func OpenSQLite(path string, opts *SQLiteOptions) (*sql.DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: open %q: %w", path, err)
 	}
+	idle := 0
+	if opts != nil {
+		idle = opts.MaxIdleConns
+	}
+	setMaxIdleConns(db, idle)
 	if err := db.Ping(); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("sqlstore: open %q: %w", path, err)
@@ -92,6 +102,12 @@ func sqliteURIPath(path string) string {
 // sqliteNow is the database clock in unix milliseconds. 'now' is fixed for
 // the whole statement; 'subsec' needs SQLite 3.42.
 const sqliteNow = `CAST(ROUND(unixepoch('now', 'subsec') * 1000) AS INTEGER)`
+
+// sqliteNowPortable is sqliteNow for the migrations table, which the
+// printed script (MigrationScript) writes in whatever sqlite3 a team has:
+// 'subsec' is NULL before 3.42 (Debian 12 ships 3.40); julianday keeps
+// milliseconds in every version.
+const sqliteNowPortable = `CAST(ROUND((julianday('now') - 2440587.5) * 86400000) AS INTEGER)`
 
 const sqliteDeadLetterColumns = `id, consumer, message_id, message_type, payload, headers, error, attempts, failed_at`
 
@@ -151,7 +167,7 @@ RETURNING 1`,
 ) STRICT`,
 	migrationsApplied: `SELECT version FROM {migrations}`,
 	schemaVersion:     `SELECT coalesce(max(version), 0) FROM {migrations}`,
-	migrationRecord:   `INSERT INTO {migrations} (version, name, applied_at) VALUES (?, ?, ` + sqliteNow + `)`,
+	migrationRecord:   `INSERT INTO {migrations} (version, name, applied_at) VALUES (?, ?, ` + sqliteNowPortable + `)`,
 }
 
 type sqliteDialect struct{}
@@ -232,6 +248,21 @@ func (sqliteDialect) beginMigrate(ctx context.Context, conn *sql.Conn, _ store.T
 
 func (sqliteDialect) endMigrate(ctx context.Context, conn *sql.Conn, _ store.Tables, commit bool) error {
 	return endConnTx(ctx, conn, commit)
+}
+
+// scriptFrame: the write lock, as beginMigrate takes it, for the whole
+// script. SQLite has no conditional DDL and no ADD COLUMN IF NOT EXISTS:
+// applied again, the script fails in its transaction and changes nothing.
+func (sqliteDialect) scriptFrame(store.Tables) (scriptFrame, error) {
+	return scriptFrame{
+		header: "-- The inbox's tables: apply with sqlite3 -bail FILE.db < SCRIPT (or one Exec of database/sql),\n" +
+			"-- once: each version is recorded as Migrate records it, so Migrate afterwards has nothing to do.\n" +
+			"-- Applied again (or after Migrate) it fails at the first column that exists, in its transaction,\n" +
+			"-- and changes nothing: on tables made before, use Migrate.\n",
+		begin:      "BEGIN IMMEDIATE;\n",
+		end:        "COMMIT;\n",
+		recordOnce: " ON CONFLICT (version) DO NOTHING",
+	}, nil
 }
 
 // statements: SQLite runs a whole migration in one call.

@@ -1,3 +1,7 @@
+-- Every statement is idempotent (IF NOT EXISTS): SQLite cannot run a
+-- statement conditionally, so the printed script (MigrationScript) runs
+-- them all again when it is applied twice.
+--
 -- The inbox: one row per claimed (consumer, message ID). IDs are BLOBs,
 -- compared bytewise; STRICT makes SQLite refuse an ID bound as TEXT.
 -- Times are unix milliseconds by the database's clock.
