@@ -53,7 +53,10 @@ type Config struct {
 	FingerprintConflictError bool
 
 	// Hooks receive outcomes; each may implement any of ProcessedHook,
-	// DuplicateHook, RetryHook, DeadLetteredHook, FingerprintConflictHook.
+	// DuplicateHook, RetryHook, DeadLetteredHook, FingerprintConflictHook,
+	// and must implement one of them: New rejects a value that implements
+	// none (a method with a wrong signature). A panic in a hook is
+	// recovered and logged at ERROR; the outcome and the ack stand.
 	// Default none.
 	Hooks []any
 
@@ -127,6 +130,9 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if out.MaxAttempts == 0 {
 		out.MaxAttempts = DefaultMaxAttempts
+	}
+	if err := validateHooks("Config.Hooks", out.Hooks, true); err != nil {
+		return out, err
 	}
 	out.Backoff = out.Backoff.withDefaults()
 	if out.Logger == nil {

@@ -40,7 +40,7 @@ func New[TTx any](ctx context.Context, driver store.Driver[TTx], cfg *Config) (*
 	if err != nil {
 		return nil, err
 	}
-	ib := &Inbox[TTx]{driver: driver, cfg: c, consumer: []byte(c.Consumer), hooks: newHookSet(c.Hooks)}
+	ib := &Inbox[TTx]{driver: driver, cfg: c, consumer: []byte(c.Consumer), hooks: newHookSet(c.Hooks, c.Logger)}
 	warnings, err := driver.DurabilityWarnings(ctx)
 	if err != nil {
 		c.Logger.WarnContext(ctx, "inbox: could not check the database's durability settings", "error", err)
@@ -181,9 +181,7 @@ func (ib *Inbox[TTx]) duplicate(ctx context.Context, msg *Message, start time.Ti
 	if res.Fingerprint != nil && !bytes.Equal(res.Fingerprint, p.Fingerprint) {
 		e := &Event{Consumer: ib.cfg.Consumer, Message: msg, Outcome: out, Duration: time.Since(start),
 			StoredFingerprint: res.Fingerprint, Fingerprint: p.Fingerprint}
-		for _, h := range ib.hooks.conflict {
-			h.OnFingerprintConflict(ctx, e)
-		}
+		ib.hooks.fingerprintConflict(ctx, e)
 		ib.cfg.Logger.WarnContext(ctx, "inbox: message ID reused for a different payload",
 			"consumer", ib.cfg.Consumer, "id", fmt.Sprintf("%q", msg.ID), "type", msg.Type)
 		if ib.cfg.FingerprintConflictError {

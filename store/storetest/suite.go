@@ -43,6 +43,7 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"RetryableHandlerError", testRetryableHandlerError[TTx]},
 		{"ThreeRaceHolderRollsBack", testThreeRaceHolderRollsBack[TTx]},
 		{"CaseAndPadDistinct", testCaseAndPadDistinct[TTx]},
+		{"HookPanics", testHookPanics[TTx]},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -812,7 +813,7 @@ func testHooks[TTx any](t *testing.T, h Harness[TTx]) {
 	ctx := context.Background()
 	env := open(t, h)
 	hooks := &outcomeHooks{}
-	ib := newInbox(t, env, inbox.Config{MaxAttempts: 2, Hooks: []any{hooks, "not a hook"}})
+	ib := newInbox(t, env, inbox.Config{MaxAttempts: 2, Hooks: []any{hooks}})
 	failing := func(context.Context, TTx, *inbox.Message) error { return errors.New("no") }
 	_, _ = ib.Process(ctx, msg("h-1"), writer(env))  // processed
 	_, _ = ib.Process(ctx, msg("h-1"), writer(env))  // duplicate
@@ -933,5 +934,66 @@ func testCaseAndPadDistinct[TTx any](t *testing.T, h Harness[TTx]) {
 				t.Fatalf("consumer %q, ID %q: %d effects, want 1", consumer, id, n)
 			}
 		}
+	}
+}
+
+// panicHooks panics in every hook.
+type panicHooks struct{}
+
+func (panicHooks) OnProcessed(context.Context, *inbox.Event)           { panic("hook boom") }
+func (panicHooks) OnDuplicate(context.Context, *inbox.Event)           { panic("hook boom") }
+func (panicHooks) OnRetry(context.Context, *inbox.Event)               { panic("hook boom") }
+func (panicHooks) OnDeadLettered(context.Context, *inbox.Event)        { panic("hook boom") }
+func (panicHooks) OnFingerprintConflict(context.Context, *inbox.Event) { panic("hook boom") }
+func (panicHooks) OnPruned(context.Context, *inbox.PruneEvent)         { panic("hook boom") }
+
+// A panicking hook runs after COMMIT and before the ack: it must neither
+// kill the worker nor change the outcome, nor keep the hooks after it from
+// running; it is logged at ERROR with the hook, consumer and message ID.
+func testHookPanics[TTx any](t *testing.T, h Harness[TTx]) {
+	ctx := context.Background()
+	env := open(t, h)
+	logs := &logBuffer{}
+	counted := &outcomeHooks{}
+	ib := newInbox(t, env, inbox.Config{MaxAttempts: 2, Logger: logs.logger(), Hooks: []any{panicHooks{}, counted}})
+	m := msg("hp-1")
+	changed := m
+	changed.Payload = []byte("another payload")
+	failing := func(context.Context, TTx, *inbox.Message) error { return errors.New("no") }
+	steps := []struct {
+		m    inbox.Message
+		hd   inbox.Handler[TTx]
+		want inbox.Status
+		hook string
+	}{
+		{m, writer(env), inbox.Processed, "OnProcessed"},
+		{m, writer(env), inbox.Duplicate, "OnDuplicate"},
+		{changed, writer(env), inbox.Duplicate, "OnFingerprintConflict"},
+		{msg("hp-2"), failing, inbox.Retry, "OnRetry"},
+		{msg("hp-2"), failing, inbox.DeadLettered, "OnDeadLettered"},
+	}
+	for _, st := range steps {
+		out, _ := ib.Process(ctx, st.m, st.hd)
+		wantStatus(t, st.hook+" panics", out, st.want)
+		if !logs.has("level=ERROR", "hook="+st.hook, "consumer=storetest", st.m.ID, "hook boom") {
+			t.Fatalf("no ERROR log naming %s, the consumer and %q; log:\n%s", st.hook, st.m.ID, logs)
+		}
+	}
+	if n := count(t, env, "hp-1"); n != 1 {
+		t.Fatalf("%d effects, want 1", n)
+	}
+	want := map[inbox.Status]int{inbox.Processed: 1, inbox.Duplicate: 2, inbox.Retry: 1, inbox.DeadLettered: 1}
+	if fmt.Sprint(counted.counts) != fmt.Sprint(want) {
+		t.Fatalf("the hook after the panicking one saw %v, want %v", counted.counts, want)
+	}
+	p, err := inbox.NewPruner(env.Driver, &inbox.PrunerConfig{Logger: logs.logger(), Hooks: []any{panicHooks{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Prune(ctx); err != nil {
+		t.Fatalf("prune with a panicking hook: %v", err)
+	}
+	if !logs.has("level=ERROR", "hook=OnPruned") {
+		t.Fatalf("no ERROR log naming OnPruned; log:\n%s", logs)
 	}
 }
