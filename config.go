@@ -46,6 +46,21 @@ type Config struct {
 	// doubling to 5 min, ±10 % jitter.
 	Backoff Backoff
 
+	// ScopeIDByType makes a message's key its type and ID together, for
+	// producers that number each message type on its own: with it,
+	// "order-123" as OrderCreated and as OrderShipped are two messages;
+	// without it (the default, false) the second is skipped as a duplicate
+	// and reported as a fingerprint conflict. The stored message_id is then
+	// the type's length (a uvarint), the type's bytes as given (any bytes)
+	// and the ID, so that no two (type, ID) pairs share a key; these must
+	// fit in MaxIDLen bytes together, or the message is invalid. It works
+	// the same with Process, ProcessTx and Consume. Changing it changes
+	// every key: a message processed before the change and redelivered
+	// after it runs again, so choose it before the consumer's first
+	// message, or with a new Consumer name. IdempotencyKey sees only the
+	// ID: put the type into its purpose.
+	ScopeIDByType bool
+
 	// FingerprintConflictError makes a duplicate whose payload differs
 	// from the first one's return ErrFingerprintConflict along with its
 	// Duplicate outcome. Default false: the conflict is only reported to

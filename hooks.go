@@ -18,6 +18,9 @@ type Event struct {
 	// StoredFingerprint and Fingerprint are the SHA-256 of the payload first
 	// processed under the ID and of this one (FingerprintConflictHook only).
 	StoredFingerprint, Fingerprint []byte
+	// StoredType is the type of the message first processed under the ID
+	// (FingerprintConflictHook only; Message.Type is this one's).
+	StoredType string
 }
 
 // PruneEvent describes one Prune call, for hooks.

@@ -82,7 +82,7 @@ func (ib *Inbox[TTx]) Consumer() string { return ib.cfg.Consumer }
 // when Config.FingerprintConflictError is set.
 func (ib *Inbox[TTx]) Process(ctx context.Context, msg Message, h Handler[TTx]) (Outcome, error) {
 	start := time.Now()
-	if err := msg.validate(); err != nil {
+	if err := msg.validate(ib.cfg.ScopeIDByType); err != nil {
 		out, err := ib.record(ctx, nil, func(tx TTx) (Outcome, bool, error) { return ib.deadLetterInvalid(ctx, tx, &msg, err) })
 		return ib.finish(ctx, &msg, start, out, err)
 	}
@@ -137,7 +137,7 @@ const savepoint = "inbox_claim"
 // Hooks see Processed before the caller's COMMIT.
 func (ib *Inbox[TTx]) ProcessTx(ctx context.Context, tx TTx, msg Message, h Handler[TTx]) (Outcome, error) {
 	start := time.Now()
-	if err := msg.validate(); err != nil {
+	if err := msg.validate(ib.cfg.ScopeIDByType); err != nil {
 		out, err := ib.record(ctx, &tx, func(tx TTx) (Outcome, bool, error) { return ib.deadLetterInvalid(ctx, tx, &msg, err) })
 		return ib.finish(ctx, &msg, start, out, err)
 	}
@@ -163,7 +163,7 @@ func (ib *Inbox[TTx]) ProcessTx(ctx context.Context, tx TTx, msg Message, h Hand
 
 func (ib *Inbox[TTx]) claimParams(msg *Message) *store.ClaimParams {
 	return &store.ClaimParams{
-		Key:         store.Key{Consumer: ib.consumer, MessageID: []byte(msg.ID)},
+		Key:         store.Key{Consumer: ib.consumer, MessageID: storedID(msg, ib.cfg.ScopeIDByType)},
 		LockTimeout: ib.cfg.LockTimeout,
 		Type:        storableType(msg.Type),
 		Fingerprint: fingerprint(msg.Payload),
@@ -180,10 +180,10 @@ func (ib *Inbox[TTx]) duplicate(ctx context.Context, msg *Message, start time.Ti
 	var err error
 	if res.Fingerprint != nil && !bytes.Equal(res.Fingerprint, p.Fingerprint) {
 		e := &Event{Consumer: ib.cfg.Consumer, Message: msg, Outcome: out, Duration: time.Since(start),
-			StoredFingerprint: res.Fingerprint, Fingerprint: p.Fingerprint}
+			StoredFingerprint: res.Fingerprint, Fingerprint: p.Fingerprint, StoredType: res.Type}
 		ib.hooks.fingerprintConflict(ctx, e)
 		ib.cfg.Logger.WarnContext(ctx, "inbox: message ID reused for a different payload",
-			"consumer", ib.cfg.Consumer, "id", fmt.Sprintf("%q", msg.ID), "type", msg.Type)
+			"consumer", ib.cfg.Consumer, "id", fmt.Sprintf("%q", msg.ID), "stored_type", res.Type, "type", msg.Type)
 		if ib.cfg.FingerprintConflictError {
 			err = ErrFingerprintConflict
 		}
@@ -266,7 +266,7 @@ func (ib *Inbox[TTx]) recordFailure(ctx context.Context, tx TTx, msg *Message, p
 // deadLetterInvalid keeps an invalid message as a dead letter in tx.
 func (ib *Inbox[TTx]) deadLetterInvalid(ctx context.Context, tx TTx, msg *Message, verr error) (Outcome, bool, error) {
 	_, err := ib.driver.DeadLetterAdd(ctx, tx, &store.DeadLetterParams{
-		ClaimParams: store.ClaimParams{Key: store.Key{Consumer: ib.consumer, MessageID: []byte(msg.ID)}, Type: storableType(msg.Type)},
+		ClaimParams: store.ClaimParams{Key: store.Key{Consumer: ib.consumer, MessageID: storedID(msg, ib.cfg.ScopeIDByType)}, Type: storableType(msg.Type)},
 		Payload:     msg.Payload, Headers: encodeHeaders(msg.Headers), Error: errorText(verr), Invalid: true,
 	})
 	if err != nil {

@@ -38,7 +38,40 @@ type Message struct {
 	Headers map[string]string
 }
 
-func (m *Message) validate() error {
+// storedID is the key under which msg is claimed: its ID, or with
+// scopeByType its type's length as a uvarint, its type and its ID, which
+// no other (type, ID) pair shares.
+func storedID(msg *Message, scopeByType bool) []byte {
+	if !scopeByType {
+		return []byte(msg.ID)
+	}
+	b := binary.AppendUvarint(make([]byte, 0, binary.MaxVarintLen64+len(msg.Type)+len(msg.ID)), uint64(len(msg.Type)))
+	return append(append(b, msg.Type...), msg.ID...)
+}
+
+// unscopeID splits a key that storedID scoped by type; ok is false for a
+// key that is not one.
+func unscopeID(key []byte) (typ, id string, ok bool) {
+	n, k := binary.Uvarint(key)
+	if k <= 0 || n > uint64(len(key)-k) {
+		return "", "", false
+	}
+	return string(key[k : k+int(n)]), string(key[k+int(n):]), true
+}
+
+// validate checks msg's ID and, with scopeByType, the length of the key
+// that storedID makes of it.
+func (m *Message) validate(scopeByType bool) error {
+	if err := m.validateID(); err != nil {
+		return err
+	}
+	if n := len(storedID(m, scopeByType)); n > MaxIDLen {
+		return invalid(fmt.Sprintf("ID scoped by its %d-byte type is %d bytes, more than the limit of %d", len(m.Type), n, MaxIDLen))
+	}
+	return nil
+}
+
+func (m *Message) validateID() error {
 	switch {
 	case len(m.ID) == 0:
 		return invalid("empty ID")

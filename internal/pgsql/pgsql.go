@@ -63,7 +63,7 @@ type Statements struct {
 	// lock (behind an ALTER TABLE), which the statement takes before.
 	ClaimSettingLockTimeout string
 	// ClaimLookup: $1 consumer, $2 message_id. Returns a duplicate's
-	// fingerprint.
+	// fingerprint and message type.
 	ClaimLookup string
 	// AttemptAdd: $1 consumer, $2 message_id, $3 error. Returns attempts.
 	AttemptAdd string
@@ -167,7 +167,7 @@ ON CONFLICT DO NOTHING RETURNING 1`,
 INSERT INTO ` + inbox + ` (consumer, message_id, message_type, fingerprint)
 SELECT $1::bytea, $2::bytea, $3::text, $4::bytea FROM lt
 ON CONFLICT DO NOTHING RETURNING 1`,
-		ClaimLookup: `SELECT fingerprint FROM ` + inbox + ` WHERE consumer = $1 AND message_id = $2`,
+		ClaimLookup: `SELECT fingerprint, message_type FROM ` + inbox + ` WHERE consumer = $1 AND message_id = $2`,
 		AttemptAdd: `INSERT INTO ` + attempts + ` AS a (consumer, message_id, attempts, last_error) VALUES ($1, $2, 1, $3)
 ON CONFLICT (consumer, message_id) DO UPDATE
 SET attempts = a.attempts + 1, last_failed_at = now(), last_error = EXCLUDED.last_error

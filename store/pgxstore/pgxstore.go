@@ -163,10 +163,10 @@ func (d *Driver) queue(b *pgx.Batch, claim string, res *store.ClaimResult, args 
 	})
 }
 
-// queueLookup queues the read of a duplicate's fingerprint.
+// queueLookup queues the read of a duplicate's fingerprint and type.
 func (d *Driver) queueLookup(b *pgx.Batch, p *store.ClaimParams, res *store.ClaimResult) {
 	b.Queue(d.q.ClaimLookup, p.Consumer, p.MessageID).QueryRow(func(row pgx.Row) error {
-		err := row.Scan(&res.Fingerprint)
+		err := row.Scan(&res.Fingerprint, &res.Type)
 		if errors.Is(err, pgx.ErrNoRows) { // gone meanwhile (pruned): fingerprint unknown
 			return nil
 		}

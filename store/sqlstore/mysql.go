@@ -189,7 +189,7 @@ var mysqlQueries = queries{
 	claim: `INSERT INTO {inbox} (consumer, message_id, received_at, message_type, fingerprint, dead)
 VALUES (?, ?, ` + mysqlNow + `, ?, ?, FALSE)
 ON DUPLICATE KEY UPDATE consumer = IF(LAST_INSERT_ID(1), consumer, consumer)`,
-	claimLookup: `SELECT fingerprint FROM {inbox} WHERE consumer = ? AND message_id = ?`,
+	claimLookup: `SELECT fingerprint, message_type FROM {inbox} WHERE consumer = ? AND message_id = ?`,
 
 	rollbackToSavepoint: `ROLLBACK TO SAVEPOINT `,
 

@@ -102,7 +102,7 @@ var sqliteQueries = queries{
 VALUES (?, ?, ` + sqliteNow + `, ?, ?, 0)
 ON CONFLICT (consumer, message_id) DO NOTHING
 RETURNING 1`,
-	claimLookup: `SELECT fingerprint FROM {inbox} WHERE consumer = ? AND message_id = ?`,
+	claimLookup: `SELECT fingerprint, message_type FROM {inbox} WHERE consumer = ? AND message_id = ?`,
 
 	rollbackToSavepoint: `ROLLBACK TO SAVEPOINT `,
 

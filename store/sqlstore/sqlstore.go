@@ -239,7 +239,7 @@ func (d *Driver) claimWith(ctx context.Context, tx *sql.Tx, p *store.ClaimParams
 		return &store.ClaimResult{Claimed: true}, nil
 	}
 	res := &store.ClaimResult{}
-	err = d.stmt(ctx, tx, d.q.claimLookup, prepared).QueryRowContext(ctx, p.Consumer, p.MessageID).Scan(&res.Fingerprint)
+	err = d.stmt(ctx, tx, d.q.claimLookup, prepared).QueryRowContext(ctx, p.Consumer, p.MessageID).Scan(&res.Fingerprint, &res.Type)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) { // no row: gone meanwhile, fingerprint unknown
 		return nil, d.fail("claim: reading the duplicate", err)
 	}
