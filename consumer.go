@@ -120,7 +120,8 @@ func Consume[TTx any](ctx context.Context, ib *Inbox[TTx], src broker.Source, h 
 // deliver processes one delivery and acks or nacks it.
 func deliver[TTx any](ctx context.Context, ib *Inbox[TTx], d broker.Delivery, h Handler[TTx], c *ConsumerConfig) {
 	m := d.Message()
-	msg := Message{ID: messageID(c, m), Type: m.Type, Payload: m.Payload, Headers: m.Headers}
+	msg := Message{ID: messageID(c, m), Type: m.Type, Payload: m.Payload, Headers: m.Headers,
+		Subject: m.Subject, Deliveries: m.Deliveries}
 	stopLease := keepLease(ctx, d, c.LeaseInterval)
 	out, err := ib.Process(ctx, msg, h)
 	stopLease()

@@ -36,6 +36,16 @@ type Message struct {
 	Payload []byte
 	// Headers are kept with a dead letter.
 	Headers map[string]string
+	// Subject is where the message was published, as Consume got it from
+	// the broker (broker.Message.Subject): a NATS subject, an AMQP routing
+	// key, a Kafka topic. Not stored, not part of the key.
+	Subject string
+	// Deliveries counts the broker's deliveries of the message, this one
+	// included, as Consume got it from the broker (broker.Message.Deliveries):
+	// 1 for the first, 0 when the broker does not say (a RabbitMQ classic
+	// queue). It is not the inbox's count of failed attempts (Outcome.Attempts),
+	// which survives redelivery by another broker and ignores duplicates.
+	Deliveries int
 }
 
 // storedID is the key under which msg is claimed: its ID, or with

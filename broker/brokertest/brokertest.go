@@ -25,6 +25,9 @@ import (
 type Features struct {
 	// Restart: Env.Restart restarts the broker (an embedded server).
 	Restart bool
+	// Deliveries: broker.Message.Deliveries counts a message's deliveries
+	// (1, then 2 after a Nack); without it the adapter reports 0.
+	Deliveries bool
 }
 
 // Env is one fresh destination (a stream, a queue) on the broker.
@@ -67,6 +70,7 @@ func Run(t *testing.T, h Harness) {
 		{"LongHandlerKeepsLease", testLongHandler, nil},
 		{"ShutdownGraceCommitsAndAcks", testShutdownGrace, nil},
 		{"BrokerRestart", testRestart, func(f Features) bool { return f.Restart }},
+		{"HandlerSeesDelivery", testHandlerSeesDelivery, nil},
 	}
 	for _, tc := range tests {
 		if tc.need != nil && !tc.need(h.Features) {
@@ -524,5 +528,50 @@ func testCustomID(t *testing.T, h Harness) {
 	if err != nil || len(dls) != 1 || string(dls[0].Message.Payload) != "payload of boom" || f.Effects(t, "custom-fine") != 1 {
 		t.Fatalf("dead letters %+v %v, %d effects of custom-fine; want boom dead-lettered and fine processed under its custom ID",
 			dls, err, f.Effects(t, "custom-fine"))
+	}
+}
+
+// The handler sees where the message was published and, where the broker
+// counts them, its deliveries: 1, then 2 after a failure.
+func testHandlerSeesDelivery(t *testing.T, h Harness) {
+	env := h.Open(t, 5*time.Second)
+	f := NewFixture(t, inbox.Config{})
+	var mu sync.Mutex
+	var seen []inbox.Message
+	handler := func(ctx context.Context, tx *sql.Tx, m *inbox.Message) error {
+		mu.Lock()
+		seen = append(seen, *m)
+		n := len(seen)
+		mu.Unlock()
+		if n == 1 {
+			return inbox.RetryAfter(100*time.Millisecond, errors.New("fails once"))
+		}
+		return f.Write(ctx, tx, m)
+	}
+	publish(t, env, "m-seen")
+	stop := f.Consume(t, env.Source(t), handler, nil)
+	Eventually(t, 15*time.Second, "the message was never processed", func() bool { return f.Effects(t, "m-seen") == 1 })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 2 {
+		t.Fatalf("handler ran %d times, want 2", len(seen))
+	}
+	for i, m := range seen {
+		if m.Subject != env.Subject || m.ID != "m-seen" || m.Type != "test" {
+			t.Fatalf("call %d saw subject %q ID %q type %q, want %q %q %q", i+1, m.Subject, m.ID, m.Type, env.Subject, "m-seen", "test")
+		}
+	}
+	got := []int{seen[0].Deliveries, seen[1].Deliveries}
+	if !h.Features.Deliveries {
+		if got[0] != 0 || got[1] != 0 {
+			t.Fatalf("deliveries %v from an adapter without Features.Deliveries, want 0 (unknown)", got)
+		}
+		t.Skip("the adapter does not count deliveries (Features.Deliveries is false): Message.Deliveries is 0")
+	}
+	if got[0] != 1 || got[1] != 2 {
+		t.Fatalf("deliveries %v, want [1 2]", got)
 	}
 }

@@ -80,11 +80,11 @@ func openWithAddrs(tb testing.TB, partitions int32) (*brokertest.Env, []string) 
 }
 
 func TestBroker(t *testing.T) {
-	brokertest.Run(t, brokertest.Harness{Open: func(tb testing.TB, _ time.Duration) *brokertest.Env { return open(tb, 1) }})
+	brokertest.Run(t, brokertest.Harness{Features: brokertest.Features{Deliveries: true}, Open: func(tb testing.TB, _ time.Duration) *brokertest.Env { return open(tb, 1) }})
 }
 
 func TestBrokerPartitions(t *testing.T) {
-	brokertest.Run(t, brokertest.Harness{Open: func(tb testing.TB, _ time.Duration) *brokertest.Env { return open(tb, 3) }})
+	brokertest.Run(t, brokertest.Harness{Features: brokertest.Features{Deliveries: true}, Open: func(tb testing.TB, _ time.Duration) *brokertest.Env { return open(tb, 3) }})
 }
 
 func BenchmarkEndToEnd(b *testing.B) {
