@@ -78,8 +78,15 @@ func (c *ConsumerConfig) withDefaults(src broker.Source) ConsumerConfig {
 // fetching, lets deliveries in flight finish for up to ShutdownTimeout,
 // then cancels them (they are not acked) and returns nil. A terminal error
 // of src (a deleted consumer) stops every worker the same way and is
-// returned.
+// returned. A nil ib, src or h is an error wrapping ErrInvalidConfig,
+// returned before anything starts.
 func Consume[TTx any](ctx context.Context, ib *Inbox[TTx], src broker.Source, h Handler[TTx], cfg *ConsumerConfig) error {
+	if err := checkArgs(ib, h); err != nil {
+		return err
+	}
+	if src == nil {
+		return fmt.Errorf("%w: nil source", ErrInvalidConfig)
+	}
 	c := cfg.withDefaults(src)
 	// Work outlives ctx by ShutdownTimeout, so that a commit in progress
 	// can finish and be acked.

@@ -79,8 +79,12 @@ func (ib *Inbox[TTx]) Consumer() string { return ib.cfg.Consumer }
 // Acknowledge the delivery only when Outcome.Ack() is true, and otherwise
 // redeliver it after Outcome.Delay. The error explains a Retry; it is nil
 // otherwise, except for an invalid message and for ErrFingerprintConflict
-// when Config.FingerprintConflictError is set.
+// when Config.FingerprintConflictError is set. A nil ib or h gives Retry
+// and an error wrapping ErrInvalidConfig, and nothing runs.
 func (ib *Inbox[TTx]) Process(ctx context.Context, msg Message, h Handler[TTx]) (Outcome, error) {
+	if err := checkArgs(ib, h); err != nil {
+		return Outcome{Status: Retry}, err
+	}
 	start := time.Now()
 	if err := msg.validate(ib.cfg.ScopeIDByType); err != nil {
 		out, err := ib.record(ctx, nil, func(tx TTx) (Outcome, bool, error) { return ib.deadLetterInvalid(ctx, tx, &msg, err) })
@@ -114,6 +118,18 @@ func (ib *Inbox[TTx]) Process(ctx context.Context, msg Message, h Handler[TTx]) 
 	return ib.finish(ctx, &msg, start, Outcome{Status: Processed}, nil)
 }
 
+// checkArgs rejects a nil inbox or handler, a programming error that would
+// otherwise panic in a worker (and kill the process).
+func checkArgs[TTx any](ib *Inbox[TTx], h Handler[TTx]) error {
+	switch {
+	case ib == nil:
+		return fmt.Errorf("%w: nil *Inbox", ErrInvalidConfig)
+	case h == nil:
+		return fmt.Errorf("%w: nil handler", ErrInvalidConfig)
+	}
+	return nil
+}
+
 // savepoint is the name of ProcessTx's savepoint in the caller's transaction.
 const savepoint = "inbox_claim"
 
@@ -136,6 +152,9 @@ const savepoint = "inbox_claim"
 //
 // Hooks see Processed before the caller's COMMIT.
 func (ib *Inbox[TTx]) ProcessTx(ctx context.Context, tx TTx, msg Message, h Handler[TTx]) (Outcome, error) {
+	if err := checkArgs(ib, h); err != nil {
+		return Outcome{Status: Retry}, err
+	}
 	start := time.Now()
 	if err := msg.validate(ib.cfg.ScopeIDByType); err != nil {
 		out, err := ib.record(ctx, &tx, func(tx TTx) (Outcome, bool, error) { return ib.deadLetterInvalid(ctx, tx, &msg, err) })

@@ -55,14 +55,21 @@ type Driver struct {
 
 var _ store.Driver[pgx.Tx] = (*Driver)(nil)
 
+// ErrInvalidConfig is wrapped by New's error for a nil pool or invalid
+// table names (which also wrap store.ErrInvalidTables).
+var ErrInvalidConfig = errors.New("pgxstore: invalid config")
+
 // New returns a Driver on pool. It checks the table names and runs no SQL.
 func New(pool *pgxpool.Pool, cfg *Config) (*Driver, error) {
 	if pool == nil {
-		return nil, errors.New("pgxstore: nil pool")
+		return nil, fmt.Errorf("%w: nil pool", ErrInvalidConfig)
 	}
 	var c Config
 	if cfg != nil {
 		c = *cfg
+	}
+	if err := c.Tables.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	q, err := pgsql.New(c.Tables)
 	if err != nil {
@@ -414,6 +421,9 @@ func (d *Driver) DurabilityWarnings(ctx context.Context) ([]string, error) {
 // Migrations returns the SQL of the PostgreSQL migrations for tables t,
 // without a database, for teams that apply SQL themselves.
 func Migrations(t store.Tables) ([]store.Migration, error) {
+	if err := t.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
 	q, err := pgsql.New(t)
 	if err != nil {
 		return nil, err

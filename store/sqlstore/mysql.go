@@ -112,10 +112,10 @@ func OpenMySQL(dsn string, opts *MySQLOptions) (*sql.DB, error) {
 func mysqlConfig(dsn string, opts *MySQLOptions) (*mysql.Config, error) {
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("sqlstore: OpenMySQL: %w", err)
+		return nil, fmt.Errorf("%w: OpenMySQL: %w", ErrInvalidConfig, err)
 	}
 	if cfg.ClientFoundRows {
-		return nil, ErrClientFoundRows
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, ErrClientFoundRows)
 	}
 	cfg.ParseTime = true
 	if cfg.Params == nil {
@@ -126,12 +126,12 @@ func mysqlConfig(dsn string, opts *MySQLOptions) (*mysql.Config, error) {
 		timeout = opts.LockTimeout
 	} else if s, ok := cfg.Params["innodb_lock_wait_timeout"]; ok {
 		if _, err := strconv.ParseUint(s, 10, 32); err != nil {
-			return nil, fmt.Errorf("sqlstore: OpenMySQL: innodb_lock_wait_timeout=%q, want whole seconds", s)
+			return nil, fmt.Errorf("%w: OpenMySQL: innodb_lock_wait_timeout=%q, want whole seconds", ErrInvalidConfig, s)
 		}
 		return cfg, nil
 	}
 	if timeout < 0 {
-		return nil, fmt.Errorf("sqlstore: OpenMySQL: negative LockTimeout %v", timeout)
+		return nil, fmt.Errorf("%w: OpenMySQL: negative LockTimeout %v", ErrInvalidConfig, timeout)
 	}
 	cfg.Params["innodb_lock_wait_timeout"] = strconv.FormatInt(mysqlSeconds(timeout), 10)
 	return cfg, nil

@@ -64,7 +64,7 @@ func OpenSQLite(path string, opts *SQLiteOptions) (*sql.DB, error) {
 // lexical order, on every new connection.
 func sqliteDSN(path string, opts *SQLiteOptions) (string, error) {
 	if path == "" {
-		return "", errors.New("sqlstore: OpenSQLite: empty path")
+		return "", fmt.Errorf("%w: OpenSQLite: empty path", ErrInvalidConfig)
 	}
 	busy := 5 * time.Second
 	if opts != nil && opts.BusyTimeout != 0 {
