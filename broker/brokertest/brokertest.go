@@ -18,6 +18,7 @@ import (
 
 	"github.com/inboxkit/inbox"
 	"github.com/inboxkit/inbox/broker"
+	"github.com/inboxkit/inbox/internal/logtest"
 	"github.com/inboxkit/inbox/store/sqlstore"
 )
 
@@ -71,6 +72,7 @@ func Run(t *testing.T, h Harness) {
 		{"ShutdownGraceCommitsAndAcks", testShutdownGrace, nil},
 		{"BrokerRestart", testRestart, func(f Features) bool { return f.Restart }},
 		{"HandlerSeesDelivery", testHandlerSeesDelivery, nil},
+		{"PanickingHookStillAcks", testPanickingHook, nil},
 	}
 	for _, tc := range tests {
 		if tc.need != nil && !tc.need(h.Features) {
@@ -573,5 +575,40 @@ func testHandlerSeesDelivery(t *testing.T, h Harness) {
 	}
 	if got[0] != 1 || got[1] != 2 {
 		t.Fatalf("deliveries %v, want [1 2]", got)
+	}
+}
+
+// panickingHook panics after every processed and duplicate outcome.
+type panickingHook struct{}
+
+func (panickingHook) OnProcessed(context.Context, *inbox.Event) { panic("hook boom") }
+func (panickingHook) OnDuplicate(context.Context, *inbox.Event) { panic("hook boom") }
+
+// A hook that panics after COMMIT, before the ack, kills no worker: the
+// message is acked (a new consumer sees no redelivery) and the next one is
+// processed; the panic is logged at ERROR.
+func testPanickingHook(t *testing.T, h Harness) {
+	env := h.Open(t, time.Second)
+	logs := &logtest.Buffer{}
+	hooks := &statusHooks{}
+	f := NewFixture(t, inbox.Config{Logger: logs.Logger(), Hooks: []any{panickingHook{}, hooks}})
+	publish(t, env, "m-hook-1")
+	stop := f.Consume(t, env.Source(t), f.Write, &inbox.ConsumerConfig{Workers: 1})
+	Eventually(t, 15*time.Second, "the first message was never processed", func() bool { return hooks.processed.Load() == 1 })
+	publish(t, env, "m-hook-2")
+	Eventually(t, 15*time.Second, "the worker did not survive the hook's panic", func() bool { return hooks.processed.Load() == 2 })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	stop = f.Consume(t, env.Source(t), f.Write, nil)
+	time.Sleep(1500 * time.Millisecond) // past AckWait: an unacked message would come back
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if d := hooks.duplicate.Load(); d != 0 || f.Effects(t, "m-hook-1") != 1 || f.Effects(t, "m-hook-2") != 1 {
+		t.Fatalf("%d redeliveries, effects %d and %d; want 0 (both acked) and 1 each", d, f.Effects(t, "m-hook-1"), f.Effects(t, "m-hook-2"))
+	}
+	if !logs.Has("level=ERROR", "hook=OnProcessed", "consumer=brokertest", "m-hook-1") {
+		t.Fatalf("no ERROR log naming OnProcessed, the consumer and m-hook-1; log:\n%s", logs)
 	}
 }

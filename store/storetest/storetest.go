@@ -9,12 +9,8 @@
 package storetest
 
 import (
-	"bytes"
 	"context"
 	"encoding/hex"
-	"log/slog"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -111,40 +107,4 @@ func count[TTx any](tb testing.TB, env *Env[TTx], id string) int {
 		tb.Fatalf("count %q: %v", id, err)
 	}
 	return n
-}
-
-// logBuffer collects the text of log records, for tests of what is logged.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func (b *logBuffer) logger() *slog.Logger {
-	return slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-// has reports whether one logged line contains every one of parts.
-func (b *logBuffer) has(parts ...string) bool {
-	for line := range strings.Lines(b.String()) {
-		found := true
-		for _, p := range parts {
-			found = found && strings.Contains(line, p)
-		}
-		if found {
-			return true
-		}
-	}
-	return false
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/inboxkit/inbox"
+	"github.com/inboxkit/inbox/internal/logtest"
 	"github.com/inboxkit/inbox/store"
 )
 
@@ -955,9 +956,9 @@ func (panicHooks) OnPruned(context.Context, *inbox.PruneEvent)         { panic("
 func testHookPanics[TTx any](t *testing.T, h Harness[TTx]) {
 	ctx := context.Background()
 	env := open(t, h)
-	logs := &logBuffer{}
+	logs := &logtest.Buffer{}
 	counted := &outcomeHooks{}
-	ib := newInbox(t, env, inbox.Config{MaxAttempts: 2, Logger: logs.logger(), Hooks: []any{panicHooks{}, counted}})
+	ib := newInbox(t, env, inbox.Config{MaxAttempts: 2, Logger: logs.Logger(), Hooks: []any{panicHooks{}, counted}})
 	m := msg("hp-1")
 	changed := m
 	changed.Payload = []byte("another payload")
@@ -977,7 +978,7 @@ func testHookPanics[TTx any](t *testing.T, h Harness[TTx]) {
 	for _, st := range steps {
 		out, _ := ib.Process(ctx, st.m, st.hd)
 		wantStatus(t, st.hook+" panics", out, st.want)
-		if !logs.has("level=ERROR", "hook="+st.hook, "consumer=storetest", st.m.ID, "hook boom") {
+		if !logs.Has("level=ERROR", "hook="+st.hook, "consumer=storetest", st.m.ID, "hook boom") {
 			t.Fatalf("no ERROR log naming %s, the consumer and %q; log:\n%s", st.hook, st.m.ID, logs)
 		}
 	}
@@ -988,14 +989,14 @@ func testHookPanics[TTx any](t *testing.T, h Harness[TTx]) {
 	if fmt.Sprint(counted.counts) != fmt.Sprint(want) {
 		t.Fatalf("the hook after the panicking one saw %v, want %v", counted.counts, want)
 	}
-	p, err := inbox.NewPruner(env.Driver, &inbox.PrunerConfig{Logger: logs.logger(), Hooks: []any{panicHooks{}}})
+	p, err := inbox.NewPruner(env.Driver, &inbox.PrunerConfig{Logger: logs.Logger(), Hooks: []any{panicHooks{}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := p.Prune(ctx); err != nil {
 		t.Fatalf("prune with a panicking hook: %v", err)
 	}
-	if !logs.has("level=ERROR", "hook=OnPruned") {
+	if !logs.Has("level=ERROR", "hook=OnPruned") {
 		t.Fatalf("no ERROR log naming OnPruned; log:\n%s", logs)
 	}
 }
@@ -1012,16 +1013,16 @@ func typed(id, typ string) inbox.Message {
 func testIDNotScopedByType[TTx any](t *testing.T, h Harness[TTx]) {
 	ctx := context.Background()
 	env := open(t, h)
-	logs := &logBuffer{}
+	logs := &logtest.Buffer{}
 	hook := &conflictHook{}
-	ib := newInbox(t, env, inbox.Config{Logger: logs.logger(), Hooks: []any{hook}})
+	ib := newInbox(t, env, inbox.Config{Logger: logs.Logger(), Hooks: []any{hook}})
 	if out, err := ib.Process(ctx, typed("order-123", "OrderCreated"), writer(env)); err != nil || out.Status != inbox.Processed {
 		t.Fatalf("OrderCreated: %v %v, want Processed", out.Status, err)
 	}
 	if out, err := ib.Process(ctx, typed("order-123", "OrderShipped"), writer(env)); err != nil || out.Status != inbox.Duplicate {
 		t.Fatalf("OrderShipped: %v %v, want Duplicate (the key is the ID alone)", out.Status, err)
 	}
-	if !logs.has("level=WARN", "stored_type=OrderCreated", "type=OrderShipped", "order-123") {
+	if !logs.Has("level=WARN", "stored_type=OrderCreated", "type=OrderShipped", "order-123") {
 		t.Fatalf("no WARN naming the stored type OrderCreated and the new type OrderShipped; log:\n%s", logs)
 	}
 	if len(hook.events) != 1 || hook.events[0].StoredType != "OrderCreated" || hook.events[0].Message.Type != "OrderShipped" {
@@ -1034,8 +1035,8 @@ func testIDNotScopedByType[TTx any](t *testing.T, h Harness[TTx]) {
 func testScopeIDByType[TTx any](t *testing.T, h Harness[TTx]) {
 	ctx := context.Background()
 	env := open(t, h)
-	logs := &logBuffer{}
-	ib := newInbox(t, env, inbox.Config{ScopeIDByType: true, Logger: logs.logger()})
+	logs := &logtest.Buffer{}
+	ib := newInbox(t, env, inbox.Config{ScopeIDByType: true, Logger: logs.Logger()})
 	// Pairs whose plain concatenation, or a NUL separator, would collide.
 	msgs := []inbox.Message{
 		typed("order-123", "OrderCreated"), typed("order-123", "OrderShipped"), typed("order-123", ""),
@@ -1054,7 +1055,7 @@ func testScopeIDByType[TTx any](t *testing.T, h Harness[TTx]) {
 	if n := count(t, env, "order-123"); n != 3 {
 		t.Fatalf("%d effects of order-123, want 3 (one per type)", n)
 	}
-	if logs.has("level=WARN") {
+	if logs.Has("level=WARN") {
 		t.Fatalf("scoped IDs gave a warning:\n%s", logs)
 	}
 	// ProcessTx uses the same key.
