@@ -204,4 +204,16 @@ func TestStoredIDScopedByType(t *testing.T) {
 	if _, _, ok := unscopeID([]byte{0x05, 'a'}); ok {
 		t.Fatal("a key shorter than its type length was split")
 	}
+	// The scoped key must fit in MaxIDLen: a 1-byte length prefix here.
+	fits := Message{ID: strings.Repeat("i", MaxIDLen-4), Type: "abc"}
+	if err := fits.validate(true); err != nil || len(storedID(&fits, true)) != MaxIDLen {
+		t.Fatalf("a %d-byte scoped key rejected: %v", len(storedID(&fits, true)), err)
+	}
+	over := Message{ID: strings.Repeat("i", MaxIDLen-3), Type: "abc"}
+	if err := over.validate(true); !errors.Is(err, ErrInvalidMessage) {
+		t.Fatalf("a %d-byte scoped key: %v, want ErrInvalidMessage", len(storedID(&over, true)), err)
+	}
+	if err := over.validate(false); err != nil {
+		t.Fatalf("unscoped, the %d-byte ID is valid: %v", len(over.ID), err)
+	}
 }

@@ -75,7 +75,11 @@ func (m *Message) validate(scopeByType bool) error {
 	if err := m.validateID(); err != nil {
 		return err
 	}
-	if n := len(storedID(m, scopeByType)); n > MaxIDLen {
+	if !scopeByType {
+		return nil
+	}
+	var prefix [binary.MaxVarintLen64]byte
+	if n := binary.PutUvarint(prefix[:], uint64(len(m.Type))) + len(m.Type) + len(m.ID); n > MaxIDLen {
 		return invalid(fmt.Sprintf("ID scoped by its %d-byte type is %d bytes, more than the limit of %d", len(m.Type), n, MaxIDLen))
 	}
 	return nil
