@@ -61,8 +61,26 @@ type Config struct {
 	// 5 min, ±10 % jitter.
 	Backoff Backoff
 
+	// ScopeIDByType makes a message's key its type and ID together, for
+	// producers that number each message type on its own: with it,
+	// "order-123" as OrderCreated and as OrderShipped are two messages;
+	// without it (the default, false) the second is skipped as a duplicate
+	// and reported as a fingerprint conflict. The stored message_id is then
+	// the type's length (a uvarint), the type's bytes as given (any bytes)
+	// and the ID, so that no two (type, ID) pairs share a key; these must
+	// fit in MaxIDLen bytes together, or the message is invalid. It works
+	// the same with Process, ProcessTx and Consume. Changing it changes
+	// every key: a message processed before the change and redelivered
+	// after it runs again, so choose it before the consumer's first
+	// message, or with a new Consumer name. IdempotencyKey sees only the
+	// ID: put the type into its purpose.
+	ScopeIDByType bool
+
 	// Hooks receive outcomes; each may implement any of ProcessedHook,
-	// DuplicateHook, RetryHook, DeadLetteredHook, FingerprintConflictHook.
+	// DuplicateHook, RetryHook, DeadLetteredHook, FingerprintConflictHook,
+	// and must implement one of them: New rejects a value that implements
+	// none (a method with a wrong signature). A panic in a hook is
+	// recovered and logged at ERROR; the outcome and the ack stand.
 	// Default none.
 	Hooks []any
 
@@ -141,6 +159,9 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if out.MaxTransientFailures == 0 {
 		out.MaxTransientFailures = DefaultMaxTransientFailures
+	}
+	if err := validateHooks("Config.Hooks", out.Hooks, true); err != nil {
+		return out, err
 	}
 	out.Backoff = out.Backoff.withDefaults()
 	if out.Logger == nil {

@@ -81,8 +81,15 @@ func (c *ConsumerConfig) withDefaults(src broker.Source) ConsumerConfig {
 // then cancels them (they are not acked) and returns nil. A terminal error
 // of src (a deleted consumer), or a database error that no retry fixes
 // (ErrUnrecoverable: the inbox's tables dropped, permission denied), stops
-// every worker the same way and is returned.
+// every worker the same way and is returned. A nil ib, src or h is an
+// error wrapping ErrInvalidConfig, returned before anything starts.
 func Consume[TTx any](ctx context.Context, ib *Inbox[TTx], src broker.Source, h Handler[TTx], cfg *ConsumerConfig) error {
+	if err := checkArgs(ib, h); err != nil {
+		return err
+	}
+	if src == nil {
+		return fmt.Errorf("%w: nil source", ErrInvalidConfig)
+	}
 	c := cfg.withDefaults(src)
 	// Work outlives ctx by ShutdownTimeout, so that a commit in progress
 	// can finish and be acked.
@@ -132,7 +139,8 @@ func Consume[TTx any](ctx context.Context, ib *Inbox[TTx], src broker.Source, h 
 // error of a database that no retry fixes, after nacking.
 func deliver[TTx any](ctx context.Context, ib *Inbox[TTx], d broker.Delivery, h Handler[TTx], c *ConsumerConfig) error {
 	m := d.Message()
-	msg := Message{ID: messageID(c, m), Type: m.Type, Payload: m.Payload, Headers: m.Headers}
+	msg := Message{ID: messageID(c, m), Type: m.Type, Payload: m.Payload, Headers: m.Headers,
+		Subject: m.Subject, Deliveries: m.Deliveries}
 	stopLease := keepLease(ctx, d, c.LeaseInterval)
 	out, err := ib.Process(ctx, msg, h)
 	stopLease()

@@ -49,7 +49,7 @@ func (ib *Inbox[TTx]) DeadLetters(ctx context.Context, q *DeadLetterQuery) ([]De
 	}
 	out := make([]DeadLetter, 0, len(rows))
 	for _, r := range rows {
-		dl, err := deadLetterFrom(r)
+		dl, err := deadLetterFrom(r, ib.cfg.ScopeIDByType)
 		if err != nil {
 			return nil, err
 		}
@@ -58,14 +58,23 @@ func (ib *Inbox[TTx]) DeadLetters(ctx context.Context, q *DeadLetterQuery) ([]De
 	return out, nil
 }
 
-func deadLetterFrom(r *store.DeadLetter) (DeadLetter, error) {
+// deadLetterFrom makes a stored dead letter a DeadLetter. With
+// scopeByType its key holds the message's type as it came (r.Type is the
+// storable form) and its ID: a replay claims the same key again.
+func deadLetterFrom(r *store.DeadLetter, scopeByType bool) (DeadLetter, error) {
 	h, err := decodeHeaders(r.Headers)
 	if err != nil {
 		return DeadLetter{}, fmt.Errorf("inbox: dead letter %d: %w", r.ID, err)
 	}
+	typ, id := r.Type, string(r.Key.MessageID)
+	if scopeByType {
+		if t, i, ok := unscopeID(r.Key.MessageID); ok {
+			typ, id = t, i
+		}
+	}
 	return DeadLetter{
 		ID:       r.ID,
-		Message:  Message{ID: string(r.Key.MessageID), Type: r.Type, Payload: r.Payload, Headers: h},
+		Message:  Message{ID: id, Type: typ, Payload: r.Payload, Headers: h},
 		Error:    r.Error,
 		Attempts: r.Attempts,
 		FailedAt: r.FailedAt,
@@ -98,12 +107,12 @@ func (ib *Inbox[TTx]) Replay(ctx context.Context, id int64, h Handler[TTx]) (Out
 	if err != nil {
 		return fail(ib.retryNow(), fmt.Errorf("inbox: replay: %w", err))
 	}
-	dl, err := deadLetterFrom(r)
+	dl, err := deadLetterFrom(r, ib.cfg.ScopeIDByType)
 	if err != nil {
 		return fail(Outcome{Status: Retry}, err)
 	}
 	msg := dl.Message
-	if err := msg.validate(); err != nil {
+	if err := msg.validate(ib.cfg.ScopeIDByType); err != nil {
 		return fail(Outcome{Status: Retry}, fmt.Errorf("inbox: replay of dead letter %d: %w", id, err))
 	}
 	p := ib.claimParams(&msg)

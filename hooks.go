@@ -2,6 +2,9 @@ package inbox
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
 	"time"
 )
 
@@ -15,6 +18,9 @@ type Event struct {
 	// StoredFingerprint and Fingerprint are the SHA-256 of the payload first
 	// processed under the ID and of this one (FingerprintConflictHook only).
 	StoredFingerprint, Fingerprint []byte
+	// StoredType is the type of the message first processed under the ID
+	// (FingerprintConflictHook only; Message.Type is this one's).
+	StoredType string
 }
 
 // PruneEvent describes one Prune call, for hooks.
@@ -25,8 +31,10 @@ type PruneEvent struct {
 }
 
 // Hooks are optional single-method interfaces: a value in Config.Hooks (or
-// PrunerConfig.Hooks) implements those it cares about. Hooks run
-// synchronously on the processing goroutine and must be quick.
+// PrunerConfig.Hooks) implements those it cares about, and New (NewPruner)
+// rejects one that implements none. Hooks run synchronously on the
+// processing goroutine, after COMMIT and before the ack, and must be quick.
+// A hook's panic is recovered and logged at ERROR; the outcome stands.
 type (
 	// ProcessedHook is told of every Processed outcome.
 	ProcessedHook interface {
@@ -64,10 +72,28 @@ type hookSet struct {
 	conflict  []FingerprintConflictHook
 	pruned    []PrunedHook
 	any       bool // an outcome hook is set
+	logger    *slog.Logger
 }
 
-func newHookSet(hooks []any) hookSet {
-	var s hookSet
+// validateHooks rejects a value of hooks that implements none of the hook
+// interfaces a role uses (outcome: Config.Hooks; else PrunerConfig.Hooks),
+// so that a typo in a method's signature is not silently ignored.
+func validateHooks(field string, hooks []any, outcome bool) error {
+	for i, h := range hooks {
+		s := newHookSet([]any{h}, nil)
+		ok := len(s.pruned) > 0
+		if outcome {
+			ok = s.any || len(s.conflict) > 0
+		}
+		if !ok {
+			return fmt.Errorf("%w: %s[%d] (%T) implements no hook interface of %s", ErrInvalidConfig, field, i, h, field)
+		}
+	}
+	return nil
+}
+
+func newHookSet(hooks []any, logger *slog.Logger) hookSet {
+	s := hookSet{logger: logger}
 	for _, h := range hooks {
 		if x, ok := h.(ProcessedHook); ok {
 			s.processed = append(s.processed, x)
@@ -92,23 +118,43 @@ func newHookSet(hooks []any) hookSet {
 	return s
 }
 
+// call runs each hook with e, recovering a panic: hooks run after COMMIT
+// and before the ack, so that a panic would kill the worker before the
+// ack, and again on every redelivery. It is logged and the outcome stands.
+func call[H any](ctx context.Context, s *hookSet, method string, e *Event, hooks []H, fn func(H)) {
+	for _, h := range hooks {
+		func() {
+			defer func() {
+				if v := recover(); v != nil {
+					attrs := []any{"hook", method, "hook_type", fmt.Sprintf("%T", h), "panic", v, "stack", string(debug.Stack())}
+					if e != nil {
+						attrs = append(attrs, "consumer", e.Consumer, "id", fmt.Sprintf("%q", e.Message.ID), "status", e.Outcome.Status)
+					}
+					s.logger.ErrorContext(ctx, "inbox: a hook panicked; the outcome stands", attrs...)
+				}
+			}()
+			fn(h)
+		}()
+	}
+}
+
 func (s *hookSet) outcome(ctx context.Context, e *Event) {
 	switch e.Outcome.Status {
 	case Processed:
-		for _, h := range s.processed {
-			h.OnProcessed(ctx, e)
-		}
+		call(ctx, s, "OnProcessed", e, s.processed, func(h ProcessedHook) { h.OnProcessed(ctx, e) })
 	case Duplicate:
-		for _, h := range s.duplicate {
-			h.OnDuplicate(ctx, e)
-		}
+		call(ctx, s, "OnDuplicate", e, s.duplicate, func(h DuplicateHook) { h.OnDuplicate(ctx, e) })
 	case Retry:
-		for _, h := range s.retry {
-			h.OnRetry(ctx, e)
-		}
+		call(ctx, s, "OnRetry", e, s.retry, func(h RetryHook) { h.OnRetry(ctx, e) })
 	case DeadLettered:
-		for _, h := range s.dead {
-			h.OnDeadLettered(ctx, e)
-		}
+		call(ctx, s, "OnDeadLettered", e, s.dead, func(h DeadLetteredHook) { h.OnDeadLettered(ctx, e) })
 	}
+}
+
+func (s *hookSet) fingerprintConflict(ctx context.Context, e *Event) {
+	call(ctx, s, "OnFingerprintConflict", e, s.conflict, func(h FingerprintConflictHook) { h.OnFingerprintConflict(ctx, e) })
+}
+
+func (s *hookSet) prunedEvent(ctx context.Context, e *PruneEvent) {
+	call(ctx, s, "OnPruned", nil, s.pruned, func(h PrunedHook) { h.OnPruned(ctx, e) })
 }

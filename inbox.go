@@ -44,7 +44,7 @@ func New[TTx any](ctx context.Context, driver store.Driver[TTx], cfg *Config) (*
 	if err != nil {
 		return nil, err
 	}
-	ib := &Inbox[TTx]{driver: driver, cfg: c, consumer: []byte(c.Consumer), hooks: newHookSet(c.Hooks)}
+	ib := &Inbox[TTx]{driver: driver, cfg: c, consumer: []byte(c.Consumer), hooks: newHookSet(c.Hooks, c.Logger)}
 	ib.health.init(c.Logger, c.Consumer)
 	ib.retryLog.interval = retryLogInterval
 	if err := ib.checkSchema(ctx); err != nil {
@@ -121,9 +121,15 @@ func (ib *Inbox[TTx]) Consumer() string { return ib.cfg.Consumer }
 //	ack()
 //
 // is right.
+//
+// A nil ib or h gives Retry and an error wrapping ErrInvalidConfig, and
+// nothing runs.
 func (ib *Inbox[TTx]) Process(ctx context.Context, msg Message, h Handler[TTx]) (Outcome, error) {
+	if err := checkArgs(ib, h); err != nil {
+		return Outcome{Status: Retry}, err
+	}
 	start := time.Now()
-	if err := msg.validate(); err != nil {
+	if err := msg.validate(ib.cfg.ScopeIDByType); err != nil {
 		out, err := ib.invalidMessage(ctx, nil, &msg, err)
 		return ib.finish(ctx, &msg, start, out, err)
 	}
@@ -158,6 +164,18 @@ func (ib *Inbox[TTx]) Process(ctx context.Context, msg Message, h Handler[TTx]) 
 	return ib.finish(ctx, &msg, start, Outcome{Status: Processed}, nil)
 }
 
+// checkArgs rejects a nil inbox or handler, a programming error that would
+// otherwise panic in a worker (and kill the process).
+func checkArgs[TTx any](ib *Inbox[TTx], h Handler[TTx]) error {
+	switch {
+	case ib == nil:
+		return fmt.Errorf("%w: nil *Inbox", ErrInvalidConfig)
+	case h == nil:
+		return fmt.Errorf("%w: nil handler", ErrInvalidConfig)
+	}
+	return nil
+}
+
 // savepoint is the name of ProcessTx's savepoint in the caller's transaction.
 const savepoint = "inbox_claim"
 
@@ -185,8 +203,11 @@ const savepoint = "inbox_claim"
 //
 // Hooks see Processed before the caller's COMMIT.
 func (ib *Inbox[TTx]) ProcessTx(ctx context.Context, tx TTx, msg Message, h Handler[TTx]) (Outcome, error) {
+	if err := checkArgs(ib, h); err != nil {
+		return Outcome{Status: Retry}, err
+	}
 	start := time.Now()
-	if err := msg.validate(); err != nil {
+	if err := msg.validate(ib.cfg.ScopeIDByType); err != nil {
 		out, err := ib.invalidMessage(ctx, &tx, &msg, err)
 		return ib.finish(ctx, &msg, start, out, err)
 	}
@@ -218,7 +239,7 @@ func (ib *Inbox[TTx]) ProcessTx(ctx context.Context, tx TTx, msg Message, h Hand
 
 func (ib *Inbox[TTx]) claimParams(msg *Message) *store.ClaimParams {
 	return &store.ClaimParams{
-		Key:         store.Key{Consumer: ib.consumer, MessageID: []byte(msg.ID)},
+		Key:         store.Key{Consumer: ib.consumer, MessageID: storedID(msg, ib.cfg.ScopeIDByType)},
 		LockTimeout: ib.cfg.LockTimeout,
 		Type:        storableType(msg.Type),
 		Fingerprint: fingerprint(msg.Payload),
@@ -252,12 +273,10 @@ func (ib *Inbox[TTx]) duplicate(ctx context.Context, msg *Message, start time.Ti
 	if res.Fingerprint != nil && !bytes.Equal(res.Fingerprint, p.Fingerprint) {
 		out.Err = ErrFingerprintConflict
 		e := &Event{Consumer: ib.cfg.Consumer, Message: msg, Outcome: out, Duration: time.Since(start),
-			StoredFingerprint: res.Fingerprint, Fingerprint: p.Fingerprint}
-		for _, h := range ib.hooks.conflict {
-			h.OnFingerprintConflict(ctx, e)
-		}
+			StoredFingerprint: res.Fingerprint, Fingerprint: p.Fingerprint, StoredType: res.Type}
+		ib.hooks.fingerprintConflict(ctx, e)
 		ib.cfg.Logger.WarnContext(ctx, "inbox: message ID reused for a different payload",
-			"consumer", ib.cfg.Consumer, "id", fmt.Sprintf("%q", msg.ID), "type", msg.Type)
+			"consumer", ib.cfg.Consumer, "id", fmt.Sprintf("%q", msg.ID), "stored_type", res.Type, "type", msg.Type)
 	}
 	return ib.finish(ctx, msg, start, out, nil)
 }
@@ -377,7 +396,7 @@ func (ib *Inbox[TTx]) invalidMessage(ctx context.Context, caller *TTx, msg *Mess
 			return Outcome{Status: Duplicate, Err: verr}, false, nil
 		}
 		_, err = ib.driver.DeadLetterAdd(ctx, tx, &store.DeadLetterParams{
-			ClaimParams: store.ClaimParams{Key: store.Key{Consumer: ib.consumer, MessageID: []byte(msg.ID)}, Type: p.Type},
+			ClaimParams: store.ClaimParams{Key: store.Key{Consumer: ib.consumer, MessageID: storedID(msg, ib.cfg.ScopeIDByType)}, Type: p.Type},
 			Payload:     msg.Payload, Headers: encodeHeaders(msg.Headers), Error: errorText(verr), Invalid: true,
 		})
 		if err != nil {

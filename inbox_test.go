@@ -48,7 +48,7 @@ func TestValidate(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			err := tc.msg.validate()
+			err := tc.msg.validate(false)
 			if tc.reason == "" {
 				if err != nil {
 					t.Fatalf("valid message rejected: %v", err)
@@ -182,5 +182,43 @@ func TestConfigDefaults(t *testing.T) {
 		if _, err := bad.withDefaults(); !errors.Is(err, ErrInvalidConfig) {
 			t.Errorf("config %+v: %v, want ErrInvalidConfig", bad, err)
 		}
+	}
+}
+
+func TestStoredIDScopedByType(t *testing.T) {
+	t.Parallel()
+	pairs := []Message{
+		{Type: "a", ID: "bc"}, {Type: "ab", ID: "c"}, {Type: "", ID: "abc"}, {Type: "a\x00", ID: "bc"},
+		{Type: "a", ID: "\x00bc"}, {Type: strings.Repeat("t", 200), ID: "x"}, {Type: "\xff", ID: "\xff"},
+	}
+	seen := map[string]Message{}
+	for _, m := range pairs {
+		key := storedID(&m, true)
+		if other, ok := seen[string(key)]; ok {
+			t.Fatalf("type %q ID %q and type %q ID %q share the key %q", m.Type, m.ID, other.Type, other.ID, key)
+		}
+		seen[string(key)] = m
+		typ, id, ok := unscopeID(key)
+		if !ok || typ != m.Type || id != m.ID {
+			t.Fatalf("key %q split into type %q ID %q (%v), want %q %q", key, typ, id, ok, m.Type, m.ID)
+		}
+		if string(storedID(&m, false)) != m.ID {
+			t.Fatalf("unscoped key of %q is not the ID", m.ID)
+		}
+	}
+	if _, _, ok := unscopeID([]byte{0x05, 'a'}); ok {
+		t.Fatal("a key shorter than its type length was split")
+	}
+	// The scoped key must fit in MaxIDLen: a 1-byte length prefix here.
+	fits := Message{ID: strings.Repeat("i", MaxIDLen-4), Type: "abc"}
+	if err := fits.validate(true); err != nil || len(storedID(&fits, true)) != MaxIDLen {
+		t.Fatalf("a %d-byte scoped key rejected: %v", len(storedID(&fits, true)), err)
+	}
+	over := Message{ID: strings.Repeat("i", MaxIDLen-3), Type: "abc"}
+	if err := over.validate(true); !errors.Is(err, ErrInvalidMessage) {
+		t.Fatalf("a %d-byte scoped key: %v, want ErrInvalidMessage", len(storedID(&over, true)), err)
+	}
+	if err := over.validate(false); err != nil {
+		t.Fatalf("unscoped, the %d-byte ID is valid: %v", len(over.ID), err)
 	}
 }

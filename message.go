@@ -36,9 +36,56 @@ type Message struct {
 	Payload []byte
 	// Headers are kept with a dead letter.
 	Headers map[string]string
+	// Subject is where the message was published, as Consume got it from
+	// the broker (broker.Message.Subject): a NATS subject, an AMQP routing
+	// key, a Kafka topic. Not stored, not part of the key.
+	Subject string
+	// Deliveries counts the broker's deliveries of the message, this one
+	// included, as Consume got it from the broker (broker.Message.Deliveries):
+	// 1 for the first, 0 when the broker does not say (a RabbitMQ classic
+	// queue). It is not the inbox's count of failed attempts (Outcome.Attempts),
+	// which survives redelivery by another broker and ignores duplicates.
+	Deliveries int
 }
 
-func (m *Message) validate() error {
+// storedID is the key under which msg is claimed: its ID, or with
+// scopeByType its type's length as a uvarint, its type and its ID, which
+// no other (type, ID) pair shares.
+func storedID(msg *Message, scopeByType bool) []byte {
+	if !scopeByType {
+		return []byte(msg.ID)
+	}
+	b := binary.AppendUvarint(make([]byte, 0, binary.MaxVarintLen64+len(msg.Type)+len(msg.ID)), uint64(len(msg.Type)))
+	return append(append(b, msg.Type...), msg.ID...)
+}
+
+// unscopeID splits a key that storedID scoped by type; ok is false for a
+// key that is not one.
+func unscopeID(key []byte) (typ, id string, ok bool) {
+	n, k := binary.Uvarint(key)
+	if k <= 0 || n > uint64(len(key)-k) {
+		return "", "", false
+	}
+	return string(key[k : k+int(n)]), string(key[k+int(n):]), true
+}
+
+// validate checks msg's ID and, with scopeByType, the length of the key
+// that storedID makes of it.
+func (m *Message) validate(scopeByType bool) error {
+	if err := m.validateID(); err != nil {
+		return err
+	}
+	if !scopeByType {
+		return nil
+	}
+	var prefix [binary.MaxVarintLen64]byte
+	if n := binary.PutUvarint(prefix[:], uint64(len(m.Type))) + len(m.Type) + len(m.ID); n > MaxIDLen {
+		return invalid(fmt.Sprintf("ID scoped by its %d-byte type is %d bytes, more than the limit of %d", len(m.Type), n, MaxIDLen))
+	}
+	return nil
+}
+
+func (m *Message) validateID() error {
 	switch {
 	case len(m.ID) == 0:
 		return invalid("empty ID")

@@ -30,7 +30,9 @@ type PrunerConfig struct {
 	// Pause is the wait between two batches, to leave the database room.
 	// Default 100 ms.
 	Pause time.Duration
-	// Hooks may implement PrunedHook. Default none.
+	// Hooks are told of each Prune call; each must implement PrunedHook
+	// (NewPruner rejects one that does not). A panic in a hook is
+	// recovered and logged. Default none.
 	Hooks []any
 	// Logger receives errors of Run. Default slog.Default().
 	Logger *slog.Logger
@@ -60,6 +62,9 @@ func NewPruner(s PruneStore, cfg *PrunerConfig) (*Pruner, error) {
 	if c.Retention < MinRetention {
 		return nil, fmt.Errorf("%w: Retention %v is shorter than the minimum %v", ErrInvalidConfig, c.Retention, MinRetention)
 	}
+	if err := validateHooks("PrunerConfig.Hooks", c.Hooks, false); err != nil {
+		return nil, err
+	}
 	if c.Interval <= 0 {
 		c.Interval = DefaultPruneInterval
 	}
@@ -72,7 +77,7 @@ func NewPruner(s PruneStore, cfg *PrunerConfig) (*Pruner, error) {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	return &Pruner{store: s, cfg: c, hooks: newHookSet(c.Hooks)}, nil
+	return &Pruner{store: s, cfg: c, hooks: newHookSet(c.Hooks, c.Logger)}, nil
 }
 
 // Prune deletes every row older than the retention, in batches of
@@ -82,9 +87,7 @@ func (p *Pruner) Prune(ctx context.Context) (int, error) {
 	start := time.Now()
 	total, err := p.prune(ctx)
 	e := &PruneEvent{Deleted: total, Duration: time.Since(start), Err: err}
-	for _, h := range p.hooks.pruned {
-		h.OnPruned(ctx, e)
-	}
+	p.hooks.prunedEvent(ctx, e)
 	return total, err
 }
 

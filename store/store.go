@@ -161,6 +161,8 @@ type ClaimResult struct {
 	Claimed bool
 	// Fingerprint is the stored fingerprint of a duplicate, nil if unknown.
 	Fingerprint []byte
+	// Type is the stored message type of a duplicate, empty if unknown.
+	Type string
 }
 
 // AttemptParams are the parameters of Driver.AttemptAdd.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/inboxkit/inbox"
 	"github.com/inboxkit/inbox/broker"
+	"github.com/inboxkit/inbox/internal/logtest"
 	"github.com/inboxkit/inbox/store/sqlstore"
 )
 
@@ -25,6 +26,9 @@ import (
 type Features struct {
 	// Restart: Env.Restart restarts the broker (an embedded server).
 	Restart bool
+	// Deliveries: broker.Message.Deliveries counts a message's deliveries
+	// (1, then 2 after a Nack); without it the adapter reports 0.
+	Deliveries bool
 }
 
 // Env is one fresh destination (a stream, a queue) on the broker.
@@ -69,6 +73,8 @@ func Run(t *testing.T, h Harness) {
 		{"BrokerRestart", testRestart, func(f Features) bool { return f.Restart }},
 		{"LogsAtDefaultLevel", testLogsAtDefaultLevel, nil},
 		{"UnrecoverableStopsConsume", testUnrecoverableStopsConsume, nil},
+		{"HandlerSeesDelivery", testHandlerSeesDelivery, nil},
+		{"PanickingHookStillAcks", testPanickingHook, nil},
 	}
 	for _, tc := range tests {
 		if tc.need != nil && !tc.need(h.Features) {
@@ -526,5 +532,85 @@ func testCustomID(t *testing.T, h Harness) {
 	if err != nil || len(dls) != 1 || string(dls[0].Message.Payload) != "payload of boom" || f.Effects(t, "custom-fine") != 1 {
 		t.Fatalf("dead letters %+v %v, %d effects of custom-fine; want boom dead-lettered and fine processed under its custom ID",
 			dls, err, f.Effects(t, "custom-fine"))
+	}
+}
+
+// The handler sees where the message was published and, where the broker
+// counts them, its deliveries: 1, then 2 after a failure.
+func testHandlerSeesDelivery(t *testing.T, h Harness) {
+	env := h.Open(t, 5*time.Second)
+	f := NewFixture(t, inbox.Config{})
+	var mu sync.Mutex
+	var seen []inbox.Message
+	handler := func(ctx context.Context, tx *sql.Tx, m *inbox.Message) error {
+		mu.Lock()
+		seen = append(seen, *m)
+		n := len(seen)
+		mu.Unlock()
+		if n == 1 {
+			return inbox.RetryAfter(100*time.Millisecond, errors.New("fails once"))
+		}
+		return f.Write(ctx, tx, m)
+	}
+	publish(t, env, "m-seen")
+	stop := f.Consume(t, env.Source(t), handler, nil)
+	Eventually(t, 15*time.Second, "the message was never processed", func() bool { return f.Effects(t, "m-seen") == 1 })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 2 {
+		t.Fatalf("handler ran %d times, want 2", len(seen))
+	}
+	for i, m := range seen {
+		if m.Subject != env.Subject || m.ID != "m-seen" || m.Type != "test" {
+			t.Fatalf("call %d saw subject %q ID %q type %q, want %q %q %q", i+1, m.Subject, m.ID, m.Type, env.Subject, "m-seen", "test")
+		}
+	}
+	got := []int{seen[0].Deliveries, seen[1].Deliveries}
+	if !h.Features.Deliveries {
+		if got[0] != 0 || got[1] != 0 {
+			t.Fatalf("deliveries %v from an adapter without Features.Deliveries, want 0 (unknown)", got)
+		}
+		t.Skip("the adapter does not count deliveries (Features.Deliveries is false): Message.Deliveries is 0")
+	}
+	if got[0] != 1 || got[1] != 2 {
+		t.Fatalf("deliveries %v, want [1 2]", got)
+	}
+}
+
+// panickingHook panics after every processed and duplicate outcome.
+type panickingHook struct{}
+
+func (panickingHook) OnProcessed(context.Context, *inbox.Event) { panic("hook boom") }
+func (panickingHook) OnDuplicate(context.Context, *inbox.Event) { panic("hook boom") }
+
+// A hook that panics after COMMIT, before the ack, kills no worker: the
+// message is acked (a new consumer sees no redelivery) and the next one is
+// processed; the panic is logged at ERROR.
+func testPanickingHook(t *testing.T, h Harness) {
+	env := h.Open(t, time.Second)
+	logs := &logtest.Buffer{}
+	hooks := &statusHooks{}
+	f := NewFixture(t, inbox.Config{Logger: logs.Logger(), Hooks: []any{panickingHook{}, hooks}})
+	publish(t, env, "m-hook-1")
+	stop := f.Consume(t, env.Source(t), f.Write, &inbox.ConsumerConfig{Workers: 1})
+	Eventually(t, 15*time.Second, "the first message was never processed", func() bool { return hooks.processed.Load() == 1 })
+	publish(t, env, "m-hook-2")
+	Eventually(t, 15*time.Second, "the worker did not survive the hook's panic", func() bool { return hooks.processed.Load() == 2 })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	stop = f.Consume(t, env.Source(t), f.Write, nil)
+	time.Sleep(1500 * time.Millisecond) // past AckWait: an unacked message would come back
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if d := hooks.duplicate.Load(); d != 0 || f.Effects(t, "m-hook-1") != 1 || f.Effects(t, "m-hook-2") != 1 {
+		t.Fatalf("%d redeliveries, effects %d and %d; want 0 (both acked) and 1 each", d, f.Effects(t, "m-hook-1"), f.Effects(t, "m-hook-2"))
+	}
+	if !logs.Has("level=ERROR", "hook=OnProcessed", "consumer=brokertest", "m-hook-1") {
+		t.Fatalf("no ERROR log naming OnProcessed, the consumer and m-hook-1; log:\n%s", logs)
 	}
 }

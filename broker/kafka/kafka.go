@@ -84,7 +84,8 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// ErrInvalidConfig is wrapped by NewSource's error for a missing field.
+// ErrInvalidConfig is wrapped by NewSource's error for a missing field or
+// an option franz-go refuses.
 var ErrInvalidConfig = errors.New("kafka: invalid config")
 
 // partKey names a partition of the topic.
@@ -186,7 +187,7 @@ func newSource(ctx context.Context, cfg *Config, afterPoll func(n int)) (*Source
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		cancel()
-		return nil, fmt.Errorf("kafka: client: %w", err)
+		return nil, fmt.Errorf("%w: client: %w", ErrInvalidConfig, err) // kgo.NewClient only checks options
 	}
 	if err := cl.Ping(ctx); err != nil {
 		cancel()

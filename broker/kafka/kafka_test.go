@@ -80,11 +80,11 @@ func openWithAddrs(tb testing.TB, partitions int32) (*brokertest.Env, []string) 
 }
 
 func TestBroker(t *testing.T) {
-	brokertest.Run(t, brokertest.Harness{Open: func(tb testing.TB, _ time.Duration) *brokertest.Env { return open(tb, 1) }})
+	brokertest.Run(t, brokertest.Harness{Features: brokertest.Features{Deliveries: true}, Open: func(tb testing.TB, _ time.Duration) *brokertest.Env { return open(tb, 1) }})
 }
 
 func TestBrokerPartitions(t *testing.T) {
-	brokertest.Run(t, brokertest.Harness{Open: func(tb testing.TB, _ time.Duration) *brokertest.Env { return open(tb, 3) }})
+	brokertest.Run(t, brokertest.Harness{Features: brokertest.Features{Deliveries: true}, Open: func(tb testing.TB, _ time.Duration) *brokertest.Env { return open(tb, 3) }})
 }
 
 func BenchmarkEndToEnd(b *testing.B) {
@@ -256,10 +256,28 @@ func TestMessage(t *testing.T) {
 
 func TestNewSourceRejects(t *testing.T) {
 	t.Parallel()
-	for _, cfg := range []*kafka.Config{nil, {Topic: "t", Group: "g"}, {Brokers: []string{"127.0.0.1:1"}, Group: "g"}, {Brokers: []string{"127.0.0.1:1"}, Topic: "t"}} {
-		if _, err := kafka.NewSource(context.Background(), cfg); !errors.Is(err, kafka.ErrInvalidConfig) {
-			t.Fatalf("NewSource(%+v): %v, want ErrInvalidConfig", cfg, err)
-		}
+	brokers := []string{"127.0.0.1:1"}
+	tests := []struct {
+		name string
+		cfg  *kafka.Config
+	}{
+		{"nil", nil},
+		{"no brokers", &kafka.Config{Topic: "t", Group: "g"}},
+		{"no topic", &kafka.Config{Brokers: brokers, Group: "g"}},
+		{"no group", &kafka.Config{Brokers: brokers, Topic: "t"}},
+		{"option franz-go refuses", &kafka.Config{Brokers: brokers, Topic: "t", Group: "g",
+			Options: []kgo.Opt{kgo.BrokerMaxWriteBytes(10)}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if src, err := kafka.NewSource(context.Background(), tc.cfg); !errors.Is(err, kafka.ErrInvalidConfig) {
+				if src != nil {
+					_ = src.Close()
+				}
+				t.Fatalf("NewSource(%+v): %v, want kafka.ErrInvalidConfig", tc.cfg, err)
+			}
+		})
 	}
 }
 

@@ -70,10 +70,17 @@ type Source struct {
 
 var _ broker.LeaseSource = (*Source)(nil)
 
+// ErrInvalidConfig is wrapped by NewSource's error for a nil JetStream or
+// a missing field.
+var ErrInvalidConfig = errors.New("natsjs: invalid config")
+
 // NewSource creates or updates the durable consumer and starts consuming.
 func NewSource(ctx context.Context, js jetstream.JetStream, cfg *Config) (*Source, error) {
 	if cfg == nil || cfg.Stream == "" || cfg.Durable == "" {
-		return nil, errors.New("natsjs: Config.Stream and Config.Durable are required")
+		return nil, fmt.Errorf("%w: Config.Stream and Config.Durable are required", ErrInvalidConfig)
+	}
+	if js == nil {
+		return nil, fmt.Errorf("%w: nil JetStream", ErrInvalidConfig)
 	}
 	c := *cfg
 	if c.AckWait <= 0 {

@@ -60,7 +60,7 @@ func openOn(tb testing.TB, js jetstream.JetStream, ackWait time.Duration) *broke
 }
 
 func TestBroker(t *testing.T) {
-	brokertest.Run(t, brokertest.Harness{Open: func(tb testing.TB, ackWait time.Duration) *brokertest.Env {
+	brokertest.Run(t, brokertest.Harness{Features: brokertest.Features{Deliveries: true}, Open: func(tb testing.TB, ackWait time.Duration) *brokertest.Env {
 		_, js := connect(tb, testenv.NATSURL())
 		return openOn(tb, js, ackWait)
 	}})

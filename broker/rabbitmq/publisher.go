@@ -56,7 +56,7 @@ func NewPublisher(ctx context.Context, cfg *PublisherConfig) (*Publisher, error)
 		c.ConnectionName = "inbox publisher"
 	}
 	if c.AMQP.Recovery != nil {
-		return nil, errors.New("rabbitmq: PublisherConfig.AMQP.Recovery must be nil")
+		return nil, fmt.Errorf("%w: PublisherConfig.AMQP.Recovery must be nil", ErrInvalidConfig)
 	}
 	p := &Publisher{cfg: c}
 	if _, err := p.current(ctx); err != nil {

@@ -54,6 +54,9 @@ var (
 	ErrChannelClosed = errors.New("rabbitmq: the delivery's channel is closed")
 	// ErrPublisherClosed is returned by Publish after Close.
 	ErrPublisherClosed = errors.New("rabbitmq: publisher closed")
+	// ErrInvalidConfig is wrapped by the errors of NewSource and
+	// NewPublisher for a configuration they refuse.
+	ErrInvalidConfig = errors.New("rabbitmq: invalid config")
 )
 
 // Config configures a Source. Queue is required; zero values of the other
@@ -118,14 +121,14 @@ type Config struct {
 
 func (cfg *Config) withDefaults() (Config, error) {
 	if cfg == nil || cfg.Queue == "" {
-		return Config{}, errors.New("rabbitmq: Config.Queue is required")
+		return Config{}, fmt.Errorf("%w: Config.Queue is required", ErrInvalidConfig)
 	}
 	c := *cfg
 	if c.URL == "" {
 		c.URL = defaultURL
 	}
 	if c.AMQP.Recovery != nil {
-		return Config{}, errors.New("rabbitmq: Config.AMQP.Recovery must be nil: the Source reconnects by itself")
+		return Config{}, fmt.Errorf("%w: Config.AMQP.Recovery must be nil: the Source reconnects by itself", ErrInvalidConfig)
 	}
 	if c.ConnectionName == "" {
 		c.ConnectionName = "inbox " + c.Queue
@@ -135,7 +138,7 @@ func (cfg *Config) withDefaults() (Config, error) {
 		c.QueueType = Quorum
 	case Quorum, Classic:
 	default:
-		return Config{}, fmt.Errorf("rabbitmq: unknown QueueType %q", c.QueueType)
+		return Config{}, fmt.Errorf("%w: unknown QueueType %q", ErrInvalidConfig, c.QueueType)
 	}
 	if c.Prefetch <= 0 {
 		c.Prefetch = 16
@@ -147,7 +150,7 @@ func (cfg *Config) withDefaults() (Config, error) {
 	slices.Sort(c.DelayBuckets)
 	c.DelayBuckets = slices.Compact(c.DelayBuckets)
 	if c.DelayBuckets[0] < time.Millisecond {
-		return Config{}, fmt.Errorf("rabbitmq: delay bucket %v is below 1 ms", c.DelayBuckets[0])
+		return Config{}, fmt.Errorf("%w: delay bucket %v is below 1 ms", ErrInvalidConfig, c.DelayBuckets[0])
 	}
 	if c.ReconnectDelay <= 0 {
 		c.ReconnectDelay = 100 * time.Millisecond

@@ -63,7 +63,7 @@ type Statements struct {
 	// lock (behind an ALTER TABLE), which the statement takes before.
 	ClaimSettingLockTimeout string
 	// ClaimLookup: $1 consumer, $2 message_id. Returns a duplicate's
-	// fingerprint.
+	// fingerprint and message type.
 	ClaimLookup string
 	// AttemptAdd: $1 consumer, $2 message_id, $3 error, $4 attempts to
 	// add, $5 transient failures to add (0 or 1 each). Returns both counts.
@@ -170,7 +170,7 @@ ON CONFLICT DO NOTHING RETURNING 1`,
 INSERT INTO ` + inbox + ` (consumer, message_id, message_type, fingerprint)
 SELECT $1::bytea, $2::bytea, $3::text, $4::bytea FROM lt
 ON CONFLICT DO NOTHING RETURNING 1`,
-		ClaimLookup: `SELECT fingerprint FROM ` + inbox + ` WHERE consumer = $1 AND message_id = $2`,
+		ClaimLookup: `SELECT fingerprint, message_type FROM ` + inbox + ` WHERE consumer = $1 AND message_id = $2`,
 		AttemptAdd: `INSERT INTO ` + attempts + ` AS a (consumer, message_id, attempts, transient_failures, last_error)
 VALUES ($1, $2, $4, $5, $3)
 ON CONFLICT (consumer, message_id) DO UPDATE

@@ -55,14 +55,21 @@ type Driver struct {
 
 var _ store.Driver[pgx.Tx] = (*Driver)(nil)
 
+// ErrInvalidConfig is wrapped by New's error for a nil pool or invalid
+// table names (which also wrap store.ErrInvalidTables).
+var ErrInvalidConfig = errors.New("pgxstore: invalid config")
+
 // New returns a Driver on pool. It checks the table names and runs no SQL.
 func New(pool *pgxpool.Pool, cfg *Config) (*Driver, error) {
 	if pool == nil {
-		return nil, errors.New("pgxstore: nil pool")
+		return nil, fmt.Errorf("%w: nil pool", ErrInvalidConfig)
 	}
 	var c Config
 	if cfg != nil {
 		c = *cfg
+	}
+	if err := c.Tables.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	q, err := pgsql.New(c.Tables)
 	if err != nil {
@@ -173,10 +180,10 @@ func (d *Driver) queue(b *pgx.Batch, claim string, res *store.ClaimResult, args 
 	})
 }
 
-// queueLookup queues the read of a duplicate's fingerprint.
+// queueLookup queues the read of a duplicate's fingerprint and type.
 func (d *Driver) queueLookup(b *pgx.Batch, p *store.ClaimParams, res *store.ClaimResult) {
 	b.Queue(d.q.ClaimLookup, p.Consumer, p.MessageID).QueryRow(func(row pgx.Row) error {
-		err := row.Scan(&res.Fingerprint)
+		err := row.Scan(&res.Fingerprint, &res.Type)
 		if errors.Is(err, pgx.ErrNoRows) { // gone meanwhile (pruned): fingerprint unknown
 			return nil
 		}
@@ -441,6 +448,9 @@ func (d *Driver) DurabilityWarnings(ctx context.Context) ([]string, error) {
 // without a database. To apply them yourself, use MigrationScript, which
 // also records them as Migrate does.
 func Migrations(t store.Tables) ([]store.Migration, error) {
+	if err := t.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
 	q, err := pgsql.New(t)
 	if err != nil {
 		return nil, err

@@ -174,21 +174,39 @@ func TestSwallowedErrorFailsAtCommit(t *testing.T) {
 
 func TestNewRejects(t *testing.T) {
 	t.Parallel()
-	if _, err := pgxstore.New(nil, nil); err == nil {
-		t.Fatal("nil pool accepted")
-	}
-	// A pool that cannot connect: a hostile name is refused without SQL.
+	// A pool that cannot connect: a bad config is refused without SQL.
 	nowhere, err := pgxpool.New(context.Background(), "postgres://nobody@127.0.0.1:1/none?connect_timeout=1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer nowhere.Close()
-	for _, tables := range []store.Tables{{Prefix: `x"; DROP TABLE y; --`}, {Schema: "a b"}, {Prefix: strings.Repeat("p", 200)}} {
-		if _, err := pgxstore.New(nowhere, &pgxstore.Config{Tables: tables}); !errors.Is(err, store.ErrInvalidTables) {
-			t.Fatalf("tables %+v: %v, want ErrInvalidTables", tables, err)
-		}
+	tests := []struct {
+		name   string
+		call   func() error
+		tables bool // also store.ErrInvalidTables
+	}{
+		{"nil pool", func() error { _, err := pgxstore.New(nil, nil); return err }, false},
+		{"hostile prefix", func() error {
+			_, err := pgxstore.New(nowhere, &pgxstore.Config{Tables: store.Tables{Prefix: `x"; DROP TABLE y; --`}})
+			return err
+		}, true},
+		{"schema with a space", func() error {
+			_, err := pgxstore.New(nowhere, &pgxstore.Config{Tables: store.Tables{Schema: "a b"}})
+			return err
+		}, true},
+		{"200-byte prefix", func() error {
+			_, err := pgxstore.New(nowhere, &pgxstore.Config{Tables: store.Tables{Prefix: strings.Repeat("p", 200)}})
+			return err
+		}, true},
+		{"Migrations with a hostile prefix", func() error { _, err := pgxstore.Migrations(store.Tables{Prefix: "bad;"}); return err }, true},
 	}
-	if _, err := pgxstore.Migrations(store.Tables{Prefix: "bad;"}); !errors.Is(err, store.ErrInvalidTables) {
-		t.Fatalf("Migrations with a hostile prefix: %v", err)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			err := tc.call()
+			if !errors.Is(err, pgxstore.ErrInvalidConfig) || tc.tables && !errors.Is(err, store.ErrInvalidTables) {
+				t.Fatalf("err = %v, want pgxstore.ErrInvalidConfig (and store.ErrInvalidTables: %v)", err, tc.tables)
+			}
+		})
 	}
 }

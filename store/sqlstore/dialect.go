@@ -118,7 +118,7 @@ type queries struct {
 	// lock timeout ("5000ms"), which it sets for the rest of the
 	// transaction itself, so that BeginClaim skips setLockTimeout.
 	claimSettingLockTimeout string
-	// claimLookup reads a duplicate's fingerprint.
+	// claimLookup reads a duplicate's fingerprint and message type.
 	// Args: consumer, message_id.
 	claimLookup string
 

@@ -122,10 +122,10 @@ func OpenMySQL(dsn string, opts *MySQLOptions) (*sql.DB, error) {
 func mysqlConfig(dsn string, opts *MySQLOptions) (*mysql.Config, error) {
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("sqlstore: OpenMySQL: %w", err)
+		return nil, fmt.Errorf("%w: OpenMySQL: %w", ErrInvalidConfig, err)
 	}
 	if cfg.ClientFoundRows {
-		return nil, ErrClientFoundRows
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, ErrClientFoundRows)
 	}
 	cfg.ParseTime = true
 	if cfg.Params == nil {
@@ -136,12 +136,12 @@ func mysqlConfig(dsn string, opts *MySQLOptions) (*mysql.Config, error) {
 		timeout = opts.LockTimeout
 	} else if s, ok := cfg.Params["innodb_lock_wait_timeout"]; ok {
 		if _, err := strconv.ParseUint(s, 10, 32); err != nil {
-			return nil, fmt.Errorf("sqlstore: OpenMySQL: innodb_lock_wait_timeout=%q, want whole seconds", s)
+			return nil, fmt.Errorf("%w: OpenMySQL: innodb_lock_wait_timeout=%q, want whole seconds", ErrInvalidConfig, s)
 		}
 		return cfg, nil
 	}
 	if timeout < 0 {
-		return nil, fmt.Errorf("sqlstore: OpenMySQL: negative LockTimeout %v", timeout)
+		return nil, fmt.Errorf("%w: OpenMySQL: negative LockTimeout %v", ErrInvalidConfig, timeout)
 	}
 	cfg.Params["innodb_lock_wait_timeout"] = strconv.FormatInt(mysqlSeconds(timeout), 10)
 	return cfg, nil
@@ -199,7 +199,7 @@ var mysqlQueries = queries{
 	claim: `INSERT INTO {inbox} (consumer, message_id, received_at, message_type, fingerprint, dead)
 VALUES (?, ?, ` + mysqlNow + `, ?, ?, FALSE)
 ON DUPLICATE KEY UPDATE consumer = IF(LAST_INSERT_ID(1), consumer, consumer)`,
-	claimLookup: `SELECT fingerprint FROM {inbox} WHERE consumer = ? AND message_id = ?`,
+	claimLookup: `SELECT fingerprint, message_type FROM {inbox} WHERE consumer = ? AND message_id = ?`,
 
 	rollbackToSavepoint: `ROLLBACK TO SAVEPOINT `,
 

@@ -1,7 +1,6 @@
 package sqlstore
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -85,12 +84,9 @@ type scriptFrame struct{ header, begin, end, recordOnce string }
 func scriptDialect(dialect Dialect, t store.Tables) (dialect, error) {
 	d := dialect.d
 	if d == nil {
-		return nil, errors.New("sqlstore: a Dialect is required (sqlstore.SQLite)")
+		return nil, fmt.Errorf("%w: a Dialect is required (sqlstore.SQLite)", ErrInvalidConfig)
 	}
-	if err := t.Validate(); err != nil {
-		return nil, err
-	}
-	if err := d.checkTables(t); err != nil {
+	if err := checkTables(d, t); err != nil {
 		return nil, err
 	}
 	return d, nil
@@ -122,4 +118,15 @@ func fillLiterals(stmt string, args ...any) (string, error) {
 	}
 	b.WriteString(parts[len(args)])
 	return b.String(), nil
+}
+
+// checkTables checks t's names and that d can use them.
+func checkTables(d dialect, t store.Tables) error {
+	if err := t.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	if err := d.checkTables(t); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	return nil
 }

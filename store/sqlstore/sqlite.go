@@ -74,7 +74,7 @@ func OpenSQLite(path string, opts *SQLiteOptions) (*sql.DB, error) {
 // lexical order, on every new connection.
 func sqliteDSN(path string, opts *SQLiteOptions) (string, error) {
 	if path == "" {
-		return "", errors.New("sqlstore: OpenSQLite: empty path")
+		return "", fmt.Errorf("%w: OpenSQLite: empty path", ErrInvalidConfig)
 	}
 	busy := 5 * time.Second
 	if opts != nil && opts.BusyTimeout != 0 {
@@ -118,7 +118,7 @@ var sqliteQueries = queries{
 VALUES (?, ?, ` + sqliteNow + `, ?, ?, 0)
 ON CONFLICT (consumer, message_id) DO NOTHING
 RETURNING 1`,
-	claimLookup: `SELECT fingerprint FROM {inbox} WHERE consumer = ? AND message_id = ?`,
+	claimLookup: `SELECT fingerprint, message_type FROM {inbox} WHERE consumer = ? AND message_id = ?`,
 
 	rollbackToSavepoint: `ROLLBACK TO SAVEPOINT `,
 

@@ -98,21 +98,23 @@ type Driver struct {
 
 var _ store.Driver[*sql.Tx] = (*Driver)(nil)
 
+// ErrInvalidConfig is wrapped by the errors of New, Migrations, OpenSQLite
+// and OpenMySQL for a configuration they refuse (invalid table names also
+// wrap store.ErrInvalidTables; clientFoundRows=true ErrClientFoundRows).
+var ErrInvalidConfig = errors.New("sqlstore: invalid config")
+
 // New returns a Driver on db. It checks cfg, the table names first, and
 // prepares every statement's text; it runs no SQL.
 func New(db *sql.DB, cfg *Config) (*Driver, error) {
 	if cfg == nil || cfg.Dialect.d == nil {
-		return nil, errors.New("sqlstore: Config.Dialect is required (sqlstore.SQLite)")
+		return nil, fmt.Errorf("%w: Config.Dialect is required (sqlstore.SQLite)", ErrInvalidConfig)
 	}
 	d := cfg.Dialect.d
-	if err := cfg.Tables.Validate(); err != nil {
-		return nil, fmt.Errorf("sqlstore: %w", err)
-	}
-	if err := d.checkTables(cfg.Tables); err != nil {
-		return nil, fmt.Errorf("sqlstore: %w", err)
+	if err := checkTables(d, cfg.Tables); err != nil {
+		return nil, err
 	}
 	if db == nil {
-		return nil, errors.New("sqlstore: nil *sql.DB")
+		return nil, fmt.Errorf("%w: nil *sql.DB", ErrInvalidConfig)
 	}
 	fsys, dir := d.migrations()
 	migrations, err := migrate.Load(fsys, dir, cfg.Tables, d.quote)
@@ -294,7 +296,7 @@ func (d *Driver) claimWith(ctx context.Context, tx *sql.Tx, p *store.ClaimParams
 		return &store.ClaimResult{Claimed: true}, nil
 	}
 	res := &store.ClaimResult{}
-	err = d.stmt(ctx, tx, d.q.claimLookup, prepared).QueryRowContext(ctx, p.Consumer, p.MessageID).Scan(&res.Fingerprint)
+	err = d.stmt(ctx, tx, d.q.claimLookup, prepared).QueryRowContext(ctx, p.Consumer, p.MessageID).Scan(&res.Fingerprint, &res.Type)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) { // no row: gone meanwhile, fingerprint unknown
 		return nil, d.fail("claim: reading the duplicate", err)
 	}

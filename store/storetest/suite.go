@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/inboxkit/inbox"
+	"github.com/inboxkit/inbox/internal/logtest"
 	"github.com/inboxkit/inbox/store"
 )
 
@@ -52,6 +53,9 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"SchemaChecked", testSchemaChecked[TTx]},
 		{"UnrecoverableError", testUnrecoverable[TTx]},
 		{"DatabaseErrorsBackOff", testDatabaseErrorsBackOff[TTx]},
+		{"HookPanics", testHookPanics[TTx]},
+		{"IDsScopedByType", testScopeIDByType[TTx]},
+		{"IDsNotScopedByType", testIDNotScopedByType[TTx]},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -825,7 +829,7 @@ func testHooks[TTx any](t *testing.T, h Harness[TTx]) {
 	ctx := context.Background()
 	env := open(t, h)
 	hooks := &outcomeHooks{}
-	ib := newInbox(t, env, inbox.Config{MaxAttempts: 2, Hooks: []any{hooks, "not a hook"}})
+	ib := newInbox(t, env, inbox.Config{MaxAttempts: 2, Hooks: []any{hooks}})
 	failing := func(context.Context, TTx, *inbox.Message) error { return errors.New("no") }
 	_, _ = ib.Process(ctx, msg("h-1"), writer(env))  // processed
 	_, _ = ib.Process(ctx, msg("h-1"), writer(env))  // duplicate
@@ -946,5 +950,183 @@ func testCaseAndPadDistinct[TTx any](t *testing.T, h Harness[TTx]) {
 				t.Fatalf("consumer %q, ID %q: %d effects, want 1", consumer, id, n)
 			}
 		}
+	}
+}
+
+// panicHooks panics in every hook.
+type panicHooks struct{}
+
+func (panicHooks) OnProcessed(context.Context, *inbox.Event)           { panic("hook boom") }
+func (panicHooks) OnDuplicate(context.Context, *inbox.Event)           { panic("hook boom") }
+func (panicHooks) OnRetry(context.Context, *inbox.Event)               { panic("hook boom") }
+func (panicHooks) OnDeadLettered(context.Context, *inbox.Event)        { panic("hook boom") }
+func (panicHooks) OnFingerprintConflict(context.Context, *inbox.Event) { panic("hook boom") }
+func (panicHooks) OnPruned(context.Context, *inbox.PruneEvent)         { panic("hook boom") }
+
+// A panicking hook runs after COMMIT and before the ack: it must neither
+// kill the worker nor change the outcome, nor keep the hooks after it from
+// running; it is logged at ERROR with the hook, consumer and message ID.
+func testHookPanics[TTx any](t *testing.T, h Harness[TTx]) {
+	ctx := context.Background()
+	env := open(t, h)
+	logs := &logtest.Buffer{}
+	counted := &outcomeHooks{}
+	ib := newInbox(t, env, inbox.Config{MaxAttempts: 2, Logger: logs.Logger(), Hooks: []any{panicHooks{}, counted}})
+	m := msg("hp-1")
+	changed := m
+	changed.Payload = []byte("another payload")
+	failing := func(context.Context, TTx, *inbox.Message) error { return errors.New("no") }
+	steps := []struct {
+		m    inbox.Message
+		hd   inbox.Handler[TTx]
+		want inbox.Status
+		hook string
+	}{
+		{m, writer(env), inbox.Processed, "OnProcessed"},
+		{m, writer(env), inbox.Duplicate, "OnDuplicate"},
+		{changed, writer(env), inbox.Duplicate, "OnFingerprintConflict"},
+		{msg("hp-2"), failing, inbox.Retry, "OnRetry"},
+		{msg("hp-2"), failing, inbox.DeadLettered, "OnDeadLettered"},
+	}
+	for _, st := range steps {
+		out, _ := ib.Process(ctx, st.m, st.hd)
+		wantStatus(t, st.hook+" panics", out, st.want)
+		if !logs.Has("level=ERROR", "hook="+st.hook, "consumer=storetest", st.m.ID, "hook boom") {
+			t.Fatalf("no ERROR log naming %s, the consumer and %q; log:\n%s", st.hook, st.m.ID, logs)
+		}
+	}
+	if n := count(t, env, "hp-1"); n != 1 {
+		t.Fatalf("%d effects, want 1", n)
+	}
+	want := map[inbox.Status]int{inbox.Processed: 1, inbox.Duplicate: 2, inbox.Retry: 1, inbox.DeadLettered: 1}
+	if fmt.Sprint(counted.counts) != fmt.Sprint(want) {
+		t.Fatalf("the hook after the panicking one saw %v, want %v", counted.counts, want)
+	}
+	p, err := inbox.NewPruner(env.Driver, &inbox.PrunerConfig{Logger: logs.Logger(), Hooks: []any{panicHooks{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Prune(ctx); err != nil {
+		t.Fatalf("prune with a panicking hook: %v", err)
+	}
+	if !logs.Has("level=ERROR", "hook=OnPruned") {
+		t.Fatalf("no ERROR log naming OnPruned; log:\n%s", logs)
+	}
+}
+
+// typed is a message of type typ.
+func typed(id, typ string) inbox.Message {
+	m := msg(id)
+	m.Type, m.Payload = typ, []byte(typ+" of "+id)
+	return m
+}
+
+// Without ScopeIDByType a producer that numbers each type on its own gets
+// its second type skipped: the duplicate's warning names both types.
+func testIDNotScopedByType[TTx any](t *testing.T, h Harness[TTx]) {
+	ctx := context.Background()
+	env := open(t, h)
+	logs := &logtest.Buffer{}
+	hook := &conflictHook{}
+	ib := newInbox(t, env, inbox.Config{Logger: logs.Logger(), Hooks: []any{hook}})
+	if out, err := ib.Process(ctx, typed("order-123", "OrderCreated"), writer(env)); err != nil || out.Status != inbox.Processed {
+		t.Fatalf("OrderCreated: %v %v, want Processed", out.Status, err)
+	}
+	if out, err := ib.Process(ctx, typed("order-123", "OrderShipped"), writer(env)); err != nil || out.Status != inbox.Duplicate {
+		t.Fatalf("OrderShipped: %v %v, want Duplicate (the key is the ID alone)", out.Status, err)
+	}
+	if !logs.Has("level=WARN", "stored_type=OrderCreated", "type=OrderShipped", "order-123") {
+		t.Fatalf("no WARN naming the stored type OrderCreated and the new type OrderShipped; log:\n%s", logs)
+	}
+	if len(hook.events) != 1 || hook.events[0].StoredType != "OrderCreated" || hook.events[0].Message.Type != "OrderShipped" {
+		t.Fatalf("conflict events %+v, want one with StoredType OrderCreated and Message.Type OrderShipped", hook.events)
+	}
+}
+
+// With ScopeIDByType the key is the type and the ID together, through
+// Process, ProcessTx and a replay, and no two (type, ID) pairs collide.
+func testScopeIDByType[TTx any](t *testing.T, h Harness[TTx]) {
+	ctx := context.Background()
+	env := open(t, h)
+	logs := &logtest.Buffer{}
+	ib := newInbox(t, env, inbox.Config{ScopeIDByType: true, Logger: logs.Logger()})
+	// Pairs whose plain concatenation, or a NUL separator, would collide.
+	msgs := []inbox.Message{
+		typed("order-123", "OrderCreated"), typed("order-123", "OrderShipped"), typed("order-123", ""),
+		typed("bc", "a"), typed("c", "ab"), typed("b\x00c", "a"), typed("c", "a\x00b"), typed("\xff", "\x00\xff"),
+	}
+	for _, m := range msgs {
+		if out, err := ib.Process(ctx, m, writer(env)); err != nil || out.Status != inbox.Processed {
+			t.Fatalf("type %q ID %q: %v %v, want Processed (scoped by type)", m.Type, m.ID, out.Status, err)
+		}
+	}
+	for _, m := range msgs {
+		if out, err := ib.Process(ctx, m, writer(env)); err != nil || out.Status != inbox.Duplicate {
+			t.Fatalf("type %q ID %q again: %v %v, want Duplicate", m.Type, m.ID, out.Status, err)
+		}
+	}
+	if n := count(t, env, "order-123"); n != 3 {
+		t.Fatalf("%d effects of order-123, want 3 (one per type)", n)
+	}
+	if logs.Has("level=WARN") {
+		t.Fatalf("scoped IDs gave a warning:\n%s", logs)
+	}
+	// ProcessTx uses the same key.
+	processTx := func(m inbox.Message) inbox.Status {
+		t.Helper()
+		tx, err := env.BeginPlain(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := ib.ProcessTx(ctx, tx, m, writer(env))
+		if err == nil && out.Commit() {
+			err = env.Driver.Commit(ctx, tx)
+		} else {
+			_ = env.Driver.Rollback(ctx, tx)
+		}
+		if err != nil {
+			t.Fatalf("ProcessTx type %q ID %q: %v", m.Type, m.ID, err)
+		}
+		return out.Status
+	}
+	if st := processTx(typed("order-123", "OrderShipped")); st != inbox.Duplicate {
+		t.Fatalf("ProcessTx of a processed (type, ID): %v, want Duplicate", st)
+	}
+	if st := processTx(typed("order-123", "OrderPaid")); st != inbox.Processed {
+		t.Fatalf("ProcessTx of a new type: %v, want Processed", st)
+	}
+	// The scoped key must fit in MaxIDLen.
+	long := typed(strings.Repeat("i", inbox.MaxIDLen-10), strings.Repeat("t", 10))
+	if out, err := ib.Process(ctx, long, writer(env)); !errors.Is(out.Err, inbox.ErrInvalidMessage) || err != nil || out.Status != inbox.DeadLettered {
+		t.Fatalf("ID and type over MaxIDLen: %v %v (Outcome.Err %v), want DeadLettered with ErrInvalidMessage in Outcome.Err", out.Status, err, out.Err)
+	}
+	// A dead letter replays under its scoped key, with its type as it came.
+	dead := typed("dl", "Dead\xff")
+	if out, _ := ib.Process(ctx, dead, func(context.Context, TTx, *inbox.Message) error {
+		return inbox.Permanent(errors.New("no"))
+	}); out.Status != inbox.DeadLettered {
+		t.Fatalf("permanent failure: %v, want DeadLettered", out.Status)
+	}
+	dls, err := ib.DeadLetters(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var id int64
+	for _, dl := range dls {
+		if dl.Message.ID == dead.ID {
+			id = dl.ID
+			if dl.Message.Type != dead.Type {
+				t.Fatalf("dead letter type %q, want %q", dl.Message.Type, dead.Type)
+			}
+		}
+	}
+	if id == 0 {
+		t.Fatalf("dead letters %+v: none with ID %q", dls, dead.ID)
+	}
+	if out, err := ib.Replay(ctx, id, writer(env)); err != nil || out.Status != inbox.Processed {
+		t.Fatalf("replay: %v %v, want Processed", out.Status, err)
+	}
+	if out, err := ib.Process(ctx, dead, writer(env)); err != nil || out.Status != inbox.Duplicate {
+		t.Fatalf("redelivery after the replay: %v %v, want Duplicate", out.Status, err)
 	}
 }

@@ -1,0 +1,109 @@
+package inbox
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/inboxkit/inbox/broker"
+	"github.com/inboxkit/inbox/store"
+)
+
+type wrongSignature struct{}
+
+func (wrongSignature) OnProcessed(e *Event) {} // no ctx: implements no hook
+
+type onlyPruned struct{}
+
+func (onlyPruned) OnPruned(context.Context, *PruneEvent) {}
+
+type onlyConflict struct{}
+
+func (onlyConflict) OnFingerprintConflict(context.Context, *Event) {}
+
+// unusedStore is never called: NewPruner only checks that it is not nil.
+type unusedStore struct{}
+
+func (unusedStore) Prune(context.Context, *store.PruneParams) (*store.PruneResult, error) {
+	return nil, errors.New("not used")
+}
+
+func TestHooksValidated(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		hooks  []any
+		pruner bool
+		ok     bool
+	}{
+		{"int", []any{42}, false, false},
+		{"nil", []any{nil}, false, false},
+		{"wrong signature", []any{wrongSignature{}}, false, false},
+		{"pruned hook in Config.Hooks", []any{onlyPruned{}}, false, false},
+		{"conflict hook", []any{onlyConflict{}}, false, true},
+		{"outcome hook", []any{&outcomeCounter{}}, false, true},
+		{"pruner: int", []any{42}, true, false},
+		{"pruner: outcome hook only", []any{&outcomeCounter{}}, true, false},
+		{"pruner: pruned hook", []any{onlyPruned{}}, true, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var err error
+			if tc.pruner {
+				_, err = NewPruner(unusedStore{}, &PrunerConfig{Hooks: tc.hooks})
+			} else {
+				_, err = (&Config{Consumer: "c", Hooks: tc.hooks}).withDefaults()
+			}
+			if tc.ok && err != nil {
+				t.Fatalf("hooks %#v rejected: %v", tc.hooks, err)
+			}
+			if !tc.ok && !errors.Is(err, ErrInvalidConfig) {
+				t.Fatalf("hooks %#v: err = %v, want ErrInvalidConfig", tc.hooks, err)
+			}
+		})
+	}
+}
+
+type outcomeCounter struct{ n int }
+
+func (o *outcomeCounter) OnProcessed(context.Context, *Event) { o.n++ }
+
+// nilSource is a Source that is nil: Consume must refuse it.
+var nilSource broker.Source
+
+// Nil arguments are refused before anything runs: a nil source used to
+// panic in a worker goroutine, which kills the process.
+func TestNilArguments(t *testing.T) {
+	t.Parallel()
+	ib := &Inbox[struct{}]{} // never used: the arguments are checked first
+	h := func(context.Context, struct{}, *Message) error { return nil }
+	ctx := context.Background()
+	tests := []struct {
+		name string
+		call func() error
+	}{
+		{"Consume nil inbox", func() error { return Consume(ctx, nil, nilSource, h, nil) }},
+		{"Consume nil source", func() error { return Consume(ctx, ib, nilSource, h, nil) }},
+		{"Consume nil handler", func() error { return Consume[struct{}](ctx, ib, nilSource, nil, nil) }},
+		{"Process nil inbox", func() error { _, err := (*Inbox[struct{}])(nil).Process(ctx, Message{ID: "a"}, h); return err }},
+		{"Process nil handler", func() error { _, err := ib.Process(ctx, Message{ID: "a"}, nil); return err }},
+		{"ProcessTx nil inbox", func() error {
+			_, err := (*Inbox[struct{}])(nil).ProcessTx(ctx, struct{}{}, Message{ID: "a"}, h)
+			return err
+		}},
+		{"ProcessTx nil handler", func() error { _, err := ib.ProcessTx(ctx, struct{}{}, Message{ID: "a"}, nil); return err }},
+		{"New nil driver", func() error { _, err := New[struct{}](ctx, nil, &Config{Consumer: "c"}); return err }},
+		{"NewPruner nil store", func() error { _, err := NewPruner(nil, nil); return err }},
+		{"NewPruner short retention", func() error { _, err := NewPruner(unusedStore{}, &PrunerConfig{Retention: time.Minute}); return err }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if err := tc.call(); !errors.Is(err, ErrInvalidConfig) {
+				t.Fatalf("err = %v, want ErrInvalidConfig", err)
+			}
+		})
+	}
+}
