@@ -182,9 +182,9 @@ const savepoint = "inbox_claim"
 // ProcessTx is Process in the caller's transaction tx, for a service that
 // owns its transactions. It claims msg's ID in tx and runs h with tx. It
 // neither commits nor rolls back: commit when Outcome.Commit() is true and
-// roll back otherwise, then ack only after a successful COMMIT and only
-// when Outcome.Ack() is true (the error is nil exactly then, as for
-// Process).
+// roll back otherwise; then, when Outcome.Ack() is true (the error is nil
+// exactly then, as for Process), ack, after the COMMIT succeeded if there
+// was one (a Duplicate has none: roll back and ack).
 //
 //   - Processed: commit; the claim and h's writes persist together.
 //   - Duplicate: roll back.
@@ -198,8 +198,11 @@ const savepoint = "inbox_claim"
 //   - Retry after a database error: roll back.
 //
 // A handler that returns nil after a statement failed in tx (PostgreSQL
-// then aborts tx, and MySQL rolls it back on a deadlock) has failed: the
-// outcome is that of a handler error, never Processed.
+// then aborts tx, and MySQL rolls it back on a deadlock), or that left a
+// result set open on pgx, has failed: the outcome is that of a handler
+// error, never Processed. (On pgx the failure of a handler that left rows
+// open cannot be recorded, since tx's connection cannot run a statement:
+// it is a Retry that counts nothing.)
 //
 // Hooks see Processed before the caller's COMMIT.
 func (ib *Inbox[TTx]) ProcessTx(ctx context.Context, tx TTx, msg Message, h Handler[TTx]) (Outcome, error) {
@@ -428,5 +431,14 @@ func callHandler[TTx any](ctx context.Context, tx TTx, msg *Message, h Handler[T
 // maxErrorText bounds a stored error message, in bytes.
 const maxErrorText = 4096
 
-// errorText makes err's message storable: valid UTF-8, no NUL, bounded.
-func errorText(err error) string { return storable(err.Error(), maxErrorText) }
+// errorText makes err's message storable: valid UTF-8, no NUL, bounded. A
+// handler's error whose Error method panics (a typed nil) is named by its
+// type instead of killing the worker.
+func errorText(err error) (text string) {
+	defer func() {
+		if v := recover(); v != nil {
+			text = fmt.Sprintf("an error of type %T whose Error method panicked: %v", err, v)
+		}
+	}()
+	return storable(err.Error(), maxErrorText)
+}

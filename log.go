@@ -44,8 +44,8 @@ func (s *sometimes) allow() (bool, int) {
 type health struct {
 	log      *slog.Logger
 	consumer string
-	failing  atomic.Int64 // consecutive failures of the inbox's own statements
-	mu       sync.Mutex
+	failing  atomic.Int64 // consecutive failures, read without the lock on the fast path
+	mu       sync.Mutex   // orders the runs of failures: start, count, end
 	since    time.Time
 	lines    sometimes
 }
@@ -55,27 +55,31 @@ func (h *health) init(log *slog.Logger, consumer string) {
 }
 
 // failed counts a failure and returns the number in a row, this one
-// included.
+// included. The first of a run is always logged, the rest at most once per
+// interval.
 func (h *health) failed(ctx context.Context, err error) int {
-	n := int(h.failing.Add(1))
 	h.mu.Lock()
+	n := int(h.failing.Add(1))
 	if n == 1 {
 		h.since = time.Now()
 	}
 	since := h.since
+	log, held := n == 1, 0
+	if ok, dropped := h.lines.allow(); ok || log {
+		log, held = true, dropped
+	}
 	h.mu.Unlock()
-	if errors.Is(err, ErrUnrecoverable) {
-		if ok, held := h.lines.allow(); ok {
-			h.log.ErrorContext(ctx, "inbox: database error that no retry fixes", "consumer", h.consumer,
-				"error", err, "failures", n, "failures_not_logged", held)
-		}
+	if !log {
 		return n
 	}
-	if ok, held := h.lines.allow(); ok {
-		h.log.WarnContext(ctx, "inbox: database error; messages are redelivered later", "consumer", h.consumer,
-			"error", err, "failures_in_a_row", n, "failing_for", time.Since(since).Round(time.Millisecond),
-			"failures_not_logged", held)
+	if errors.Is(err, ErrUnrecoverable) {
+		h.log.ErrorContext(ctx, "inbox: database error that no retry fixes", "consumer", h.consumer,
+			"error", err, "failures_in_a_row", n, "failures_not_logged", held)
+		return n
 	}
+	h.log.WarnContext(ctx, "inbox: database error; messages are redelivered later", "consumer", h.consumer,
+		"error", err, "failures_in_a_row", n, "failing_for", time.Since(since).Round(time.Millisecond),
+		"failures_not_logged", held)
 	return n
 }
 
@@ -84,13 +88,13 @@ func (h *health) ok(ctx context.Context) {
 	if h.failing.Load() == 0 {
 		return
 	}
+	h.mu.Lock()
 	n := h.failing.Swap(0)
+	since := h.since
+	h.mu.Unlock()
 	if n == 0 {
 		return
 	}
-	h.mu.Lock()
-	since := h.since
-	h.mu.Unlock()
 	h.log.InfoContext(ctx, "inbox: the database answers again", "consumer", h.consumer,
 		"failures", n, "failed_for", time.Since(since).Round(time.Millisecond))
 }

@@ -51,8 +51,8 @@ type Outcome struct {
 
 // Commit reports, after ProcessTx, whether the caller should commit its
 // transaction: true when the inbox wrote in it something that must persist
-// (the claim with the handler's writes; on a one-writer database also an
-// attempt record or a dead letter). Roll back otherwise.
+// (the claim with the handler's writes; or, after a handler failure, the
+// attempt record or the dead letter). Roll back otherwise.
 func (o Outcome) Commit() bool { return o.commit }
 
 // Ack reports whether the delivery may be acknowledged: the message's fate

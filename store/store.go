@@ -32,8 +32,11 @@ type Driver[TTx any] interface {
 	// Retryable reports whether err, returned by a handler, carries an
 	// error of this database that a later attempt may not hit: a
 	// deadlock, a serialization failure, a lock timeout, a busy database,
-	// a lost connection, recognized by the database driver's own error
-	// type and code. It is the one place that decides which database
+	// recognized by the database driver's own error type and code (a lost
+	// connection too where the driver's error says so: MySQL's and
+	// database/sql's; on PostgreSQL a failure to connect, not an error
+	// mid-query, which pgx cannot tell from a network error of another
+	// kind). It is the one place that decides which database
 	// errors are transient: package inbox retries such a handler error
 	// without counting it as an attempt. A timeout or network error that
 	// is not the database driver's (an HTTP call's) is not transient.
@@ -83,6 +86,10 @@ type Driver[TTx any] interface {
 	Rollback(ctx context.Context, tx TTx) error
 
 	// RollbackToSavepoint undoes what tx did after the named savepoint.
+	// When the server already rolled back the whole transaction (MySQL,
+	// after a deadlock), nothing is left to undo: it begins a transaction
+	// again on tx's connection, for what the inbox records next, and
+	// returns nil.
 	RollbackToSavepoint(ctx context.Context, tx TTx, name string) error
 
 	// AttemptAdd counts one failed attempt of a message in tx (a

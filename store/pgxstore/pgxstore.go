@@ -262,10 +262,14 @@ func (d *Driver) Commit(ctx context.Context, tx pgx.Tx) error {
 	return pgsql.Classify(tx.Commit(ctx))
 }
 
-// CheckTx returns an error when tx is aborted (a failed statement the
-// handler swallowed): its COMMIT would roll back. It costs no round trip:
-// pgx knows the transaction status from the server's last message.
+// CheckTx returns an error when tx cannot commit: it is aborted (a failed
+// statement the handler swallowed), so its COMMIT would roll back, or the
+// handler left a result set open (ErrConnBusy), so pgx cannot send the
+// COMMIT. It costs no round trip: pgx knows both from the connection.
 func (d *Driver) CheckTx(ctx context.Context, tx pgx.Tx, savepoint string) error {
+	if tx.Conn().PgConn().IsBusy() {
+		return ErrConnBusy
+	}
 	return pgsql.CheckTxStatus(tx.Conn().PgConn().TxStatus())
 }
 

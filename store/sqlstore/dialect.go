@@ -69,6 +69,10 @@ type dialect interface {
 	// prepareRefused reports whether err is the server refusing to prepare
 	// a statement (which therefore did not run).
 	prepareRefused(err error) bool
+	// savepointGone reports whether err says that the savepoint does not
+	// exist because the server ended the transaction that held it (MySQL
+	// rolls back the whole transaction on a deadlock).
+	savepointGone(err error) bool
 	// claimDeadlock reports whether err, returned by the claim as the
 	// first statement of BeginClaim's transaction, is a deadlock that
 	// rolled the transaction back: BeginClaim then begins again.

@@ -43,10 +43,13 @@ import (
 //     about a connection left at the server's default of 50 s.
 //   - A handler's own deadlock or lock timeout (a *mysql.MySQLError the
 //     handler returns, wrapped or not) is recognized by the driver
-//     (Driver.Retryable): the message is retried without counting towards
-//     dead-lettering. inbox.IsRetryable alone cannot tell it (the error
-//     type has no method to recognize it by); MarkRetryable marks it for
-//     code that needs IsRetryable to say so.
+//     (Driver.Retryable): a transient failure, which does not count towards
+//     MaxAttempts. InnoDB rolls back the whole transaction on a deadlock,
+//     and the statements after it run outside it: a handler must return
+//     that error, not swallow it. ProcessTx notices a swallowed one (its
+//     savepoint is gone); Process cannot without one more round trip per
+//     message, and would commit what the handler wrote after the deadlock
+//     without the claim.
 //   - The claim and the read of a duplicate are kept prepared, once per
 //     connection (one round trip each, instead of prepare, execute and
 //     close). When the server refuses to prepare them (error 1461:
@@ -296,6 +299,8 @@ const (
 	mysqlErrUnknownStmtHandler   = 1243
 	mysqlErrUnsupportedPS        = 1295
 	mysqlErrMaxPreparedStmtCount = 1461
+
+	mysqlErrSavepointDoesNotExist = 1305
 )
 
 // mysqlNumber returns the error number of a MySQL error, 0 if err is not one.
@@ -329,6 +334,12 @@ func (mysqlDialect) claimDeadlock(err error) bool { return mysqlNumber(err) == m
 
 // prepareRefused: the server's prepared-statement limit is reached, the
 // statement cannot be prepared, or the connection no longer knows it.
+// savepointGone: InnoDB rolled back the whole transaction (a deadlock),
+// savepoints with it; nothing else removes the inbox's savepoint.
+func (mysqlDialect) savepointGone(err error) bool {
+	return mysqlNumber(err) == mysqlErrSavepointDoesNotExist
+}
+
 func (mysqlDialect) prepareRefused(err error) bool {
 	switch mysqlNumber(err) {
 	case mysqlErrMaxPreparedStmtCount, mysqlErrUnsupportedPS, mysqlErrUnknownStmtHandler:

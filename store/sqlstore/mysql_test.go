@@ -359,15 +359,75 @@ func TestMySQLProcessTxOtherPool(t *testing.T) {
 	}
 }
 
-// A handler that swallows a real deadlock: InnoDB rolled back the caller's
-// whole transaction (the claim and the savepoint with it). ProcessTx must
-// not call that Processed, or the message would be acked with nothing of
-// it committed.
-func TestMySQLProcessTxSwallowedDeadlock(t *testing.T) {
+// A handler whose statement is a real deadlock's victim: InnoDB rolled
+// back the caller's whole transaction (the claim and the savepoint with it).
+// Whether the handler returns the deadlock or swallows it, ProcessTx must
+// not call that Processed, and records the failure (transient when
+// returned, counted when swallowed) in a transaction that the caller's
+// COMMIT commits.
+func TestMySQLProcessTxDeadlockVictim(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	db := openMySQL(t, "")
-	ib := mysqlInbox(t, db, sqlstore.Config{}, inbox.Config{Consumer: "swallow"}, false)
+	for _, tc := range []struct {
+		name      string
+		swallow   bool
+		attempts  int
+		transient bool
+	}{{"returned", false, 0, true}, {"swallowed", true, 1, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			db := openMySQL(t, "")
+			ib := mysqlInbox(t, db, sqlstore.Config{}, inbox.Config{Consumer: "victim",
+				Backoff: inbox.Backoff{Initial: time.Second, Max: time.Hour, Jitter: -1}}, false)
+			deadlockVictim := deadlockSetup(t, db)
+			handler := func(ctx context.Context, tx *sql.Tx, m *inbox.Message) error {
+				err := deadlockVictim(ctx, tx)
+				if tc.swallow {
+					_, _ = tx.ExecContext(ctx, "INSERT INTO later VALUES ('after')") // outside the rolled-back transaction
+					return nil
+				}
+				return err
+			}
+			tx, err := db.BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := ib.ProcessTx(ctx, tx, inbox.Message{ID: "m"}, handler)
+			if out.Status != inbox.Retry || !out.Commit() || out.Attempts != tc.attempts || err == nil || inbox.IsRetryable(err) != tc.transient {
+				_ = tx.Rollback()
+				t.Fatalf("ProcessTx of a deadlock's victim: %v, commit %v, %d attempts, error %v; want Retry to commit, %d attempts, transient %v",
+					out.Status, out.Commit(), out.Attempts, err, tc.attempts, tc.transient)
+			}
+			if err := tx.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			// The failure was recorded: the next one adds to it.
+			next, _ := ib.Process(ctx, inbox.Message{ID: "m"}, func(ctx context.Context, tx *sql.Tx, _ *inbox.Message) error {
+				if tc.transient {
+					return &mysql.MySQLError{Number: 1213, Message: "Deadlock found"}
+				}
+				return errors.New("ordinary")
+			})
+			if tc.transient && next.Delay != 2*time.Second || !tc.transient && next.Attempts != 2 {
+				t.Fatalf("next failure: %d attempts, delay %v; want the first failure counted before it", next.Attempts, next.Delay)
+			}
+			if out, err := ib.Process(ctx, inbox.Message{ID: "m"}, func(context.Context, *sql.Tx, *inbox.Message) error { return nil }); err != nil || out.Status != inbox.Processed {
+				t.Fatalf("redelivery: %v %v, want Processed (the claim never committed)", out.Status, err)
+			}
+			// (MariaDB runs a swallowing handler's write after the deadlock
+			// outside any transaction: it committed at once, beyond any
+			// rollback. No store can undo a handler's writes after an error
+			// it swallowed; the claim, at least, did not commit.)
+		})
+	}
+}
+
+// deadlockSetup makes tables for a deadlock and returns a function that
+// makes the statement it runs in tx a real deadlock's victim and returns
+// its error: another transaction, heavier (200 rows changed) so that InnoDB
+// picks tx as the victim, takes row 2, then waits for row 1, which tx holds.
+func deadlockSetup(t *testing.T, db *sql.DB) func(ctx context.Context, tx *sql.Tx) error {
+	t.Helper()
 	for _, q := range []string{
 		"CREATE TABLE acct (id INT PRIMARY KEY, n INT NOT NULL) ENGINE=InnoDB",
 		"INSERT INTO acct VALUES (1, 0), (2, 0)",
@@ -379,60 +439,33 @@ func TestMySQLProcessTxSwallowedDeadlock(t *testing.T) {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
-	// The other transaction is the heavier one (200 rows changed), so that
-	// InnoDB picks the handler's as the deadlock's victim.
 	other, err := db.Begin()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer other.Rollback()
+	t.Cleanup(func() { _ = other.Rollback() })
 	for _, q := range []string{"UPDATE filler SET n = n + 1", "UPDATE acct SET n = n + 10 WHERE id = 2"} {
 		if _, err := other.Exec(q); err != nil {
 			t.Fatal(err)
 		}
 	}
-	otherDone := make(chan error, 1)
-	var handlerErr error
-	swallows := func(ctx context.Context, tx *sql.Tx, m *inbox.Message) error {
+	return func(ctx context.Context, tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, "UPDATE acct SET n = n + 1 WHERE id = 1"); err != nil {
 			return err
 		}
+		otherDone := make(chan error, 1)
 		go func() {
-			_, err := other.Exec("UPDATE acct SET n = n + 10 WHERE id = 1") // waits for the handler
+			_, err := other.Exec("UPDATE acct SET n = n + 10 WHERE id = 1") // waits for tx
 			otherDone <- err
 		}()
 		time.Sleep(300 * time.Millisecond)
-		_, handlerErr = tx.ExecContext(ctx, "UPDATE acct SET n = n + 1 WHERE id = 2") // the deadlock
-		_, _ = tx.ExecContext(ctx, "INSERT INTO later VALUES ('after')")              // in a new transaction
-		return nil
-	}
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := ib.ProcessTx(ctx, tx, inbox.Message{ID: "m"}, swallows)
-	if mysqlErrNumber(handlerErr) != 1213 {
-		_ = tx.Rollback()
-		t.Skipf("no deadlock with the handler as its victim (%v): nothing to check", handlerErr)
-	}
-	if out.Status == inbox.Processed || out.Commit() || err == nil {
-		_ = tx.Rollback()
-		t.Fatalf("ProcessTx after a swallowed deadlock: %v (commit %v, error %v), want Retry to roll back", out.Status, out.Commit(), err)
-	}
-	if err := tx.Rollback(); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-otherDone; err != nil {
-		t.Fatal(err)
-	}
-	if err := other.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	// (MariaDB runs the handler's write after the deadlock outside any
-	// transaction: it committed at once, beyond the caller's rollback. No
-	// store can undo a handler's writes after an error it swallowed; the
-	// claim, at least, did not commit.)
-	if out, err := ib.Process(ctx, inbox.Message{ID: "m"}, func(context.Context, *sql.Tx, *inbox.Message) error { return nil }); err != nil || out.Status != inbox.Processed {
-		t.Fatalf("redelivery: %v %v, want Processed (the claim never committed)", out.Status, err)
+		_, err := tx.ExecContext(ctx, "UPDATE acct SET n = n + 1 WHERE id = 2") // the deadlock
+		if mysqlErrNumber(err) != 1213 {
+			t.Errorf("the handler's statement: %v, want a deadlock (1213) with the handler as its victim", err)
+		}
+		if oerr := <-otherDone; oerr != nil {
+			t.Errorf("the other transaction: %v", oerr)
+		}
+		return err
 	}
 }

@@ -99,7 +99,10 @@ func (postgresDialect) missingTable(err error) bool {
 
 // prepareRefused: the dialect keeps no statements prepared.
 func (postgresDialect) prepareRefused(error) bool { return false }
-func (postgresDialect) claimDeadlock(error) bool  { return false }
+
+// savepointGone: PostgreSQL keeps an aborted transaction and its savepoints.
+func (postgresDialect) savepointGone(error) bool { return false }
+func (postgresDialect) claimDeadlock(error) bool { return false }
 
 // busy: a lock timeout (55P03) behind another transaction.
 func (postgresDialect) busy(err error) bool {

@@ -38,8 +38,10 @@ func Migrations(dialect Dialect, t store.Tables) ([]store.Migration, error) {
 //     statement conditionally, and ALTER TABLE ADD COLUMN has no IF NOT
 //     EXISTS: applied again, the script fails at the first column that
 //     exists and its transaction changes nothing. Apply with sqlite3 -bail,
-//     or one Exec of database/sql; on tables that Migrate or an earlier
-//     script made, use Migrate.
+//     or one Exec on a *sql.DB of its own, closed afterwards (a failed Exec
+//     leaves its connection inside the script's transaction, holding the
+//     write lock); on tables that Migrate or an earlier script made, use
+//     Migrate.
 func MigrationScript(dialect Dialect, t store.Tables) (string, error) {
 	d, err := scriptDialect(dialect, t)
 	if err != nil {

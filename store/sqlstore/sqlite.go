@@ -229,6 +229,7 @@ func (sqliteDialect) missingTable(err error) bool {
 
 // prepareRefused: the dialect keeps no statements prepared.
 func (sqliteDialect) prepareRefused(error) bool { return false }
+func (sqliteDialect) savepointGone(error) bool  { return false }
 func (sqliteDialect) claimDeadlock(error) bool  { return false }
 
 func (sqliteDialect) busy(err error) bool {
@@ -255,7 +256,7 @@ func (sqliteDialect) endMigrate(ctx context.Context, conn *sql.Conn, _ store.Tab
 // applied again, the script fails in its transaction and changes nothing.
 func (sqliteDialect) scriptFrame(store.Tables) (scriptFrame, error) {
 	return scriptFrame{
-		header: "-- The inbox's tables: apply with sqlite3 -bail FILE.db < SCRIPT (or one Exec of database/sql),\n" +
+		header: "-- The inbox's tables: apply with sqlite3 -bail FILE.db < SCRIPT (or one Exec on a *sql.DB of its own, closed after),\n" +
 			"-- once: each version is recorded as Migrate records it, so Migrate afterwards has nothing to do.\n" +
 			"-- Applied again (or after Migrate) it fails at the first column that exists, in its transaction,\n" +
 			"-- and changes nothing: on tables made before, use Migrate.\n",

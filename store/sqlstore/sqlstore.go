@@ -143,7 +143,8 @@ func (d *Driver) Dialect() string { return d.dialect.name() }
 // dialect's errors that a later attempt may not hit: a deadlock or lock
 // wait timeout (MySQL 1213, 1205), a serialization failure, deadlock or
 // lock timeout (PostgreSQL 40001, 40P01, 55P03), a busy database (SQLite),
-// a lost connection.
+// a lost connection as database/sql or MySQL's driver reports it
+// (PostgreSQL: a failure to connect).
 func (d *Driver) Retryable(err error) bool { return err != nil && d.dialect.transient(err) }
 
 // Unrecoverable reports whether err is one of the dialect's errors that no
@@ -435,6 +436,13 @@ func (d *Driver) RollbackToSavepoint(ctx context.Context, tx *sql.Tx, name strin
 		return errors.New("sqlstore: rollback to savepoint: empty name")
 	}
 	_, err := tx.ExecContext(ctx, d.q.rollbackToSavepoint+d.dialect.quote(name))
+	if err != nil && d.dialect.savepointGone(err) {
+		// The server rolled back the whole transaction, the claim with it:
+		// nothing is left to undo. What the inbox records next must be one
+		// transaction again, committed by the caller's COMMIT.
+		_, err = tx.ExecContext(ctx, "START TRANSACTION")
+		return d.fail("rollback to savepoint: the transaction was rolled back; starting one", err)
+	}
 	return d.fail("rollback to savepoint", err)
 }
 

@@ -103,6 +103,26 @@ func testLeftRowsOpen[TTx any](t *testing.T, h Harness[TTx]) {
 	if want := map[inbox.Status]int{inbox.Processed: 1, inbox.DeadLettered: 0}[out.Status]; count(t, env, "rows-open") != want {
 		t.Fatalf("%v with %d effects, want %d", out.Status, count(t, env, "rows-open"), want)
 	}
+	// ProcessTx: Processed only if the caller's COMMIT then succeeds. (On
+	// pgx the failure cannot be recorded: the caller's connection cannot
+	// run a statement; it is a Retry that does not count.)
+	ctx := context.Background()
+	tx, err := env.BeginPlain(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err = ib.ProcessTx(ctx, tx, msg("rows-open-tx"), hd)
+	if out.Status != inbox.Processed {
+		_ = env.Driver.Rollback(ctx, tx)
+		if out.Status != inbox.Retry || err == nil || out.Commit() {
+			t.Fatalf("ProcessTx: %v commit=%v (%v), want Processed, or Retry with an error to roll back", out.Status, out.Commit(), err)
+		}
+		return
+	}
+	if err := env.Driver.Commit(ctx, tx); err != nil {
+		_ = env.Driver.Rollback(ctx, tx) // releases the connection
+		t.Fatalf("ProcessTx said Processed, then the caller's COMMIT failed: %v", err)
+	}
 }
 
 // A message without a valid ID is dead-lettered once with its payload;
