@@ -28,7 +28,10 @@ type PrunerConfig struct {
 	// BatchSize is the most rows one DELETE removes. Default 1000.
 	BatchSize int
 	// Pause is the wait between two batches, to leave the database room.
-	// Default 100 ms.
+	// Default 30 ms: a batch of 1000 takes a few milliseconds on an
+	// indexed table, so the defaults delete about 30,000 rows/s alone and
+	// faster than 8 busy writers insert, for a few percent of their
+	// throughput (see the README's Performance section).
 	Pause time.Duration
 	// Hooks may implement PrunedHook. Default none.
 	Hooks []any

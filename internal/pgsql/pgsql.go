@@ -192,23 +192,30 @@ WHERE consumer = $1 AND id > $2 ORDER BY id LIMIT $3`,
 		InboxReclaim: `INSERT INTO ` + inbox + ` AS i (consumer, message_id, message_type, fingerprint) VALUES ($1, $2, $3, $4)
 ON CONFLICT (consumer, message_id) DO UPDATE SET dead = false WHERE i.dead
 RETURNING 1`,
-		TryLock:        `SELECT pg_try_advisory_xact_lock($1)`,
-		Lock:           `SELECT pg_advisory_xact_lock($1)`,
-		TrySessionLock: `SELECT pg_try_advisory_lock($1)`,
-		SessionUnlock:  `SELECT pg_advisory_unlock($1)`,
-		PruneInbox: `DELETE FROM ` + inbox + ` WHERE (consumer, message_id) IN (
-	SELECT consumer, message_id FROM ` + inbox + `
-	WHERE received_at < now() - $1::bigint * interval '1 millisecond'
-	ORDER BY received_at LIMIT $2)`,
-		PruneAttempts: `DELETE FROM ` + attempts + ` WHERE (consumer, message_id) IN (
-	SELECT consumer, message_id FROM ` + attempts + `
-	WHERE last_failed_at < now() - $1::bigint * interval '1 millisecond'
-	ORDER BY last_failed_at LIMIT $2)`,
+		TryLock:          `SELECT pg_try_advisory_xact_lock($1)`,
+		Lock:             `SELECT pg_advisory_xact_lock($1)`,
+		TrySessionLock:   `SELECT pg_try_advisory_lock($1)`,
+		SessionUnlock:    `SELECT pg_advisory_unlock($1)`,
+		PruneInbox:       pruneOldest(inbox, "received_at"),
+		PruneAttempts:    pruneOldest(attempts, "last_failed_at"),
 		Durability:       `SELECT current_setting('synchronous_commit'), current_setting('fsync')`,
 		CreateMigrations: `CREATE TABLE IF NOT EXISTS ` + migrations + ` (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`,
 		AppliedVersions:  `SELECT version FROM ` + migrations,
 		RecordMigration:  `INSERT INTO ` + migrations + ` (version, name) VALUES ($1, $2)`,
 	}
+}
+
+// pruneOldest deletes the oldest rows of table, at most $2, whose column
+// is older than $1 milliseconds by the database's clock. The btree on
+// column yields them in order, so a batch reads only its own rows (not
+// every expired row, to sort them), and the rows are deleted by ctid, with
+// no second lookup through the primary key. The condition is checked again
+// on the row the delete finds: a row updated meanwhile is rechecked.
+func pruneOldest(table, column string) string {
+	older := column + ` < now() - $1::bigint * interval '1 millisecond'`
+	return `DELETE FROM ` + table + ` WHERE ctid = ANY(ARRAY(
+	SELECT ctid FROM ` + table + ` WHERE ` + older + `
+	ORDER BY ` + column + ` LIMIT $2)) AND ` + older
 }
 
 func lockKey(parts ...string) int64 {

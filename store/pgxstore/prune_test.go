@@ -1,0 +1,141 @@
+package pgxstore_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/inboxkit/inbox/internal/pgsql"
+	"github.com/inboxkit/inbox/internal/testenv"
+	"github.com/inboxkit/inbox/store"
+	"github.com/inboxkit/inbox/store/pgxstore"
+)
+
+// planNode is the part of EXPLAIN (ANALYZE, FORMAT JSON) the test reads.
+type planNode struct {
+	NodeType        string     `json:"Node Type"`
+	IndexName       string     `json:"Index Name"`
+	RelationName    string     `json:"Relation Name"`
+	ActualRows      float64    `json:"Actual Rows"`
+	RemovedByFilter float64    `json:"Rows Removed by Filter"`
+	Plans           []planNode `json:"Plans"`
+}
+
+func (n *planNode) walk(f func(*planNode)) {
+	f(n)
+	for i := range n.Plans {
+		n.Plans[i].walk(f)
+	}
+}
+
+// TestPruneReadsOnlyItsBatch checks the plans of both prune statements on
+// tables whose young rows come first, then 5000 expired ones: a batch of
+// 100 must read about 100 rows through the btree, sort nothing, and so
+// cost the same on any table. It runs with custom and generic plans (a
+// prepared statement switches to the generic one after five executions).
+func TestPruneReadsOnlyItsBatch(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testenv.PostgresPool(t, 2)
+	schema := testenv.Name("inboxtest_")
+	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE") })
+	tables := store.Tables{Schema: schema}
+	d, err := pgxstore.New(pool, &pgxstore.Config{Tables: tables})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	q, err := pgsql.New(tables)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const retentionMS, limit, expired = 3_600_000, 100, 5000
+	for _, tc := range []struct {
+		table, index, stmt, fill string
+	}{
+		{"inbox", "inbox_received_at_btree_idx", q.PruneInbox,
+			`INSERT INTO %s (consumer, message_id, received_at) SELECT 'c', convert_to(i::text, 'UTF8'), %s FROM generate_series(%d, %d) i`},
+		{"inbox_attempts", "inbox_attempts_last_failed_at_idx", q.PruneAttempts,
+			`INSERT INTO %s (consumer, message_id, attempts, last_failed_at) SELECT 'c', convert_to(i::text, 'UTF8'), 1, %s FROM generate_series(%d, %d) i`},
+	} {
+		t.Run(tc.table, func(t *testing.T) {
+			table := q.Tables.Name(tc.table, store.QuoteDouble)
+			// Young rows first, where a scan of the heap meets them before
+			// the expired ones, as it does once freed space is reused.
+			for _, f := range []string{
+				fmt.Sprintf(tc.fill, table, "now()", 1, 20_000),
+				fmt.Sprintf(tc.fill, table, "now() - interval '2 hours' + i * interval '1 microsecond'", 20_001, 20_000+expired),
+				"ANALYZE " + table,
+			} {
+				if _, err := pool.Exec(ctx, f); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+				plan := explainAnalyze(t, pool, mode, tc.stmt, retentionMS, limit)
+				read, btree := 0.0, false
+				plan.walk(func(n *planNode) {
+					if n.NodeType == "Sort" || n.NodeType == "Incremental Sort" {
+						t.Errorf("%s: the plan sorts; want the btree's order", mode)
+					}
+					if strings.Contains(n.NodeType, "Scan") && n.NodeType != "Tid Scan" {
+						read += n.ActualRows + n.RemovedByFilter
+					}
+					if n.NodeType == "Index Scan" && n.IndexName == tc.index {
+						btree = true
+					}
+				})
+				if !btree || read > limit {
+					t.Errorf("%s: read %v rows (btree index scan: %v) for a batch of %d among %d expired and 20000 young; want at most %d through the btree",
+						mode, read, btree, limit, expired, limit)
+				}
+			}
+		})
+	}
+}
+
+// explainAnalyze prepares stmt and runs it under EXPLAIN ANALYZE with
+// args, in a transaction it rolls back, in the plan cache mode given, and
+// returns the plan.
+func explainAnalyze(t *testing.T, pool *pgxpool.Pool, mode, stmt string, args ...any) *planNode {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	lits := make([]string, len(args))
+	for i, a := range args {
+		lits[i] = fmt.Sprint(a)
+	}
+	var out []byte
+	for _, s := range []string{
+		"SET LOCAL plan_cache_mode = " + mode,
+		"PREPARE prune_explained AS " + stmt,
+		"EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE prune_explained(" + strings.Join(lits, ", ") + ")",
+		"DEALLOCATE prune_explained",
+	} {
+		if strings.HasPrefix(s, "EXPLAIN") {
+			err = tx.QueryRow(ctx, s).Scan(&out)
+		} else {
+			_, err = tx.Exec(ctx, s)
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+	var plans []struct {
+		Plan planNode `json:"Plan"`
+	}
+	if err := json.Unmarshal(out, &plans); err != nil || len(plans) != 1 {
+		t.Fatalf("explain output %s: %v", out, err)
+	}
+	return &plans[0].Plan
+}
