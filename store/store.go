@@ -100,6 +100,8 @@ type Driver[TTx any] interface {
 	// Prune deletes at most p.Limit inbox rows and attempt records older than
 	// p.Retention by the database's clock, in a transaction of its own. When
 	// another pruner holds the table, it deletes nothing and reports Busy.
+	// It takes the oldest rows through a btree on the time column, so that a
+	// batch reads its own rows only and costs the same on any table.
 	Prune(ctx context.Context, p *PruneParams) (*PruneResult, error)
 
 	// Migrate applies the migrations that are missing, safely when several

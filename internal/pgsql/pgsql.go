@@ -98,6 +98,8 @@ type Statements struct {
 	// TrySessionLock, SessionUnlock: $1 key, for a session.
 	TrySessionLock, SessionUnlock string
 	// PruneInbox, PruneAttempts: $1 retention in milliseconds, $2 limit.
+	// They delete the oldest rows through the btree on the time column
+	// (see pruneOldest).
 	PruneInbox, PruneAttempts string
 	// Durability returns synchronous_commit and fsync.
 	Durability string

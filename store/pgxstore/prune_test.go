@@ -4,11 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/inboxkit/inbox"
 	"github.com/inboxkit/inbox/internal/pgsql"
 	"github.com/inboxkit/inbox/internal/testenv"
 	"github.com/inboxkit/inbox/store"
@@ -138,4 +142,55 @@ func explainAnalyze(t *testing.T, pool *pgxpool.Pool, mode, stmt string, args ..
 		t.Fatalf("explain output %s: %v", out, err)
 	}
 	return &plans[0].Plan
+}
+
+// BenchmarkClaimIndex measures what the index of received_at costs each
+// claim: Process of new messages on 8 goroutines with main's BRIN index
+// (migration 0001), the btree that pruning reads (0003), or no index at all
+// (the floor), side by side on tables of their own.
+func BenchmarkClaimIndex(b *testing.B) {
+	ctx := context.Background()
+	pool := testenv.PostgresPool(b, 2)
+	for _, v := range []struct{ name, ddl string }{
+		{"index=brin", `DROP INDEX %[1]s."inbox_received_at_btree_idx"; CREATE INDEX ON %[1]s.inbox USING brin (received_at)`},
+		{"index=btree", ``},
+		{"index=none", `DROP INDEX %[1]s."inbox_received_at_btree_idx"`},
+	} {
+		schema := testenv.Name("inboxbench_")
+		b.Cleanup(func() { _, _ = pool.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE") })
+		env, err := open(b, &pgxstore.Config{Tables: store.Tables{Schema: schema}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := env.Driver.Migrate(ctx); err != nil {
+			b.Fatal(err)
+		}
+		if v.ddl != "" {
+			if _, err := pool.Exec(ctx, fmt.Sprintf(v.ddl, schema)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		ib, err := inbox.New(ctx, env.Driver, &inbox.Config{Consumer: "bench"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		var seq atomic.Int64
+		handler := func(ctx context.Context, tx pgx.Tx, m *inbox.Message) error { return env.Write(ctx, tx, m.ID) }
+		b.Run(v.name, func(b *testing.B) {
+			if err := env.Settle(ctx); err != nil {
+				b.Fatal(err)
+			}
+			b.SetParallelism(8 / runtime.GOMAXPROCS(0))
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					id := fmt.Sprintf("claim-%d", seq.Add(1))
+					if out, err := ib.Process(ctx, inbox.Message{ID: id, Payload: []byte(id)}, handler); out.Status != inbox.Processed {
+						b.Errorf("process %s: %v %v", id, out.Status, err)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+		})
+	}
 }

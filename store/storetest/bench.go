@@ -39,14 +39,7 @@ func Bench[TTx any](b *testing.B, h Harness[TTx]) {
 		}
 		return env.Driver.Commit(ctx, tx)
 	}
-	processNew := func(int64) error {
-		id := fmt.Sprintf("new-%d", seq.Add(1))
-		out, err := ib.Process(ctx, inbox.Message{ID: id, Payload: []byte(id)}, hd)
-		if out.Status != inbox.Processed {
-			return fmt.Errorf("%v: %w", out.Status, err)
-		}
-		return nil
-	}
+	processNew := processor(ctx, ib, hd, "new-", &seq)
 	// Warm up: open and prepare the connections of both paths first, so
 	// that neither pays for it in its timed run.
 	for _, fn := range []func(int64) error{baseline, processNew} {
@@ -92,6 +85,19 @@ func Bench[TTx any](b *testing.B, h Harness[TTx]) {
 				return nil
 			})
 		})
+	}
+}
+
+// processor returns a benchmark step that processes a new message, its
+// ID prefix followed by the next number of seq.
+func processor[TTx any](ctx context.Context, ib *inbox.Inbox[TTx], h inbox.Handler[TTx], prefix string, seq *atomic.Int64) func(int64) error {
+	return func(int64) error {
+		id := fmt.Sprintf("%s%d", prefix, seq.Add(1))
+		out, err := ib.Process(ctx, inbox.Message{ID: id, Payload: []byte(id)}, h)
+		if out.Status != inbox.Processed {
+			return fmt.Errorf("%v: %w", out.Status, err)
+		}
+		return nil
 	}
 }
 

@@ -125,15 +125,7 @@ func BenchPrune[TTx any](b *testing.B, h Harness[TTx]) {
 		b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "rows/s")
 	})
 	var seq atomic.Int64
-	hd := writer(env)
-	process := func(int64) error {
-		id := fmt.Sprintf("load-%d", seq.Add(1))
-		out, err := ib.Process(ctx, inbox.Message{ID: id, Payload: []byte(id)}, hd)
-		if out.Status != inbox.Processed {
-			return fmt.Errorf("%v: %w", out.Status, err)
-		}
-		return nil
-	}
+	process := processor(ctx, ib, writer(env), "load-", &seq)
 	for _, pruning := range []bool{false, true} {
 		name := "load/pruner=off"
 		if pruning {
