@@ -93,10 +93,19 @@ func (p *Pruner) Prune(ctx context.Context) (int, error) {
 
 func (p *Pruner) prune(ctx context.Context) (int, error) {
 	total := 0
+	// Each batch starts where the last one ended: the rows it deleted stay
+	// in the index until vacuum removes them, which a long transaction
+	// anywhere on the server delays, and stepping over them again made
+	// every batch slower than the last. A row that a transaction older than
+	// the retention inserts behind that point waits for the next Prune.
+	params := store.PruneParams{Retention: p.cfg.Retention, Limit: p.cfg.BatchSize}
 	for {
-		res, err := p.store.Prune(ctx, &store.PruneParams{Retention: p.cfg.Retention, Limit: p.cfg.BatchSize})
+		res, err := p.store.Prune(ctx, &params)
 		if err != nil {
 			return total, fmt.Errorf("inbox: prune: %w", err)
+		}
+		if !res.Last.IsZero() {
+			params.From = res.Last
 		}
 		total += res.Deleted
 		if res.Busy || res.Deleted < p.cfg.BatchSize {

@@ -194,6 +194,11 @@ type DeadLetter struct {
 type PruneParams struct {
 	Retention time.Duration
 	Limit     int
+	// From, if not zero, is the Last of the previous batch: the batch
+	// starts there in the index instead of stepping again over the rows
+	// already deleted, which stay in it until vacuum can remove them.
+	// Drivers that cannot use it ignore it.
+	From time.Time
 }
 
 // PruneResult is what one Prune call did.
@@ -202,6 +207,9 @@ type PruneResult struct {
 	Deleted int
 	// Busy is true when another pruner held the table.
 	Busy bool
+	// Last is the received_at of the newest inbox row deleted, for the
+	// next batch's From; zero when none was, or the driver does not tell.
+	Last time.Time
 }
 
 // Migration is one versioned, forward-only schema change.

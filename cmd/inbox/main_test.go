@@ -78,7 +78,7 @@ func TestCommandsOnServers(t *testing.T) {
 		if err := run(context.Background(), args, &out); err != nil {
 			t.Fatalf("%v: %v\n%s", args[:2], err, out.String())
 		}
-		if !strings.Contains(out.String(), "migrated: 1 migrations") && !strings.Contains(out.String(), "pruned 0 rows") {
+		if !strings.Contains(out.String(), " migrations\n") && !strings.Contains(out.String(), "pruned 0 rows") { // PostgreSQL has more migrations than MySQL
 			t.Fatalf("%v: output %q", args[:2], out.String())
 		}
 	}

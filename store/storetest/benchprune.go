@@ -112,7 +112,8 @@ func BenchPrune[TTx any](b *testing.B, h Harness[TTx]) {
 		return p
 	}
 	b.Run("alone", func(b *testing.B) {
-		p := newPruner(b, env.Driver)
+		s := &countingPruneStore{PruneStore: env.Driver}
+		p := newPruner(b, s)
 		backlogOf(b, b.N)
 		n, err := p.Prune(ctx)
 		b.StopTimer()
@@ -122,7 +123,7 @@ func BenchPrune[TTx any](b *testing.B, h Harness[TTx]) {
 		if n < b.N {
 			b.Fatalf("pruned %d rows of a backlog of %d", n, b.N)
 		}
-		b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "rows/s")
+		s.report(b, b.Elapsed(), "rows/s")
 	})
 	var seq atomic.Int64
 	process := processor(ctx, ib, writer(env), "load-", &seq)
@@ -146,7 +147,7 @@ func BenchPrune[TTx any](b *testing.B, h Harness[TTx]) {
 			stop()
 			wg.Wait()
 			if pruning {
-				b.ReportMetric(float64(s.deleted.Load())/elapsed.Seconds(), "pruned/s")
+				s.report(b, elapsed, "pruned/s")
 				if s.drained.Load() {
 					b.Logf("the backlog of %d rows was pruned before the run ended: raise %s or lower -benchtime", rows, PruneRowsEnv)
 				}
@@ -155,17 +156,31 @@ func BenchPrune[TTx any](b *testing.B, h Harness[TTx]) {
 	}
 }
 
-// countingPruneStore counts the rows its store's Prune deletes, and notes
-// when a batch came back short: the backlog is gone.
+// countingPruneStore counts the rows its store's Prune deletes and the
+// batches and their time, and notes when a batch came back short: the
+// backlog is gone.
 type countingPruneStore struct {
 	inbox.PruneStore
-	deleted atomic.Int64
-	drained atomic.Bool
+	deleted, batches atomic.Int64
+	busy             atomic.Int64 // nanoseconds in Prune
+	drained          atomic.Bool
+}
+
+// report reports the rows deleted per second of elapsed, and the mean
+// time of a batch.
+func (s *countingPruneStore) report(b *testing.B, elapsed time.Duration, unit string) {
+	b.ReportMetric(float64(s.deleted.Load())/elapsed.Seconds(), unit)
+	if n := s.batches.Load(); n > 0 {
+		b.ReportMetric(float64(s.busy.Load())/float64(n)/1e6, "ms/batch")
+	}
 }
 
 func (s *countingPruneStore) Prune(ctx context.Context, p *store.PruneParams) (*store.PruneResult, error) {
+	start := time.Now()
 	res, err := s.PruneStore.Prune(ctx, p)
 	if err == nil {
+		s.busy.Add(int64(time.Since(start)))
+		s.batches.Add(1)
 		s.deleted.Add(int64(res.Deleted))
 		if !res.Busy && res.Deleted < p.Limit {
 			s.drained.Store(true)
