@@ -27,12 +27,13 @@ type PrunerConfig struct {
 	Interval time.Duration
 	// BatchSize is the most rows one DELETE removes. Default 1000.
 	BatchSize int
-	// Pause is the wait between two batches, to leave the database room.
-	// Default 30 ms: on PostgreSQL a batch of 1000 takes about 4 ms, so
-	// the defaults delete about 30,000 rows/s alone, and faster than 8 busy
-	// writers insert at no measurable cost to them. On MariaDB a batch
-	// takes 18 ms or more: a longer Pause costs its writers less (README,
-	// Performance).
+	// Pause is the least wait between two batches, to leave the database
+	// room; the Pruner also waits at least as long as the last batch took,
+	// so that it backs off when the database is busy and its batches slow
+	// down. Default 30 ms: on PostgreSQL a batch of 1000 takes about 4 ms,
+	// so the defaults delete about 30,000 rows/s alone, and faster than 8
+	// busy writers insert at no measurable cost to them (README,
+	// Performance, for MariaDB and SQLite).
 	Pause time.Duration
 	// Hooks may implement PrunedHook. Default none.
 	Hooks []any
@@ -80,7 +81,7 @@ func NewPruner(s PruneStore, cfg *PrunerConfig) (*Pruner, error) {
 }
 
 // Prune deletes every row older than the retention, in batches of
-// BatchSize with Pause between them, and returns how many it deleted. It
+// BatchSize with at least Pause between them, and returns how many it deleted. It
 // stops early, without error, when another pruner is working on the table.
 func (p *Pruner) Prune(ctx context.Context) (int, error) {
 	start := time.Now()
@@ -101,6 +102,7 @@ func (p *Pruner) prune(ctx context.Context) (int, error) {
 	// the retention inserts behind that point waits for the next Prune.
 	params := store.PruneParams{Retention: p.cfg.Retention, Limit: p.cfg.BatchSize}
 	for {
+		start := time.Now()
 		res, err := p.store.Prune(ctx, &params)
 		if err != nil {
 			return total, fmt.Errorf("inbox: prune: %w", err)
@@ -115,7 +117,7 @@ func (p *Pruner) prune(ctx context.Context) (int, error) {
 		select {
 		case <-ctx.Done():
 			return total, ctx.Err()
-		case <-time.After(p.cfg.Pause):
+		case <-time.After(max(p.cfg.Pause, time.Since(start))):
 		}
 	}
 }
