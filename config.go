@@ -22,7 +22,7 @@ const (
 	MinRetention                = time.Hour
 	DefaultPruneInterval        = time.Minute
 	DefaultPruneBatchSize       = 1000
-	DefaultPrunePause           = 100 * time.Millisecond
+	DefaultPrunePause           = 30 * time.Millisecond
 )
 
 // Config configures an Inbox. The zero value of every field but Consumer

@@ -123,6 +123,8 @@ type Driver[TTx any] interface {
 	// Prune deletes at most p.Limit inbox rows and attempt records older than
 	// p.Retention by the database's clock, in a transaction of its own. When
 	// another pruner holds the table, it deletes nothing and reports Busy.
+	// It takes the oldest rows through a btree on the time column, so that a
+	// batch reads its own rows only and costs the same on any table.
 	Prune(ctx context.Context, p *PruneParams) (*PruneResult, error)
 
 	// Migrate applies the migrations that are missing, safely when several
@@ -238,6 +240,11 @@ type DeadLetter struct {
 type PruneParams struct {
 	Retention time.Duration
 	Limit     int
+	// From, if not zero, is the Last of the previous batch: the batch
+	// starts there in the index instead of stepping again over the rows
+	// already deleted, which stay in it until vacuum can remove them.
+	// Drivers that cannot use it ignore it.
+	From time.Time
 }
 
 // PruneResult is what one Prune call did.
@@ -246,6 +253,9 @@ type PruneResult struct {
 	Deleted int
 	// Busy is true when another pruner held the table.
 	Busy bool
+	// Last is the received_at of the newest inbox row deleted, for the
+	// next batch's From; zero when none was, or the driver does not tell.
+	Last time.Time
 }
 
 // Migration is one versioned, forward-only schema change.

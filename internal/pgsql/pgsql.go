@@ -99,6 +99,10 @@ type Statements struct {
 	// TrySessionLock, SessionUnlock: $1 key, for a session.
 	TrySessionLock, SessionUnlock string
 	// PruneInbox, PruneAttempts: $1 retention in milliseconds, $2 limit.
+	// They delete the oldest rows through the btree on the time column
+	// (see pruneOldest). PruneInbox also takes $3, the received_at to
+	// start from (null: the first), and returns the number of rows deleted
+	// and the received_at of the newest.
 	PruneInbox, PruneAttempts string
 	// Durability returns synchronous_commit and fsync.
 	Durability string
@@ -201,20 +205,30 @@ RETURNING 1`,
 		Lock:           `SELECT pg_advisory_xact_lock($1)`,
 		TrySessionLock: `SELECT pg_try_advisory_lock($1)`,
 		SessionUnlock:  `SELECT pg_advisory_unlock($1)`,
-		PruneInbox: `DELETE FROM ` + inbox + ` WHERE (consumer, message_id) IN (
-	SELECT consumer, message_id FROM ` + inbox + `
-	WHERE received_at < now() - $1::bigint * interval '1 millisecond'
-	ORDER BY received_at LIMIT $2)`,
-		PruneAttempts: `DELETE FROM ` + attempts + ` WHERE (consumer, message_id) IN (
-	SELECT consumer, message_id FROM ` + attempts + `
-	WHERE last_failed_at < now() - $1::bigint * interval '1 millisecond'
-	ORDER BY last_failed_at LIMIT $2)`,
+		PruneInbox: `WITH d AS (` + pruneOldest(inbox, "received_at", `received_at >= coalesce($3::timestamptz, '-infinity') AND `) + `
+	RETURNING received_at)
+SELECT count(*), max(received_at) FROM d`,
+		PruneAttempts:    pruneOldest(attempts, "last_failed_at", ""),
 		Durability:       `SELECT current_setting('synchronous_commit'), current_setting('fsync')`,
 		CreateMigrations: `CREATE TABLE IF NOT EXISTS ` + migrations + ` (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`,
 		AppliedVersions:  `SELECT version FROM ` + migrations,
 		SchemaVersion:    `SELECT coalesce(max(version), 0) FROM ` + migrations,
 		RecordMigration:  `INSERT INTO ` + migrations + ` (version, name) VALUES ($1, $2)`,
 	}
+}
+
+// pruneOldest deletes the oldest rows of table, at most $2, whose column
+// is older than $1 milliseconds by the database's clock, and that match
+// from (a condition ending in AND, or empty). The btree on column yields
+// them in order, so a batch reads only its own rows (not every expired
+// row, to sort them), and the rows are deleted by ctid, with no second
+// lookup through the primary key. The condition is checked again on the
+// row the delete finds: a row updated meanwhile is rechecked.
+func pruneOldest(table, column, from string) string {
+	older := column + ` < now() - $1::bigint * interval '1 millisecond'`
+	return `DELETE FROM ` + table + ` WHERE ctid = ANY(ARRAY(
+	SELECT ctid FROM ` + table + ` WHERE ` + from + older + `
+	ORDER BY ` + column + ` LIMIT $2)) AND ` + older
 }
 
 func lockKey(parts ...string) int64 {

@@ -136,3 +136,13 @@ func AMQPURL() string {
 
 // PostgresLockTimeout reads the lock_timeout in effect, in milliseconds.
 const PostgresLockTimeout = `SELECT (extract(epoch FROM current_setting('lock_timeout')::interval) * 1000)::bigint`
+
+// PostgresExpire inserts expired rows into the inbox table named table,
+// for storetest's Env.Expire: $1 consumer, $2 ID prefix, $3 count, $4 age
+// in microseconds. IDs and fingerprints are as long as real ones.
+func PostgresExpire(table string) string {
+	return `INSERT INTO ` + table + ` (consumer, message_id, received_at, message_type, fingerprint)
+SELECT $1::bytea, convert_to($2::text || i, 'UTF8'),
+	now() - ($4::bigint + $3::int - i) * interval '1 microsecond', 'bench', sha256(convert_to($2::text || i, 'UTF8'))
+FROM generate_series(1, $3::int) i`
+}

@@ -374,14 +374,19 @@ func (d *Driver) Prune(ctx context.Context, p *store.PruneParams) (*store.PruneR
 			res.Busy = true
 			return nil
 		}
-		for _, sql := range []string{d.q.PruneInbox, d.q.PruneAttempts} {
-			tag, err := tx.Exec(ctx, sql, p.Retention.Milliseconds(), max(p.Limit, 1))
-			if err != nil {
-				return err
-			}
-			res.Deleted += int(tag.RowsAffected())
+		var from, last *time.Time
+		if !p.From.IsZero() {
+			from = &p.From
 		}
-		return nil
+		if err := tx.QueryRow(ctx, d.q.PruneInbox, p.Retention.Milliseconds(), max(p.Limit, 1), from).Scan(&res.Deleted, &last); err != nil {
+			return err
+		}
+		if last != nil {
+			res.Last = *last
+		}
+		tag, err := tx.Exec(ctx, d.q.PruneAttempts, p.Retention.Milliseconds(), max(p.Limit, 1))
+		res.Deleted += int(tag.RowsAffected())
+		return err
 	})
 	if err != nil {
 		return nil, pgsql.Classify(err)

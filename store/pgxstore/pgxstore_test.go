@@ -78,6 +78,10 @@ func open(tb testing.TB, cfg *pgxstore.Config) (*storetest.Env[pgx.Tx], error) {
 		},
 		Tables:   *tables,
 		MaxConns: maxConns,
+		Expire: func(ctx context.Context, consumer, prefix string, n int, age time.Duration) error {
+			_, err := pool.Exec(ctx, testenv.PostgresExpire(inboxTable), []byte(consumer), prefix, n, age.Microseconds())
+			return err
+		},
 		LockTimeout: func(ctx context.Context, tx pgx.Tx) (time.Duration, error) {
 			var ms int64
 			err := tx.QueryRow(ctx, testenv.PostgresLockTimeout).Scan(&ms)
@@ -104,3 +108,5 @@ func TestStoreLockTimeoutPerTransaction(t *testing.T) {
 }
 
 func BenchmarkStore(b *testing.B) { storetest.Bench(b, harness) }
+
+func BenchmarkPrune(b *testing.B) { storetest.BenchPrune(b, harness) }

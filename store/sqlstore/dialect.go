@@ -166,6 +166,10 @@ type queries struct {
 	// retention by the database clock. Args: retention_ms, limit.
 	pruneInbox    string
 	pruneAttempts string
+	// pruneFrom: pruneInbox takes a third argument, the received_at to
+	// start from (null: the first), and returns the number of rows deleted
+	// and the received_at of the newest (store.PruneParams.From).
+	pruneFrom bool
 
 	// migrationsCreate creates the migrations table if it is missing.
 	migrationsCreate string

@@ -60,6 +60,7 @@ func (postgresDialect) templates() queries {
 		reclaim:                 s.InboxReclaim,
 		pruneInbox:              s.PruneInbox,
 		pruneAttempts:           s.PruneAttempts,
+		pruneFrom:               true,
 		migrationsCreate:        s.CreateMigrations,
 		migrationsApplied:       s.AppliedVersions,
 		schemaVersion:           s.SchemaVersion,

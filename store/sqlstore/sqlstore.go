@@ -588,7 +588,20 @@ func (d *Driver) prune(ctx context.Context, p *store.PruneParams) (_ *store.Prun
 	defer d.rollbackQuietly(tx)
 	retention := p.Retention.Milliseconds()
 	var res store.PruneResult
-	for _, q := range []string{d.q.pruneInbox, d.q.pruneAttempts} {
+	qs := []string{d.q.pruneInbox, d.q.pruneAttempts}
+	if d.q.pruneFrom {
+		var from any
+		if !p.From.IsZero() {
+			from = p.From
+		}
+		var last sql.NullTime
+		if err := tx.QueryRowContext(ctx, d.q.pruneInbox, retention, p.Limit, from).Scan(&res.Deleted, &last); err != nil {
+			return nil, err
+		}
+		res.Last = last.Time
+		qs = qs[1:]
+	}
+	for _, q := range qs {
 		r, err := tx.ExecContext(ctx, q, retention, p.Limit)
 		if err != nil {
 			return nil, err

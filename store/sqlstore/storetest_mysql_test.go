@@ -82,6 +82,20 @@ func mysqlEnv(db *sql.DB, d *sqlstore.Driver, tables store.Tables) *storetest.En
 		_, err := tx.ExecContext(ctx, "SIGNAL SQLSTATE '40001' SET MYSQL_ERRNO = 1213, MESSAGE_TEXT = 'Deadlock found (raised by a test)'")
 		return err
 	}
+	// In statements of at most 1000 rows: MySQL's cte_max_recursion_depth.
+	expire := `INSERT INTO ` + tables.Name("inbox", store.QuoteBacktick) + ` (consumer, message_id, received_at, message_type, fingerprint)
+WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < ?)
+SELECT ?, CONCAT(?, ? + i), UTC_TIMESTAMP(6) - INTERVAL (? + ? - i) MICROSECOND, 'bench', UNHEX(SHA2(CONCAT(?, ? + i), 256)) FROM s`
+	env.Expire = func(ctx context.Context, consumer, prefix string, n int, age time.Duration) error {
+		for done := 0; done < n; done += 1000 {
+			k := min(1000, n-done)
+			// Ages count down from the oldest row (done + i = 1) to the youngest (n).
+			if _, err := db.ExecContext(ctx, expire, k, []byte(consumer), prefix, done, age.Microseconds(), n-done, prefix, done); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	// Transactions of this database's connections waiting for a row lock.
 	// MariaDB refreshes INNODB_TRX only when it was not read for 100 ms: the
 	// suite polls more slowly than that.
@@ -109,3 +123,4 @@ func TestMySQLStoreInterpolated(t *testing.T) { storetest.Run(t, mysqlInterpolat
 
 func BenchmarkMySQLStore(b *testing.B)             { storetest.Bench(b, mysqlPrepared) }
 func BenchmarkMySQLStoreInterpolated(b *testing.B) { storetest.Bench(b, mysqlInterpolated) }
+func BenchmarkMySQLPrune(b *testing.B)             { storetest.BenchPrune(b, mysqlPrepared) }

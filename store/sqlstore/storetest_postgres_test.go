@@ -55,6 +55,10 @@ var postgresHarness = storetest.Harness[*sql.Tx]{Open: func(tb testing.TB, table
 		err := tx.QueryRowContext(ctx, testenv.PostgresLockTimeout).Scan(&ms)
 		return time.Duration(ms) * time.Millisecond, err
 	}
+	env.Expire = func(ctx context.Context, consumer, prefix string, n int, age time.Duration) error {
+		_, err := db.ExecContext(ctx, testenv.PostgresExpire(inboxTable), []byte(consumer), prefix, n, age.Microseconds())
+		return err
+	}
 	env.Settle = func(ctx context.Context) error {
 		for _, stmt := range []string{"VACUUM (ANALYZE) " + ledger + ", " + inboxTable, "CHECKPOINT"} {
 			if _, err := db.ExecContext(ctx, stmt); err != nil {
@@ -69,3 +73,4 @@ var postgresHarness = storetest.Harness[*sql.Tx]{Open: func(tb testing.TB, table
 func TestPostgresStore(t *testing.T) { storetest.Run(t, postgresHarness) }
 
 func BenchmarkPostgresStore(b *testing.B) { storetest.Bench(b, postgresHarness) }
+func BenchmarkPostgresPrune(b *testing.B) { storetest.BenchPrune(b, postgresHarness) }

@@ -39,6 +39,15 @@ var sqliteHarness = storetest.Harness[*sql.Tx]{
 			backdate: "UPDATE " + tables.Name("inbox", store.QuoteDouble) + " SET received_at = CAST(ROUND(unixepoch('now', 'subsec') * 1000) AS INTEGER) - ? WHERE consumer = ? AND message_id = ?",
 			age:      func(d time.Duration) any { return d.Milliseconds() },
 		})
+		// SQLite counts milliseconds: a thousand rows share each.
+		expire := `WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < ?3)
+INSERT INTO ` + tables.Name("inbox", store.QuoteDouble) + ` (consumer, message_id, received_at, message_type, fingerprint)
+SELECT ?1, CAST(?2 || i AS BLOB), CAST(ROUND(unixepoch('now', 'subsec') * 1000) AS INTEGER) - ?4 - (?3 - i) / 1000,
+	'bench', randomblob(32) FROM s`
+		env.Expire = func(ctx context.Context, consumer, prefix string, n int, age time.Duration) error {
+			_, err := db.ExecContext(ctx, expire, []byte(consumer), prefix, n, age.Milliseconds())
+			return err
+		}
 		env.Settle = func(ctx context.Context) error {
 			_, err := db.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)")
 			return err
@@ -111,3 +120,4 @@ func ledgerEnv(db *sql.DB, d *sqlstore.Driver, tables store.Tables, q ledgerSQL)
 func TestSQLiteStore(t *testing.T) { storetest.Run(t, sqliteHarness) }
 
 func BenchmarkSQLiteStore(b *testing.B) { storetest.Bench(b, sqliteHarness) }
+func BenchmarkSQLitePrune(b *testing.B) { storetest.BenchPrune(b, sqliteHarness) }

@@ -39,14 +39,7 @@ func Bench[TTx any](b *testing.B, h Harness[TTx]) {
 		}
 		return env.Driver.Commit(ctx, tx)
 	}
-	processNew := func(int64) error {
-		id := fmt.Sprintf("new-%d", seq.Add(1))
-		out, err := ib.Process(ctx, inbox.Message{ID: id, Payload: []byte(id)}, hd)
-		if out.Status != inbox.Processed {
-			return fmt.Errorf("%v: %w", out.Status, err)
-		}
-		return nil
-	}
+	processNew := processor(ctx, ib, hd, "new-", &seq)
 	// ProcessTx in the application's transaction: BEGIN as the
 	// application does it, ProcessTx, COMMIT.
 	processTx := func(int64) error {
@@ -62,7 +55,7 @@ func Bench[TTx any](b *testing.B, h Harness[TTx]) {
 		}
 		return env.Driver.Commit(ctx, tx)
 	}
-	retry := func(err error) bool { return inbox.IsRetryable(err) || env.Driver.Retryable(err) }
+	retry := retryer(env)
 	// Warm up: open and prepare the connections of every path first, so
 	// that none pays for it in its timed run.
 	for _, fn := range []func(int64) error{baseline, processNew, processTx} {
@@ -115,6 +108,19 @@ func Bench[TTx any](b *testing.B, h Harness[TTx]) {
 	}
 }
 
+// processor returns a benchmark step that processes a new message, its
+// ID prefix followed by the next number of seq.
+func processor[TTx any](ctx context.Context, ib *inbox.Inbox[TTx], h inbox.Handler[TTx], prefix string, seq *atomic.Int64) func(int64) error {
+	return func(int64) error {
+		id := fmt.Sprintf("%s%d", prefix, seq.Add(1))
+		out, err := ib.Process(ctx, inbox.Message{ID: id, Payload: []byte(id)}, h)
+		if out.Status != inbox.Processed {
+			return fmt.Errorf("%v: %w", out.Status, err)
+		}
+		return nil
+	}
+}
+
 // parallel runs fn b.N times on g goroutines, each again after an error
 // that retry accepts, and reports msgs/s.
 func parallel(b *testing.B, g int, retry func(error) bool, fn func(i int64) error) {
@@ -141,6 +147,12 @@ func parallel(b *testing.B, g int, retry func(error) bool, fn func(i int64) erro
 	wg.Wait()
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+}
+
+// retryer accepts the errors a consumer would retry: marked retryable, or
+// transient as env's driver tells.
+func retryer[TTx any](env *Env[TTx]) func(error) bool {
+	return func(err error) bool { return inbox.IsRetryable(err) || env.Driver.Retryable(err) }
 }
 
 // retrying runs fn(i), again after an error that retry accepts (SQLite

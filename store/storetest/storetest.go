@@ -39,6 +39,11 @@ type Env[TTx any] struct {
 	// checkpoint) before each timed benchmark, so that one benchmark's
 	// debt is not paid during the next one's run.
 	Settle func(ctx context.Context) error
+	// Expire, if set, inserts n inbox rows of consumer, their IDs starting
+	// with prefix, received at least age before the database's clock (one
+	// microsecond apart, the last one youngest), in few statements: the
+	// backlog of the pruning benchmarks. Without it they are skipped.
+	Expire func(ctx context.Context, consumer, prefix string, n int, age time.Duration) error
 	// LockWaits, if set, returns the number of transactions on these
 	// tables' database that wait for a row lock, so that a test can tell
 	// when racing claims queue behind a held one; without it the suite

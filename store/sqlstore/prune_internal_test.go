@@ -1,0 +1,172 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/inboxkit/inbox/internal/testenv"
+	"github.com/inboxkit/inbox/store"
+)
+
+// pruneRetentionMS, pruneLimit: the arguments the plans are explained
+// with, 1 h and a batch of 100, on 2000 young rows (inserted first) and
+// 3000 expired ones.
+const pruneRetentionMS, pruneLimit = 3_600_000, 100
+
+// pruneTables are the tables a prune statement deletes from, their time
+// column and its index, and the statement of each.
+func pruneTables(d *Driver) []struct{ table, column, index, stmt string } {
+	return []struct{ table, column, index, stmt string }{
+		{"inbox", "received_at", "inbox_received_at_idx", d.q.pruneInbox},
+		{"inbox_attempts", "last_failed_at", "inbox_attempts_last_failed_at_idx", d.q.pruneAttempts},
+	}
+}
+
+// TestPrunePlanSQLite checks that both prune statements read their batch
+// in index order: a search of the time column's index, no sort of the
+// expired rows, so that a batch costs the same on any table.
+func TestPrunePlanSQLite(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, err := OpenSQLite(filepath.Join(t.TempDir(), "inbox.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	d := migrated(t, db, SQLite)
+	for _, p := range pruneTables(d) {
+		table := d.tables.Name(p.table, store.QuoteDouble)
+		fill := `WITH RECURSIVE s(i) AS (SELECT %d UNION ALL SELECT i + 1 FROM s WHERE i < %d)
+INSERT INTO ` + table + ` (consumer, message_id, %s) SELECT x'63', CAST(i AS BLOB), %s FROM s`
+		cols, now := "received_at", "unixepoch() * 1000"
+		if p.table == "inbox_attempts" {
+			cols = "attempts, first_failed_at, last_failed_at"
+			now = "1, 0, unixepoch() * 1000"
+		}
+		for _, s := range []string{
+			fmt.Sprintf(fill, 1, 2000, cols, now),
+			fmt.Sprintf(fill, 2001, 5000, cols, now+" - 7200000"),
+			"ANALYZE",
+		} {
+			if _, err := db.ExecContext(ctx, s); err != nil {
+				t.Fatalf("%s: %v", s, err)
+			}
+		}
+		rows, err := db.QueryContext(ctx, "EXPLAIN QUERY PLAN "+p.stmt, pruneRetentionMS, pruneLimit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var plan []string
+		for rows.Next() {
+			var id, parent, unused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, detail)
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		got := strings.Join(plan, "\n")
+		index := fmt.Sprintf("USING COVERING INDEX %s (%s<?)", p.index, p.column)
+		if !strings.Contains(got, index) || strings.Contains(got, "TEMP B-TREE") || strings.Contains(got, "SCAN ") {
+			t.Errorf("plan of the %s prune:\n%s\nwant a search %s, no scan, no temp b-tree", p.table, got, index)
+		}
+	}
+}
+
+// TestPrunePlanMySQL checks that both prune statements delete through a
+// range of the time column's index, without a filesort of the expired
+// rows, so that a batch costs the same on any table.
+func TestPrunePlanMySQL(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, err := OpenMySQL(testenv.MySQLDatabase(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	d := migrated(t, db, MySQL)
+	for _, p := range pruneTables(d) {
+		table := d.tables.Name(p.table, store.QuoteBacktick)
+		// Chunks of 1000 rows: MySQL's cte_max_recursion_depth.
+		fill := `INSERT INTO ` + table + ` (consumer, message_id, %s)
+WITH RECURSIVE s(i) AS (SELECT %d UNION ALL SELECT i + 1 FROM s WHERE i < %d) SELECT 'c', CONCAT('m', i), %s FROM s`
+		cols, now := "received_at", "UTC_TIMESTAMP(6)"
+		if p.table == "inbox_attempts" {
+			cols = "attempts, first_failed_at, last_failed_at, last_error"
+			now = "1, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6)"
+		}
+		var stmts []string
+		for from := 1; from <= 5000; from += 1000 {
+			ts := now
+			if from > 2000 {
+				ts += " - INTERVAL 2 HOUR"
+			}
+			if p.table == "inbox_attempts" {
+				ts += ", ''"
+			}
+			stmts = append(stmts, fmt.Sprintf(fill, cols, from, from+999, ts))
+		}
+		for _, s := range append(stmts, "ANALYZE TABLE "+table) {
+			if _, err := db.ExecContext(ctx, s); err != nil {
+				t.Fatalf("%s: %v", s, err)
+			}
+		}
+		var out string
+		if err := db.QueryRowContext(ctx, "EXPLAIN FORMAT=JSON "+p.stmt, pruneRetentionMS, pruneLimit).Scan(&out); err != nil {
+			t.Fatal(err)
+		}
+		var plan any
+		if err := json.Unmarshal([]byte(out), &plan); err != nil {
+			t.Fatalf("explain output %s: %v", out, err)
+		}
+		index := p.index
+		ranged, sorted := false, false
+		walkJSON(plan, func(m map[string]any) {
+			if m["access_type"] == "range" && m["key"] == index {
+				ranged = true
+			}
+			if _, ok := m["filesort"]; ok || m["using_filesort"] == true {
+				sorted = true
+			}
+		})
+		if !ranged || sorted {
+			t.Errorf("plan of the %s prune:\n%s\nwant a range of %s and no filesort", p.table, out, index)
+		}
+	}
+}
+
+// migrated returns a Driver of dialect on db with its tables migrated.
+func migrated(t *testing.T, db *sql.DB, dialect Dialect) *Driver {
+	t.Helper()
+	d, err := New(db, &Config{Dialect: dialect})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// walkJSON calls f on every object in v.
+func walkJSON(v any, f func(map[string]any)) {
+	switch v := v.(type) {
+	case map[string]any:
+		f(v)
+		for _, e := range v {
+			walkJSON(e, f)
+		}
+	case []any:
+		for _, e := range v {
+			walkJSON(e, f)
+		}
+	}
+}
