@@ -86,9 +86,10 @@ type Config struct {
 
 	// Logger receives what a consumer does, at the default level: dead
 	// letters (WARN), retries (INFO, at most one line per 10 s, with the
-	// number left out), database failures (WARN when they start and every
-	// 10 s while they last, ERROR for one no retry fixes, INFO when the
-	// database answers again), reused IDs (WARN). Default slog.Default().
+	// number left out), database failures (WARN, ERROR for one no retry
+	// fixes, at most one line per 10 s with the number left out; INFO when
+	// the database answers again after a logged failure), reused IDs
+	// (WARN). Default slog.Default().
 	Logger *slog.Logger
 }
 

@@ -40,13 +40,17 @@ func (s *sometimes) allow() (bool, int) {
 }
 
 // health counts the database's consecutive failures, for the delay of the
-// retries they cause, and says when they start, last and end.
+// retries they cause, and says when they start, last and end: at most one
+// line per interval, so that a database that fails and recovers over and
+// over (a busy SQLite) does not flood the log, and the end of a run only
+// when the run was logged.
 type health struct {
 	log      *slog.Logger
 	consumer string
 	failing  atomic.Int64 // consecutive failures, read without the lock on the fast path
 	mu       sync.Mutex   // orders the runs of failures: start, count, end
 	since    time.Time
+	logged   bool // a line of the current run was logged
 	lines    sometimes
 }
 
@@ -55,19 +59,16 @@ func (h *health) init(log *slog.Logger, consumer string) {
 }
 
 // failed counts a failure and returns the number in a row, this one
-// included. The first of a run is always logged, the rest at most once per
-// interval.
+// included.
 func (h *health) failed(ctx context.Context, err error) int {
 	h.mu.Lock()
 	n := int(h.failing.Add(1))
 	if n == 1 {
-		h.since = time.Now()
+		h.since, h.logged = time.Now(), false
 	}
 	since := h.since
-	log, held := n == 1, 0
-	if ok, dropped := h.lines.allow(); ok || log {
-		log, held = true, dropped
-	}
+	log, held := h.lines.allow()
+	h.logged = h.logged || log
 	h.mu.Unlock()
 	if !log {
 		return n
@@ -90,9 +91,9 @@ func (h *health) ok(ctx context.Context) {
 	}
 	h.mu.Lock()
 	n := h.failing.Swap(0)
-	since := h.since
+	since, logged := h.since, h.logged
 	h.mu.Unlock()
-	if n == 0 {
+	if n == 0 || !logged {
 		return
 	}
 	h.log.InfoContext(ctx, "inbox: the database answers again", "consumer", h.consumer,

@@ -7,10 +7,12 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 )
 
-// The start of every run of database failures is logged, even right after
-// an earlier run; within a run, lines are rate-limited; its end is logged.
+// A run of database failures is logged when it starts and ends; a second
+// run within the interval (a database that fails and recovers over and
+// over) is held back, start and end, and counted in the next line.
 func TestHealthLogsRuns(t *testing.T) {
 	t.Parallel()
 	var buf bytes.Buffer
@@ -18,7 +20,7 @@ func TestHealthLogsRuns(t *testing.T) {
 	h.init(slog.New(slog.NewTextHandler(&buf, nil)), "c")
 	ctx := context.Background()
 	boom := errors.New("connection refused")
-	for run := 1; run <= 2; run++ {
+	for run := 1; run <= 3; run++ {
 		for i := 1; i <= 3; i++ {
 			if n := h.failed(ctx, boom); n != i {
 				t.Fatalf("run %d: failure %d counted as %d in a row", run, i, n)
@@ -29,7 +31,13 @@ func TestHealthLogsRuns(t *testing.T) {
 	h.ok(ctx) // no run: no line
 	warn := strings.Count(buf.String(), "level=WARN")
 	info := strings.Count(buf.String(), "level=INFO msg=\"inbox: the database answers again\" consumer=c failures=3")
-	if warn != 2 || info != 2 {
-		t.Fatalf("want 2 WARN lines (the start of each run, the rest held back) and 2 INFO lines (their ends); got:\n%s", buf.String())
+	if warn != 1 || info != 1 || !strings.Contains(buf.String(), "failures_in_a_row=1") {
+		t.Fatalf("want 1 WARN line (the first run's start; the rest held back) and 1 INFO line (its end); got:\n%s", buf.String())
+	}
+	h.lines.next = time.Time{} // the interval has passed
+	h.failed(ctx, boom)
+	h.ok(ctx)
+	if !strings.Contains(buf.String(), "failures_not_logged=8") || strings.Count(buf.String(), "level=INFO") != 2 {
+		t.Fatalf("after the interval: want a line counting the 8 failures held back, and its run's end; got:\n%s", buf.String())
 	}
 }

@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,7 +18,9 @@ import (
 // baseline at the same goroutine count.
 func Bench[TTx any](b *testing.B, h Harness[TTx]) {
 	env := open(b, h)
-	ib := newInbox(b, env, inbox.Config{Consumer: "bench"})
+	// Busy SQLite writers fail over and over: their log lines would cut
+	// the benchmark's output.
+	ib := newInbox(b, env, inbox.Config{Consumer: "bench", Logger: slog.New(slog.DiscardHandler)})
 	ctx := context.Background()
 	var seq atomic.Int64
 	const dups = 512
