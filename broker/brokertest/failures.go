@@ -1,53 +1,18 @@
 package brokertest
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/inboxkit/inbox"
+	"github.com/inboxkit/inbox/internal/logtest"
 )
-
-// logBuffer collects log lines from several goroutines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// lines returns the lines that contain every one of parts.
-func (b *logBuffer) lines(parts ...string) []string {
-	var out []string
-	for _, l := range strings.Split(b.String(), "\n") {
-		ok := true
-		for _, p := range parts {
-			ok = ok && strings.Contains(l, p)
-		}
-		if ok && l != "" {
-			out = append(out, l)
-		}
-	}
-	return out
-}
 
 // At the default level a consumer says what it does: a retry at INFO, a
 // dead letter at WARN with its consumer, ID, type, attempts and error;
@@ -55,7 +20,7 @@ func (b *logBuffer) lines(parts ...string) []string {
 func testLogsAtDefaultLevel(t *testing.T, h Harness) {
 	ctx := context.Background()
 	env := h.Open(t, 5*time.Second)
-	logs := &logBuffer{}
+	logs := &logtest.Buffer{}
 	f := NewFixture(t, inbox.Config{MaxAttempts: 2, Logger: slog.New(slog.NewTextHandler(logs, nil)),
 		Backoff: inbox.Backoff{Initial: 50 * time.Millisecond, Max: 100 * time.Millisecond}})
 	var flaky atomic.Int32
@@ -87,15 +52,15 @@ func testLogsAtDefaultLevel(t *testing.T, h Harness) {
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	dead := logs.lines("level=WARN", "message dead-lettered", "consumer=brokertest", `id="\"poison\""`, "type=test",
+	dead := logs.Lines("level=WARN", "message dead-lettered", "consumer=brokertest", `id="\"poison\""`, "type=test",
 		"attempts=2", `error="card declined"`)
 	if len(dead) != 1 {
 		t.Errorf("want one WARN line for the dead letter, with consumer, ID, type, attempts and error; got %q", dead)
 	}
-	if retried := logs.lines("level=INFO", "will be retried", "consumer=brokertest", "attempts=1"); len(retried) == 0 {
+	if retried := logs.Lines("level=INFO", "will be retried", "consumer=brokertest", "attempts=1"); len(retried) == 0 {
 		t.Errorf("no INFO line for a retry")
 	}
-	if fine := logs.lines(`id="\"fine\""`); len(fine) != 0 {
+	if fine := logs.Lines(`id="\"fine\""`); len(fine) != 0 {
 		t.Errorf("lines for a message processed at once: %q", fine)
 	}
 	if t.Failed() {
@@ -108,7 +73,7 @@ func testLogsAtDefaultLevel(t *testing.T, h Harness) {
 // back, a new consumer processes the message.
 func testUnrecoverableStopsConsume(t *testing.T, h Harness) {
 	env := h.Open(t, 2*time.Second)
-	logs := &logBuffer{}
+	logs := &logtest.Buffer{}
 	f := NewFixture(t, inbox.Config{Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if _, err := f.DB.Exec(`ALTER TABLE inbox RENAME TO inbox_away`); err != nil {
 		t.Fatal(err)
@@ -130,7 +95,7 @@ func testUnrecoverableStopsConsume(t *testing.T, h Harness) {
 		t.Fatalf("Consume did not stop on a missing inbox table; the log:\n%s", logs)
 	}
 	src.Close()
-	if l := logs.lines("level=ERROR", "stopping"); len(l) != 1 {
+	if l := logs.Lines("level=ERROR", "stopping"); len(l) != 1 {
 		t.Fatalf("want one ERROR line saying that Consume stops; the log:\n%s", logs)
 	}
 	if _, err := f.DB.Exec(`ALTER TABLE inbox_away RENAME TO inbox`); err != nil {

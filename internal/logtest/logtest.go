@@ -32,16 +32,20 @@ func (b *Buffer) Logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
-// Has reports whether one logged line contains every one of parts.
-func (b *Buffer) Has(parts ...string) bool {
+// Lines returns the logged lines that contain every one of parts.
+func (b *Buffer) Lines(parts ...string) []string {
+	var out []string
 	for line := range strings.Lines(b.String()) {
 		found := true
 		for _, p := range parts {
 			found = found && strings.Contains(line, p)
 		}
 		if found {
-			return true
+			out = append(out, strings.TrimSuffix(line, "\n"))
 		}
 	}
-	return false
+	return out
 }
+
+// Has reports whether one logged line contains every one of parts.
+func (b *Buffer) Has(parts ...string) bool { return len(b.Lines(parts...)) > 0 }

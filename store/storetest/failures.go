@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/inboxkit/inbox"
+	"github.com/inboxkit/inbox/internal/logtest"
 	"github.com/inboxkit/inbox/store"
 )
 
@@ -324,7 +324,7 @@ func testUnrecoverable[TTx any](t *testing.T, h Harness[TTx]) {
 func testDatabaseErrorsBackOff[TTx any](t *testing.T, h Harness[TTx]) {
 	ctx := context.Background()
 	env := open(t, h)
-	logs := &syncBuffer{}
+	logs := &logtest.Buffer{}
 	ib := newInbox(t, env, inbox.Config{LockTimeout: 100 * time.Millisecond, Backoff: noJitter,
 		Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	started, release, held := make(chan struct{}), make(chan struct{}), make(chan error, 1)
@@ -356,22 +356,4 @@ func testDatabaseErrorsBackOff[TTx any](t *testing.T, h Harness[TTx]) {
 	if warn != 1 || info != 1 || !strings.Contains(logs.String(), "failures=3") {
 		t.Fatalf("want one WARN line for the 3 failures and one INFO line when they ended; the log:\n%s", logs)
 	}
-}
-
-// syncBuffer collects log lines from several goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
