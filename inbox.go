@@ -382,12 +382,8 @@ func (ib *Inbox[TTx]) recordFailure(ctx context.Context, tx TTx, msg *Message, p
 // claim, under a key derived from its content, turns a redelivery of the
 // same invalid message into a Duplicate.
 func (ib *Inbox[TTx]) invalidMessage(ctx context.Context, caller *TTx, msg *Message, verr error) (Outcome, error) {
-	p := &store.ClaimParams{
-		Key:         store.Key{Consumer: ib.consumer, MessageID: invalidKey(msg)},
-		LockTimeout: ib.cfg.LockTimeout,
-		Type:        storableType(msg.Type),
-		Fingerprint: fingerprint(msg.Payload),
-	}
+	p := ib.claimParams(msg)
+	p.MessageID = invalidKey(msg)
 	return ib.record(ctx, caller, func(tx TTx) (Outcome, bool, error) {
 		res, err := ib.driver.Claim(ctx, tx, p)
 		if err != nil {

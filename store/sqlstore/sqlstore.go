@@ -16,11 +16,8 @@
 // invalid UTF-8 and IDs that differ only in case or trailing spaces are
 // distinct.
 //
-// Pools: database/sql keeps 2 idle connections unless told otherwise, so a
-// consumer with more workers closes and reopens connections on every burst
-// of messages. OpenMySQL and OpenSQLite keep DefaultMaxIdleConns; on a
-// *sql.DB you open yourself, call SetMaxIdleConns with at least the
-// consumer's Workers.
+// Pools: database/sql keeps 2 idle connections unless told otherwise; see
+// DefaultMaxIdleConns.
 package sqlstore
 
 import (
