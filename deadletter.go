@@ -1,6 +1,7 @@
 package inbox
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -23,7 +24,16 @@ type DeadLetter struct {
 	Error    string
 	Attempts int
 	FailedAt time.Time
+	// PayloadLost is true when the database refused to store the message's
+	// payload and headers with the dead letter (larger than MySQL's
+	// max_allowed_packet): Message has neither, Error says why, and the
+	// broker's copy, if any, is the only one. Replay refuses it.
+	PayloadLost bool
 }
+
+// payloadLostMarker is stored in place of the headers of a dead letter
+// without its payload; encodeHeaders never writes a JSON array.
+var payloadLostMarker = []byte(`["inbox: payload and headers not kept"]`)
 
 // DeadLetterQuery selects dead letters.
 type DeadLetterQuery struct {
@@ -62,6 +72,10 @@ func (ib *Inbox[TTx]) DeadLetters(ctx context.Context, q *DeadLetterQuery) ([]De
 // scopeByType its key holds the message's type as it came (r.Type is the
 // storable form) and its ID: a replay claims the same key again.
 func deadLetterFrom(r *store.DeadLetter, scopeByType bool) (DeadLetter, error) {
+	lost := bytes.Equal(r.Headers, payloadLostMarker)
+	if lost {
+		r.Headers = nil
+	}
 	h, err := decodeHeaders(r.Headers)
 	if err != nil {
 		return DeadLetter{}, fmt.Errorf("inbox: dead letter %d: %w", r.ID, err)
@@ -73,11 +87,12 @@ func deadLetterFrom(r *store.DeadLetter, scopeByType bool) (DeadLetter, error) {
 		}
 	}
 	return DeadLetter{
-		ID:       r.ID,
-		Message:  Message{ID: id, Type: typ, Payload: r.Payload, Headers: h},
-		Error:    r.Error,
-		Attempts: r.Attempts,
-		FailedAt: r.FailedAt,
+		ID:          r.ID,
+		Message:     Message{ID: id, Type: typ, Payload: r.Payload, Headers: h},
+		Error:       r.Error,
+		Attempts:    r.Attempts,
+		FailedAt:    r.FailedAt,
+		PayloadLost: lost,
 	}, nil
 }
 
@@ -87,7 +102,8 @@ func deadLetterFrom(r *store.DeadLetter, scopeByType bool) (DeadLetter, error) {
 // If the message was processed since it was dead-lettered (a redelivery
 // after its dead inbox row was pruned), h does not run: the dead letter is
 // removed and the outcome is Duplicate. A dead letter of an invalid message
-// cannot be replayed (the error says why): Discard it. Two replays of one
+// cannot be replayed (the error says why), nor one whose payload was not
+// kept (ErrPayloadLost): Discard them. Two replays of one
 // dead letter at once run h once; the other waits for the first and then
 // gets ErrDeadLetterNotFound (or a lock timeout).
 func (ib *Inbox[TTx]) Replay(ctx context.Context, id int64, h Handler[TTx]) (Outcome, error) {
@@ -110,6 +126,9 @@ func (ib *Inbox[TTx]) Replay(ctx context.Context, id int64, h Handler[TTx]) (Out
 	dl, err := deadLetterFrom(r, ib.cfg.ScopeIDByType)
 	if err != nil {
 		return fail(Outcome{Status: Retry}, err)
+	}
+	if dl.PayloadLost {
+		return fail(Outcome{Status: Retry}, fmt.Errorf("%w: dead letter %d cannot be replayed (discard it)", ErrPayloadLost, id))
 	}
 	msg := dl.Message
 	if err := msg.validate(ib.cfg.ScopeIDByType); err != nil {

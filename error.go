@@ -27,6 +27,10 @@ var (
 	// ErrNotMigrated is returned by New when the inbox's tables are
 	// missing or at an older schema version than the code needs.
 	ErrNotMigrated = errors.New("inbox: tables not migrated")
+
+	// ErrPayloadLost is returned by Replay for a dead letter whose payload
+	// and headers the database refused to store (DeadLetter.PayloadLost).
+	ErrPayloadLost = errors.New("inbox: the dead letter's payload was not kept")
 )
 
 // InvalidMessageError says why a message is invalid. errors.Is(err,

@@ -200,9 +200,14 @@ const savepoint = "inbox_claim"
 // A handler that returns nil after a statement failed in tx (PostgreSQL
 // then aborts tx, and MySQL rolls it back on a deadlock), or that left a
 // result set open on pgx, has failed: the outcome is that of a handler
-// error, never Processed. (On pgx the failure of a handler that left rows
-// open cannot be recorded, since tx's connection cannot run a statement:
-// it is a Retry that counts nothing.)
+// error, never Processed.
+//
+// Two failures cannot be recorded in tx, and ProcessTx then rolls tx back
+// itself (a later Rollback of the caller's is harmless) and records them
+// in a transaction of its own, with Commit() false: a handler that left a
+// result set open on pgx (tx's connection cannot run a statement; pgx
+// closes it), and a dead letter that the database refuses (see
+// DeadLetter.PayloadLost).
 //
 // Hooks see Processed before the caller's COMMIT.
 func (ib *Inbox[TTx]) ProcessTx(ctx context.Context, tx TTx, msg Message, h Handler[TTx]) (Outcome, error) {
@@ -232,11 +237,18 @@ func (ib *Inbox[TTx]) ProcessTx(ctx context.Context, tx TTx, msg Message, h Hand
 		}
 		herr = fmt.Errorf("inbox: the handler returned no error, but: %w", herr)
 	}
+	caller := &tx
 	if err := ib.driver.RollbackToSavepoint(ctx, tx, savepoint); err != nil {
-		out, err := ib.dbFailed(ctx, "rollback to savepoint", err)
-		return ib.finish(ctx, &msg, start, out, errors.Join(herr, err))
+		if !errors.Is(err, store.ErrTxUnusable) {
+			out, err := ib.dbFailed(ctx, "rollback to savepoint", err)
+			return ib.finish(ctx, &msg, start, out, errors.Join(herr, err))
+		}
+		// tx cannot run a statement (pgx, rows left open): end it, which
+		// gives its connection back, and record in a transaction of our own.
+		_ = ib.driver.Rollback(ctx, tx)
+		caller = nil
 	}
-	out, err := ib.failed(ctx, &tx, &msg, p, herr)
+	out, err := ib.failed(ctx, caller, &msg, p, herr)
 	return ib.finish(ctx, &msg, start, out, err)
 }
 
@@ -286,8 +298,23 @@ func (ib *Inbox[TTx]) duplicate(ctx context.Context, msg *Message, start time.Ti
 
 // record runs fn in a transaction of the inbox's own, committed when fn
 // says it wrote something that must persist; or, for ProcessTx (caller
-// set), in the caller's transaction, which the caller then commits.
-func (ib *Inbox[TTx]) record(ctx context.Context, caller *TTx, fn func(tx TTx) (out Outcome, keep bool, err error)) (Outcome, error) {
+// set), in the caller's transaction, which the caller then commits. When
+// the database refused the dead letter fn wrote (payloadRefusedError), the
+// transaction is rolled back, the caller's too, and fn runs again in a
+// transaction of the inbox's own, told to keep neither payload nor headers.
+func (ib *Inbox[TTx]) record(ctx context.Context, caller *TTx, fn func(tx TTx, refused error) (out Outcome, keep bool, err error)) (Outcome, error) {
+	out, err := ib.recordIn(ctx, caller, func(tx TTx) (Outcome, bool, error) { return fn(tx, nil) })
+	var refused *payloadRefusedError
+	if !errors.As(err, &refused) {
+		return out, err
+	}
+	if caller != nil { // aborted, or (MySQL) its connection closed by the server
+		_ = ib.driver.Rollback(ctx, *caller)
+	}
+	return ib.recordIn(ctx, nil, func(tx TTx) (Outcome, bool, error) { return fn(tx, refused.err) })
+}
+
+func (ib *Inbox[TTx]) recordIn(ctx context.Context, caller *TTx, fn func(tx TTx) (out Outcome, keep bool, err error)) (Outcome, error) {
 	if caller != nil {
 		out, keep, err := fn(*caller)
 		out.commit = keep
@@ -310,6 +337,42 @@ func (ib *Inbox[TTx]) record(ctx context.Context, caller *TTx, fn func(tx TTx) (
 	return out, err
 }
 
+// payloadRefusedError: the database refused a dead letter as too large
+// for it (MySQL: larger than max_allowed_packet).
+type payloadRefusedError struct{ err error }
+
+func (e *payloadRefusedError) Error() string {
+	return "inbox: writing the dead letter: " + e.err.Error()
+}
+func (e *payloadRefusedError) Unwrap() error { return e.err }
+
+// deadLetter writes p, with msg's payload and headers, in tx. refused is
+// nil, or the error with which the database refused them before: then
+// they are left out and p.Error says why. The database's refusal of a
+// value too large for it (store.ErrTooLarge) is returned as a
+// *payloadRefusedError.
+func (ib *Inbox[TTx]) deadLetter(ctx context.Context, tx TTx, msg *Message, p *store.DeadLetterParams, refused error) (bool, error) {
+	p.Payload, p.Headers = msg.Payload, encodeHeaders(msg.Headers)
+	if refused != nil {
+		p.Payload, p.Headers = nil, payloadLostMarker
+		p.Error = errorText(fmt.Errorf("%s [%w: %d bytes of payload, %d headers; the database refused them: %w]",
+			p.Error, ErrPayloadLost, len(msg.Payload), len(msg.Headers), refused))
+	}
+	ok, err := ib.driver.DeadLetterAdd(ctx, tx, p)
+	switch {
+	case err == nil:
+		if refused != nil {
+			ib.cfg.Logger.ErrorContext(ctx, "inbox: dead letter kept without its payload and headers, which the database refused",
+				"consumer", ib.cfg.Consumer, "id", fmt.Sprintf("%q", msg.ID), "type", msg.Type,
+				"payload_bytes", len(msg.Payload), "error", refused)
+		}
+		return ok, nil
+	case refused == nil && errors.Is(err, store.ErrTooLarge):
+		return false, &payloadRefusedError{err}
+	}
+	return false, err
+}
+
 // failed records a handler's failure after its writes and the claim were
 // rolled back (caller: ProcessTx's transaction, nil for Process).
 func (ib *Inbox[TTx]) failed(ctx context.Context, caller *TTx, msg *Message, p *store.ClaimParams, herr error) (Outcome, error) {
@@ -317,8 +380,8 @@ func (ib *Inbox[TTx]) failed(ctx context.Context, caller *TTx, msg *Message, p *
 		return ib.retryNow(), herr
 	}
 	transient := !IsPermanent(herr) && ib.transient(herr)
-	return ib.record(ctx, caller, func(tx TTx) (Outcome, bool, error) {
-		return ib.recordFailure(ctx, tx, msg, p, herr, transient)
+	return ib.record(ctx, caller, func(tx TTx, refused error) (Outcome, bool, error) {
+		return ib.recordFailure(ctx, tx, msg, p, herr, transient, refused)
 	})
 }
 
@@ -332,7 +395,7 @@ func (ib *Inbox[TTx]) transient(err error) bool {
 // recordFailure counts a failed attempt (or a transient failure) in tx
 // and, when the message has failed for good, writes the dead letter in tx.
 // keep tells whether tx holds something to commit.
-func (ib *Inbox[TTx]) recordFailure(ctx context.Context, tx TTx, msg *Message, p *store.ClaimParams, herr error, transient bool) (Outcome, bool, error) {
+func (ib *Inbox[TTx]) recordFailure(ctx context.Context, tx TTx, msg *Message, p *store.ClaimParams, herr error, transient bool, refused error) (Outcome, bool, error) {
 	text := errorText(herr)
 	a, err := ib.driver.AttemptAdd(ctx, tx, &store.AttemptParams{Key: p.Key, Error: text, Transient: transient})
 	if err != nil {
@@ -352,10 +415,11 @@ func (ib *Inbox[TTx]) recordFailure(ctx context.Context, tx TTx, msg *Message, p
 		dead = a.Counted >= ib.cfg.MaxAttempts
 	}
 	if dead {
-		ok, err := ib.driver.DeadLetterAdd(ctx, tx, &store.DeadLetterParams{
-			ClaimParams: *p, Payload: msg.Payload, Headers: encodeHeaders(msg.Headers), Error: text, Attempts: a.Counted,
-		})
+		ok, err := ib.deadLetter(ctx, tx, msg, &store.DeadLetterParams{ClaimParams: *p, Error: text, Attempts: a.Counted}, refused)
 		if err != nil {
+			if _, ok := err.(*payloadRefusedError); ok {
+				return Outcome{}, false, err
+			}
 			out, err := ib.dbFailed(ctx, "writing the dead letter", err)
 			return out, false, errors.Join(herr, err)
 		}
@@ -384,7 +448,7 @@ func (ib *Inbox[TTx]) recordFailure(ctx context.Context, tx TTx, msg *Message, p
 func (ib *Inbox[TTx]) invalidMessage(ctx context.Context, caller *TTx, msg *Message, verr error) (Outcome, error) {
 	p := ib.claimParams(msg)
 	p.MessageID = invalidKey(msg)
-	return ib.record(ctx, caller, func(tx TTx) (Outcome, bool, error) {
+	return ib.record(ctx, caller, func(tx TTx, refused error) (Outcome, bool, error) {
 		res, err := ib.driver.Claim(ctx, tx, p)
 		if err != nil {
 			out, err := ib.dbFailed(ctx, "claim of an invalid message", err)
@@ -394,11 +458,14 @@ func (ib *Inbox[TTx]) invalidMessage(ctx context.Context, caller *TTx, msg *Mess
 		if !res.Claimed { // its dead letter exists
 			return Outcome{Status: Duplicate, Err: verr}, false, nil
 		}
-		_, err = ib.driver.DeadLetterAdd(ctx, tx, &store.DeadLetterParams{
+		_, err = ib.deadLetter(ctx, tx, msg, &store.DeadLetterParams{
 			ClaimParams: store.ClaimParams{Key: store.Key{Consumer: ib.consumer, MessageID: storedID(msg, ib.cfg.ScopeIDByType)}, Type: p.Type},
-			Payload:     msg.Payload, Headers: encodeHeaders(msg.Headers), Error: errorText(verr), Invalid: true,
-		})
+			Error:       errorText(verr), Invalid: true,
+		}, refused)
 		if err != nil {
+			if _, ok := err.(*payloadRefusedError); ok {
+				return Outcome{}, false, err
+			}
 			out, err := ib.dbFailed(ctx, "writing the dead letter", err)
 			return out, false, errors.Join(verr, err)
 		}

@@ -77,7 +77,8 @@ type Driver[TTx any] interface {
 
 	// CheckTx returns an error when tx can no longer commit what it did
 	// since the savepoint: PostgreSQL aborted it after a failed statement,
-	// or the server rolled it back (a MySQL deadlock). A handler that
+	// the server rolled it back (a MySQL deadlock), or its connection
+	// cannot run a statement (ErrTxUnusable). A handler that
 	// swallowed such an error would otherwise see its COMMIT roll back, or
 	// commit its later writes without the claim.
 	CheckTx(ctx context.Context, tx TTx, savepoint string) error
@@ -89,7 +90,8 @@ type Driver[TTx any] interface {
 	// When the server already rolled back the whole transaction (MySQL,
 	// after a deadlock), nothing is left to undo: it begins a transaction
 	// again on tx's connection, for what the inbox records next, and
-	// returns nil.
+	// returns nil. An error wrapping ErrTxUnusable: tx can only be rolled
+	// back.
 	RollbackToSavepoint(ctx context.Context, tx TTx, name string) error
 
 	// AttemptAdd counts one failed attempt of a message in tx (a
@@ -267,6 +269,18 @@ type Migration struct {
 
 // ErrNotFound is returned when a row that was asked for does not exist.
 var ErrNotFound = errors.New("inbox store: not found")
+
+// ErrTooLarge is wrapped by the error of DeadLetterAdd when the database
+// refuses a value as too large for it (MySQL's max_allowed_packet, 1 GB
+// for a PostgreSQL bytea, SQLite's SQLITE_MAX_LENGTH): the inbox then
+// keeps the dead letter without its payload and headers.
+var ErrTooLarge = errors.New("inbox store: too large for the database")
+
+// ErrTxUnusable is wrapped by the errors of CheckTx, Commit and
+// RollbackToSavepoint when tx's connection cannot run another statement
+// (pgx, with a result set left open): tx can only be rolled back, which
+// closes that connection.
+var ErrTxUnusable = errors.New("inbox store: the transaction's connection cannot run a statement")
 
 // RetryableError wraps an error after which trying again may succeed.
 type RetryableError struct{ Err error }

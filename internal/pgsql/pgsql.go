@@ -7,6 +7,7 @@ import (
 	"context"
 	"embed"
 	"errors"
+	"fmt"
 	"hash/fnv"
 	"io"
 	"net"
@@ -296,12 +297,20 @@ func Unrecoverable(err error) bool {
 	return false
 }
 
+// TooLarge reports whether err is PostgreSQL's program_limit_exceeded
+// (54000), a value or row beyond one of its limits.
+func TooLarge(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "54000"
+}
+
 // Classify wraps in *store.RetryableError the errors of the store's own
 // statements after which a new attempt may succeed: the Transient
 // SQLSTATEs, and a broken or timed-out connection (the outcome of a COMMIT
 // is then unknown). Other errors, such as a COMMIT that rolled back an
 // aborted transaction or a constraint checked at COMMIT, are returned as
-// they are: retrying the same work will fail the same way.
+// they are (a value too large wrapped in store.ErrTooLarge): retrying the
+// same work will fail the same way.
 func Classify(err error) error {
 	if err == nil {
 		return nil
@@ -310,6 +319,9 @@ func Classify(err error) error {
 	if errors.As(err, &pgErr) {
 		if transientCode(pgErr.Code) {
 			return store.Retryable(err)
+		}
+		if TooLarge(err) {
+			return fmt.Errorf("%w: %w", store.ErrTooLarge, err)
 		}
 		return err
 	}

@@ -252,7 +252,8 @@ func (t *connTx) endWith(ctx context.Context, b *pgx.Batch) error {
 // ErrConnBusy is returned by Commit when the handler left a result set
 // open (rows not closed): pgx cannot send the COMMIT, so the transaction
 // certainly did not commit. It is the handler's failure, not a transient one.
-var ErrConnBusy = errors.New("pgxstore: the connection is busy with a result set the handler left open (close its rows); the transaction did not commit")
+// It wraps store.ErrTxUnusable.
+var ErrConnBusy = fmt.Errorf("pgxstore: the connection is busy with a result set the handler left open (close its rows); the transaction did not commit: %w", store.ErrTxUnusable)
 
 // Commit commits tx.
 func (d *Driver) Commit(ctx context.Context, tx pgx.Tx) error {
@@ -286,6 +287,9 @@ func (d *Driver) Rollback(ctx context.Context, tx pgx.Tx) error {
 
 // RollbackToSavepoint rolls tx back to the savepoint name.
 func (d *Driver) RollbackToSavepoint(ctx context.Context, tx pgx.Tx, name string) error {
+	if tx.Conn().PgConn().IsBusy() {
+		return ErrConnBusy
+	}
 	_, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT "+store.QuoteDouble(name))
 	return pgsql.Classify(err)
 }

@@ -210,3 +210,44 @@ func TestNewRejects(t *testing.T) {
 		})
 	}
 }
+
+// A dead letter that PostgreSQL refuses as too large (program_limit_exceeded,
+// 54000; raised here by a trigger for payloads over 1 KiB, as a bytea over
+// 1 GB would) is kept without its payload, once, and says why.
+func TestDeadLetterTooLarge(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d, tables, _, _ := migratedIn(t)
+	pool := testenv.PostgresPool(t, 2)
+	dead := tables.Name("inbox_dead_letters", store.QuoteDouble)
+	for _, sql := range []string{
+		`CREATE FUNCTION ` + tables.Schema + `.refuse_large() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			IF length(NEW.payload) > 1024 THEN
+				RAISE EXCEPTION 'payload too large' USING ERRCODE = '54000';
+			END IF;
+			RETURN NEW;
+		END $$`,
+		`CREATE TRIGGER refuse_large BEFORE INSERT ON ` + dead + ` FOR EACH ROW EXECUTE FUNCTION ` + tables.Schema + `.refuse_large()`,
+	} {
+		if _, err := pool.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ib, err := inbox.New(ctx, d, &inbox.Config{Consumer: "c", MaxAttempts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := inbox.Message{ID: "big", Payload: make([]byte, 2048), Headers: map[string]string{"h": "v"}}
+	fail := func(context.Context, pgx.Tx, *inbox.Message) error { return errors.New("boom") }
+	if out, err := ib.Process(ctx, m, fail); out.Status != inbox.DeadLettered || err != nil {
+		t.Fatalf("%v (%v), want DeadLettered", out.Status, err)
+	}
+	if out, err := ib.Process(ctx, m, fail); out.Status != inbox.Duplicate || err != nil {
+		t.Fatalf("redelivery: %v (%v), want Duplicate", out.Status, err)
+	}
+	dls, err := ib.DeadLetters(ctx, nil)
+	if err != nil || len(dls) != 1 || !dls[0].PayloadLost || dls[0].Message.Payload != nil || !strings.Contains(dls[0].Error, "54000") {
+		t.Fatalf("dead letters %+v (%v), want one without its payload, naming 54000", dls, err)
+	}
+}

@@ -73,6 +73,13 @@ type dialect interface {
 	// exist because the server ended the transaction that held it (MySQL
 	// rolls back the whole transaction on a deadlock).
 	savepointGone(err error) bool
+	// connBusy reports whether err says that the transaction's connection
+	// cannot run a statement while a result set the handler left open is
+	// unread (database/sql does not close it before the next statement).
+	connBusy(err error) bool
+	// tooLarge reports whether err says that a value is too large for the
+	// database (store.ErrTooLarge).
+	tooLarge(err error) bool
 	// claimDeadlock reports whether err, returned by the claim as the
 	// first statement of BeginClaim's transaction, is a deadlock that
 	// rolled the transaction back: BeginClaim then begins again.

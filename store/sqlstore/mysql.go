@@ -320,6 +320,49 @@ func (mysqlDialect) retryable(err error) bool {
 	return errors.Is(err, driver.ErrBadConn) || errors.Is(err, mysql.ErrInvalidConn)
 }
 
+// ErrTooLarge is returned by DeadLetterAdd on MySQL for a dead letter
+// larger than the server's max_allowed_packet, checked before it is sent:
+// the server would refuse it and close the connection.
+var ErrTooLarge = errors.New("sqlstore: larger than the server's max_allowed_packet")
+
+// packetCheckFrom is the size from which a dead letter's size is checked
+// against max_allowed_packet (1 MiB and more; the smallest default is 4 MiB).
+const packetCheckFrom = 1 << 20
+
+// checkPacket returns an error wrapping store.ErrTooLarge when a statement with
+// args would exceed max_allowed_packet. It counts every byte that
+// interpolateParams=true would escape into the statement's text twice, and
+// leaves packetMargin for the text and the protocol. Too large, the server
+// refuses the statement and closes the connection: from the client's side
+// a lost connection, which is transient, and would be tried again for ever.
+func (mysqlDialect) checkPacket(ctx context.Context, tx *sql.Tx, args ...[]byte) error {
+	n := 0
+	for _, a := range args {
+		n += len(a)
+	}
+	if n < packetCheckFrom {
+		return nil
+	}
+	for _, a := range args {
+		for _, c := range a {
+			switch c {
+			case 0, '\n', '\r', 0x1a, '\'', '"', '\\':
+				n++
+			}
+		}
+	}
+	var limit int
+	if err := tx.QueryRowContext(ctx, "SELECT @@max_allowed_packet").Scan(&limit); err != nil {
+		return err
+	}
+	if n+packetMargin > limit {
+		return fmt.Errorf("%w: %d bytes of arguments (escapes counted), more than max_allowed_packet %d", store.ErrTooLarge, n, limit)
+	}
+	return nil
+}
+
+const packetMargin = 16 << 10
+
 func (mysqlDialect) busy(err error) bool { return mysqlNumber(err) == mysqlErrLockWaitTimeout }
 
 // claimDeadlock: racing claims of one message deadlock on InnoDB when the
@@ -336,6 +379,12 @@ func (mysqlDialect) claimDeadlock(err error) bool { return mysqlNumber(err) == m
 // statement cannot be prepared, or the connection no longer knows it.
 // savepointGone: InnoDB rolled back the whole transaction (a deadlock),
 // savepoints with it; nothing else removes the inbox's savepoint.
+// tooLarge: 1153, a packet larger than max_allowed_packet (the server
+// then closes the connection).
+func (mysqlDialect) tooLarge(err error) bool { return mysqlNumber(err) == 1153 }
+
+func (mysqlDialect) connBusy(err error) bool { return errors.Is(err, mysql.ErrBusyBuffer) }
+
 func (mysqlDialect) savepointGone(err error) bool {
 	return mysqlNumber(err) == mysqlErrSavepointDoesNotExist
 }

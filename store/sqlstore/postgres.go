@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"io/fs"
 	"time"
@@ -103,6 +104,13 @@ func (postgresDialect) prepareRefused(error) bool { return false }
 
 // savepointGone: PostgreSQL keeps an aborted transaction and its savepoints.
 func (postgresDialect) savepointGone(error) bool { return false }
+
+// connBusy: pgx's stdlib reports its "conn busy" as driver.ErrBadConn, as
+// it does a connection lost before a statement was sent; after a handler
+// that returned nil, the first is by far the likelier.
+func (postgresDialect) tooLarge(err error) bool { return pgsql.TooLarge(err) }
+
+func (postgresDialect) connBusy(err error) bool  { return errors.Is(err, driver.ErrBadConn) }
 func (postgresDialect) claimDeadlock(error) bool { return false }
 
 // busy: a lock timeout (55P03) behind another transaction.

@@ -230,6 +230,8 @@ func (sqliteDialect) missingTable(err error) bool {
 // prepareRefused: the dialect keeps no statements prepared.
 func (sqliteDialect) prepareRefused(error) bool { return false }
 func (sqliteDialect) savepointGone(error) bool  { return false }
+func (sqliteDialect) connBusy(error) bool       { return false } // statements interleave
+func (sqliteDialect) tooLarge(err error) bool   { return sqliteCode(err) == sqlite3.SQLITE_TOOBIG }
 func (sqliteDialect) claimDeadlock(error) bool  { return false }
 
 func (sqliteDialect) busy(err error) bool {

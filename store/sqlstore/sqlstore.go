@@ -404,6 +404,9 @@ func (d *Driver) Commit(_ context.Context, tx *sql.Tx) error {
 // statements run in a new transaction and would commit without the claim).
 func (d *Driver) CheckTx(ctx context.Context, tx *sql.Tx, savepoint string) error {
 	if _, err := tx.ExecContext(ctx, "RELEASE SAVEPOINT "+d.dialect.quote(savepoint)); err != nil {
+		if d.dialect.connBusy(err) { // the handler's fault: not wrapped, so not transient
+			return fmt.Errorf("sqlstore: %w (a result set left open: close its rows): %v", store.ErrTxUnusable, err)
+		}
 		return fmt.Errorf("sqlstore: the transaction can no longer commit what it did since the claim (a failed statement's error was not returned): %w", err)
 	}
 	return nil
@@ -433,6 +436,9 @@ func (d *Driver) RollbackToSavepoint(ctx context.Context, tx *sql.Tx, name strin
 		return errors.New("sqlstore: rollback to savepoint: empty name")
 	}
 	_, err := tx.ExecContext(ctx, d.q.rollbackToSavepoint+d.dialect.quote(name))
+	if err != nil && d.dialect.connBusy(err) {
+		return fmt.Errorf("sqlstore: rollback to savepoint: %w (a result set left open: close its rows): %v", store.ErrTxUnusable, err)
+	}
 	if err != nil && d.dialect.savepointGone(err) {
 		// The server rolled back the whole transaction, the claim with it:
 		// nothing is left to undo. What the inbox records next must be one
@@ -478,9 +484,19 @@ func (d *Driver) DeadLetterAdd(ctx context.Context, tx *sql.Tx, p *store.DeadLet
 			return false, nil
 		}
 	}
+	if c, ok := d.dialect.(interface {
+		checkPacket(context.Context, *sql.Tx, ...[]byte) error
+	}); ok {
+		if err := c.checkPacket(ctx, tx, p.Payload, p.Headers, []byte(p.Error), p.MessageID, p.Consumer, []byte(p.Type)); err != nil {
+			return false, d.fail("dead letter", err)
+		}
+	}
 	_, err := tx.ExecContext(ctx, d.q.deadLetterInsert,
 		p.Consumer, p.MessageID, p.Type, nullBytes(p.Payload), nullBytes(p.Headers), p.Error, p.Attempts)
 	if err != nil {
+		if d.dialect.tooLarge(err) {
+			err = fmt.Errorf("%w: %w", store.ErrTooLarge, err)
+		}
 		return false, d.fail("dead letter: inserting", err)
 	}
 	return true, nil

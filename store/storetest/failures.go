@@ -103,25 +103,32 @@ func testLeftRowsOpen[TTx any](t *testing.T, h Harness[TTx]) {
 	if want := map[inbox.Status]int{inbox.Processed: 1, inbox.DeadLettered: 0}[out.Status]; count(t, env, "rows-open") != want {
 		t.Fatalf("%v with %d effects, want %d", out.Status, count(t, env, "rows-open"), want)
 	}
-	// ProcessTx: Processed only if the caller's COMMIT then succeeds. (On
-	// pgx the failure cannot be recorded: the caller's connection cannot
-	// run a statement; it is a Retry that does not count.)
+	// ProcessTx: Processed only if the caller's COMMIT then succeeds. On
+	// pgx the caller's connection cannot run a statement: ProcessTx ends
+	// the transaction and counts the failure in one of its own.
 	ctx := context.Background()
-	tx, err := env.BeginPlain(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err = ib.ProcessTx(ctx, tx, msg("rows-open-tx"), hd)
-	if out.Status != inbox.Processed {
-		_ = env.Driver.Rollback(ctx, tx)
-		if out.Status != inbox.Retry || err == nil || out.Commit() {
-			t.Fatalf("ProcessTx: %v commit=%v (%v), want Processed, or Retry with an error to roll back", out.Status, out.Commit(), err)
+	for i := 1; i <= 2; i++ {
+		tx, err := env.BeginPlain(ctx)
+		if err != nil {
+			t.Fatal(err)
 		}
-		return
+		out, err := ib.ProcessTx(ctx, tx, msg("rows-open-tx"), hd)
+		if out.Status == inbox.Processed {
+			if err := env.Driver.Commit(ctx, tx); err != nil {
+				_ = env.Driver.Rollback(ctx, tx) // releases the connection
+				t.Fatalf("ProcessTx said Processed, then the caller's COMMIT failed: %v", err)
+			}
+			return
+		}
+		_ = env.Driver.Rollback(ctx, tx)
+		want := []inbox.Status{inbox.Retry, inbox.DeadLettered}[i-1]
+		if out.Status != want || out.Attempts != i || out.Commit() {
+			t.Fatalf("ProcessTx, delivery %d: %v after %d attempts, commit=%v (%v); want Processed, or %v after %d with nothing to commit",
+				i, out.Status, out.Attempts, out.Commit(), err, want, i)
+		}
 	}
-	if err := env.Driver.Commit(ctx, tx); err != nil {
-		_ = env.Driver.Rollback(ctx, tx) // releases the connection
-		t.Fatalf("ProcessTx said Processed, then the caller's COMMIT failed: %v", err)
+	if n := count(t, env, "rows-open-tx"); n != 0 {
+		t.Fatalf("ProcessTx: dead-lettered with %d effects, want 0", n)
 	}
 }
 
