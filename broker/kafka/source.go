@@ -1,35 +1,3 @@
-// Package kafka connects the inbox's consumer runtime to Kafka, with a
-// consumer group on franz-go (github.com/twmb/franz-go/pkg/kgo).
-//
-//	src, err := kafka.NewSource(ctx, &kafka.Config{Brokers: []string{"localhost:9092"}, Topic: "payments", Group: "billing"})
-//	err = inbox.Consume(ctx, ib, src, handler, nil)
-//
-// Kafka has no per-message acknowledgement: a partition's committed offset
-// says that everything before it is done. The Source therefore commits,
-// per partition, the offset of the oldest record delivered and not yet
-// acked (or one past the last record, when every one is acked): a record
-// waiting for a retry holds its partition's offset back, never the
-// records after it, which are processed meanwhile. Commits go out in the
-// background every CommitInterval, when partitions are revoked, and on
-// Close. After a crash or a rebalance the group reads again from the
-// committed offset: records processed since are redelivered, and the
-// inbox skips them as duplicates.
-//
-// Kafka does not redeliver by itself: Nack keeps the record in the Source
-// and hands it out again after the delay (Message.Deliveries counts these
-// hand-outs in this Source only). A rebalance that moves the partition
-// drops the waiting retry: the new owner reads the record again from the
-// committed offset, at once. A message's ID is its IDHeader header, which
-// Publisher sets.
-//
-// A fetch error that franz-go does not retry itself (authorization, an
-// unsupported format) is terminal: Next returns it, and so Consume does.
-//
-// Polled records are registered before the group may rebalance again
-// (BlockRebalanceOnPoll), so that no record of an earlier assignment of a
-// partition counts in a later one. A commit computed just before a
-// partition was revoked may land after the new owner's, moving the offset
-// back: that redelivers, never skips.
 package kafka
 
 import (
@@ -43,50 +11,10 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/inboxkit/inbox/broker"
 	"github.com/inboxkit/inbox/internal/latch"
 )
-
-// Config configures a Source. Brokers, Topic and Group are required; zero
-// values of the others mean the defaults.
-type Config struct {
-	// Brokers are seed addresses of the cluster ("host:9092").
-	Brokers []string
-	// Topic is the topic to consume.
-	Topic string
-	// Group is the consumer group; use one per logical consumer.
-	Group string
-	// IDHeader names the record header holding the message's ID. Default
-	// "Inbox-Id".
-	IDHeader string
-	// TypeHeader names the header holding the message type. Default
-	// "Inbox-Type".
-	TypeHeader string
-	// IDFromOffset gives a record without the ID header the ID
-	// "topic/partition/offset". It is stable across redeliveries of that
-	// record, but a producer that sends the same message twice (a retried
-	// send without idempotence) makes two records with two IDs. Default
-	// false: such a record is dead-lettered as having no ID.
-	IDFromOffset bool
-	// CommitInterval is how often acked offsets are committed. A crash
-	// loses at most that much progress (redelivered, then skipped as
-	// duplicates). Default 500 ms.
-	CommitInterval time.Duration
-	// Options are more franz-go options (TLS, SASL, timeouts). Those the
-	// Source sets (seed brokers, group, topic, reset offset, no
-	// auto-commit, blocking rebalances on poll, the partition callbacks)
-	// override them.
-	Options []kgo.Opt
-	// Logger receives commit failures (retried at the next interval).
-	// Default slog.Default().
-	Logger *slog.Logger
-}
-
-// ErrInvalidConfig is wrapped by NewSource's error for a missing field or
-// an option franz-go refuses.
-var ErrInvalidConfig = errors.New("kafka: invalid config")
 
 // partKey names a partition of the topic.
 type partKey = int32
@@ -327,90 +255,6 @@ func (s *Source) done(d *delivery) {
 	}
 }
 
-// commitLoop commits every CommitInterval, sooner after an ack when the
-// last commit is older than that.
-func (s *Source) commitLoop() {
-	defer s.wg.Done()
-	t := time.NewTicker(s.cfg.CommitInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.ctx.Done():
-			return
-		case <-t.C:
-		case <-s.kick:
-			select { // at most one commit per interval
-			case <-s.ctx.Done():
-				return
-			case <-t.C:
-			}
-		}
-		s.commit(s.ctx, nil)
-	}
-}
-
-// commit commits the done offsets of the given partitions (nil: all
-// assigned) that moved since their last commit.
-func (s *Source) commit(ctx context.Context, only []int32) {
-	s.mu.Lock()
-	offsets := map[int32]kgo.EpochOffset{}
-	parts := map[int32]*partition{}
-	consider := func(k int32, p *partition) {
-		if p == nil || p.next < 0 {
-			return
-		}
-		if off := p.commitOffset(); off.Offset > p.committed {
-			offsets[k] = off
-			parts[k] = p
-		}
-	}
-	if only == nil {
-		for k, p := range s.parts {
-			consider(k, p)
-		}
-	} else {
-		for _, k := range only {
-			consider(k, s.parts[k])
-		}
-	}
-	s.mu.Unlock()
-	if len(offsets) == 0 {
-		return
-	}
-	var failed error
-	s.cl.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{s.cfg.Topic: offsets},
-		func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
-			failed = commitError(resp, err)
-		})
-	if failed != nil {
-		if ctx.Err() == nil {
-			s.cfg.Logger.Warn("kafka: commit failed, retrying at the next interval", "topic", s.cfg.Topic, "group", s.cfg.Group, "error", failed)
-		}
-		return
-	}
-	s.mu.Lock()
-	for k, p := range parts {
-		p.committed = max(p.committed, offsets[k].Offset)
-	}
-	s.mu.Unlock()
-}
-
-// commitError is the error of a commit: the request's, or the first
-// partition's.
-func commitError(resp *kmsg.OffsetCommitResponse, err error) error {
-	if err != nil {
-		return err
-	}
-	for _, t := range resp.Topics {
-		for _, p := range t.Partitions {
-			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
 // retry hands d out again after delay, unless the Source closes first.
 func (s *Source) retry(d *delivery, delay time.Duration) {
 	s.mu.Lock()
@@ -470,75 +314,4 @@ func (s *Source) Close() error {
 		s.cl.CloseAllowingRebalance()
 	})
 	return nil
-}
-
-type delivery struct {
-	s    *Source
-	r    *kgo.Record
-	part *partition
-	msg  *broker.Message
-}
-
-func (d *delivery) Message() *broker.Message { return d.msg }
-
-// Ack marks the record done; its offset is committed in the background
-// (see Config.CommitInterval).
-func (d *delivery) Ack(context.Context) error {
-	d.s.done(d)
-	return nil
-}
-
-// Nack hands the record out again after delay; its partition's committed
-// offset stays before it meanwhile.
-func (d *delivery) Nack(_ context.Context, delay time.Duration) error {
-	d.s.retry(d, delay)
-	return nil
-}
-
-// Term marks the record done: Kafka cannot skip one record otherwise.
-func (d *delivery) Term(ctx context.Context, _ string) error { return d.Ack(ctx) }
-
-// InProgress does nothing: a Kafka record has no lease (the group's
-// session is kept by the client's heartbeats).
-func (d *delivery) InProgress(context.Context) error { return nil }
-
-// Publisher produces to Kafka with the message's ID in the IDHeader
-// header.
-type Publisher struct {
-	cl                   *kgo.Client
-	idHeader, typeHeader string
-}
-
-var _ broker.Publisher = (*Publisher)(nil)
-
-// NewPublisher returns a Publisher on cl (a producer client); idHeader and
-// typeHeader default to "Inbox-Id" and "Inbox-Type", and must match the
-// consumers' Config.
-func NewPublisher(cl *kgo.Client, idHeader, typeHeader string) *Publisher {
-	if idHeader == "" {
-		idHeader = "Inbox-Id"
-	}
-	if typeHeader == "" {
-		typeHeader = "Inbox-Type"
-	}
-	return &Publisher{cl: cl, idHeader: idHeader, typeHeader: typeHeader}
-}
-
-// Publish produces msg to the topic msg.Subject and waits for the broker's
-// ack. The record has no key: partitioning is franz-go's default.
-func (p *Publisher) Publish(ctx context.Context, msg *broker.Message) error {
-	if msg.ID == "" {
-		return errors.New("kafka: publish: the message has no ID")
-	}
-	r := &kgo.Record{Topic: msg.Subject, Value: msg.Payload}
-	for k, v := range msg.Headers {
-		if k != p.idHeader && k != p.typeHeader {
-			r.Headers = append(r.Headers, kgo.RecordHeader{Key: k, Value: []byte(v)})
-		}
-	}
-	r.Headers = append(r.Headers, kgo.RecordHeader{Key: p.idHeader, Value: []byte(msg.ID)})
-	if msg.Type != "" {
-		r.Headers = append(r.Headers, kgo.RecordHeader{Key: p.typeHeader, Value: []byte(msg.Type)})
-	}
-	return p.cl.ProduceSync(ctx, r).FirstErr()
 }

@@ -1,0 +1,155 @@
+package rabbitmq
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+const defaultURL = "amqp://guest:guest@localhost:5672/"
+
+// QueueType is the type of the queues NewSource declares.
+type QueueType string
+
+const (
+	// Quorum queues are replicated, durable, and dead-letter their delayed
+	// retries at-least-once. The default.
+	Quorum QueueType = "quorum"
+	// Classic queues are durable on one node; their dead-lettering (the
+	// way back from a delay queue) is at-most-once.
+	Classic QueueType = "classic"
+)
+
+// DefaultDelayBuckets are the delay queues' delays unless
+// Config.DelayBuckets is set: a 1-2-5 ladder from 100 ms to 1 h.
+var DefaultDelayBuckets = []time.Duration{
+	100 * time.Millisecond, 200 * time.Millisecond, 500 * time.Millisecond,
+	time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second, 20 * time.Second, 50 * time.Second,
+	2 * time.Minute, 5 * time.Minute, 10 * time.Minute, 20 * time.Minute, time.Hour,
+}
+
+var (
+	// ErrQueueNotFound: the queue does not exist, or was deleted while it
+	// was consumed. It is terminal: the Source does not re-create it.
+	ErrQueueNotFound = errors.New("rabbitmq: queue not found")
+	// ErrReconnectFailed: Config.MaxReconnects attempts in a row failed.
+	ErrReconnectFailed = errors.New("rabbitmq: reconnect failed")
+	// ErrChannelClosed: a delivery's channel is closed (the connection was
+	// lost or the Source closed), so it can no longer be acked; RabbitMQ
+	// redelivers the message.
+	ErrChannelClosed = errors.New("rabbitmq: the delivery's channel is closed")
+	// ErrPublisherClosed is returned by Publish after Close.
+	ErrPublisherClosed = errors.New("rabbitmq: publisher closed")
+	// ErrInvalidConfig is wrapped by the errors of NewSource and
+	// NewPublisher for a configuration they refuse.
+	ErrInvalidConfig = errors.New("rabbitmq: invalid config")
+)
+
+// Config configures a Source. Queue is required; zero values of the other
+// fields mean the defaults.
+type Config struct {
+	// URL is the broker's AMQP URI. Default
+	// "amqp://guest:guest@localhost:5672/".
+	URL string
+	// AMQP configures the connections (TLS, SASL, vhost, properties).
+	// Default heartbeat 10 s. Its Recovery must be nil: the Source
+	// reconnects by itself. Properties' connection_name is replaced by
+	// ConnectionName.
+	AMQP amqp.Config
+	// ConnectionName is the client-provided connection name, which
+	// rabbitmqctl list_connections and the management UI show. Default
+	// "inbox <Queue>".
+	ConnectionName string
+
+	// Queue is the queue to consume. Required.
+	Queue string
+	// QueueType is the type of the queue and its delay queues when
+	// NewSource declares them. Default Quorum.
+	QueueType QueueType
+	// NoDeclare: the queue and its delay queues must exist already; the
+	// Source only checks the queue. Default false: NewSource declares the
+	// queue (durable, with the arguments below) and the Source declares
+	// each delay queue when first needed.
+	NoDeclare bool
+	// DeadLetterExchange is the queue's x-dead-letter-exchange: where
+	// Term, and a quorum queue's delivery limit, send a message. Default
+	// none: such messages are dropped.
+	DeadLetterExchange string
+	// DeliveryLimit is a quorum queue's x-delivery-limit: the returned
+	// deliveries after which RabbitMQ dead-letters or drops a message.
+	// Default 0: the broker's (none in 3.x, 20 in 4.x).
+	DeliveryLimit int
+	// QueueArgs are further arguments for the queue's declaration.
+	QueueArgs amqp.Table
+
+	// Prefetch is the channel's QoS prefetch count: the unacked
+	// deliveries the broker sends ahead. Set it to at least the consumer
+	// runtime's Workers. Default 16.
+	Prefetch int
+	// DelayBuckets are the delays of the delay queues, one queue per
+	// bucket; Nack's delay is rounded up to the next bucket, or down to the
+	// largest. Default DefaultDelayBuckets.
+	DelayBuckets []time.Duration
+
+	// ReconnectDelay is the wait before the first reconnect attempt; it
+	// doubles on each failed attempt, with ±20 % jitter. Default 100 ms.
+	ReconnectDelay time.Duration
+	// ReconnectMaxDelay caps the wait between attempts. Default 10 s.
+	ReconnectMaxDelay time.Duration
+	// MaxReconnects is how many reconnect attempts in a row may fail
+	// before Next returns ErrReconnectFailed. Default 0: never give up.
+	MaxReconnects int
+
+	// Logger receives reconnects, Terms and fallbacks. Default
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+func (cfg *Config) withDefaults() (Config, error) {
+	if cfg == nil || cfg.Queue == "" {
+		return Config{}, fmt.Errorf("%w: Config.Queue is required", ErrInvalidConfig)
+	}
+	c := *cfg
+	if c.URL == "" {
+		c.URL = defaultURL
+	}
+	if c.AMQP.Recovery != nil {
+		return Config{}, fmt.Errorf("%w: Config.AMQP.Recovery must be nil: the Source reconnects by itself", ErrInvalidConfig)
+	}
+	if c.ConnectionName == "" {
+		c.ConnectionName = "inbox " + c.Queue
+	}
+	switch c.QueueType {
+	case "":
+		c.QueueType = Quorum
+	case Quorum, Classic:
+	default:
+		return Config{}, fmt.Errorf("%w: unknown QueueType %q", ErrInvalidConfig, c.QueueType)
+	}
+	if c.Prefetch <= 0 {
+		c.Prefetch = 16
+	}
+	if len(c.DelayBuckets) == 0 {
+		c.DelayBuckets = DefaultDelayBuckets
+	}
+	c.DelayBuckets = slices.Clone(c.DelayBuckets)
+	slices.Sort(c.DelayBuckets)
+	c.DelayBuckets = slices.Compact(c.DelayBuckets)
+	if c.DelayBuckets[0] < time.Millisecond {
+		return Config{}, fmt.Errorf("%w: delay bucket %v is below 1 ms", ErrInvalidConfig, c.DelayBuckets[0])
+	}
+	if c.ReconnectDelay <= 0 {
+		c.ReconnectDelay = 100 * time.Millisecond
+	}
+	if c.ReconnectMaxDelay <= 0 {
+		c.ReconnectMaxDelay = 10 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c, nil
+}

@@ -1,0 +1,68 @@
+package rabbitmq
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// delayQueue names the delay queue of bucket b.
+func (s *Source) delayQueue(b time.Duration) string { return DelayQueue(s.cfg.Queue, b) }
+
+func bucketName(b time.Duration) string {
+	switch {
+	case b%time.Hour == 0:
+		return strconv.FormatInt(int64(b/time.Hour), 10) + "h"
+	case b%time.Minute == 0:
+		return strconv.FormatInt(int64(b/time.Minute), 10) + "m"
+	case b%time.Second == 0:
+		return strconv.FormatInt(int64(b/time.Second), 10) + "s"
+	default:
+		return strconv.FormatInt(b.Milliseconds(), 10) + "ms"
+	}
+}
+
+// bucket rounds delay up to a bucket, or down to the largest.
+func (s *Source) bucket(delay time.Duration) time.Duration {
+	i, _ := slices.BinarySearch(s.cfg.DelayBuckets, delay)
+	return s.cfg.DelayBuckets[min(i, len(s.cfg.DelayBuckets)-1)]
+}
+
+// declareDelay declares bucket b's delay queue once per Source: its
+// messages expire after b and go back to the queue.
+func (s *Source) declareDelay(sess *session, b time.Duration) error {
+	if s.cfg.NoDeclare {
+		return nil
+	}
+	s.mu.Lock()
+	done := s.declared[b]
+	s.mu.Unlock()
+	if done {
+		return nil
+	}
+	args := amqp.Table{
+		"x-queue-type":              string(s.cfg.QueueType),
+		"x-message-ttl":             b.Milliseconds(),
+		"x-dead-letter-exchange":    "",
+		"x-dead-letter-routing-key": s.cfg.Queue,
+	}
+	if s.cfg.QueueType == Quorum {
+		args["x-dead-letter-strategy"] = "at-least-once"
+		args["x-overflow"] = "reject-publish"
+	}
+	ch, err := sess.conn.Channel()
+	if err != nil {
+		return err
+	}
+	defer ch.Close()
+	if _, err := ch.QueueDeclare(s.delayQueue(b), true, false, false, false, args); err != nil {
+		return fmt.Errorf("declare delay queue %q: %w", s.delayQueue(b), err)
+	}
+	s.mu.Lock()
+	s.declared[b] = true
+	s.mu.Unlock()
+	return nil
+}

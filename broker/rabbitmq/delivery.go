@@ -1,0 +1,194 @@
+package rabbitmq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/inboxkit/inbox/broker"
+)
+
+func (s *Source) delivery(sess *session, d amqp.Delivery) *delivery {
+	msg := &broker.Message{ID: d.MessageId, Subject: d.RoutingKey, Type: d.Type, Payload: d.Body}
+	if len(d.Headers) > 0 {
+		rk, delayed := d.Headers[headerRoutingKey].(string)
+		if delayed {
+			msg.Subject = rk
+		}
+		msg.Headers = make(map[string]string, len(d.Headers))
+		for k, v := range d.Headers {
+			if k == headerRoutingKey || delayed && deathHeader(k) {
+				continue // our delay queue's traces
+			}
+			switch k {
+			case "x-delivery-count":
+				if n, ok := toInt(v); ok {
+					msg.Deliveries = n + 1
+				}
+			}
+			msg.Headers[k] = render(v)
+		}
+	}
+	return &delivery{s: s, sess: sess, d: d, msg: msg}
+}
+
+// headerRoutingKey carries a delayed copy's original routing key, which
+// dead-lettering replaces by the queue's name.
+const headerRoutingKey = "x-inbox-routing-key"
+
+// deathHeader: RabbitMQ's dead-lettering sets k. A delayed copy carries
+// none (they would pile up), and a message back from a delay queue does
+// not show the ones its trip added.
+func deathHeader(k string) bool {
+	return k == "x-death" || strings.HasPrefix(k, "x-first-death-") || strings.HasPrefix(k, "x-last-death-")
+}
+
+func toInt(v any) (int, bool) {
+	switch n := v.(type) {
+	case int:
+		return n, true
+	case int8:
+		return int(n), true
+	case int16:
+		return int(n), true
+	case int32:
+		return int(n), true
+	case int64:
+		return int(n), true
+	case uint8:
+		return int(n), true
+	case uint16:
+		return int(n), true
+	case uint32:
+		return int(n), true
+	case uint64:
+		return int(n), true
+	}
+	return 0, false
+}
+
+// render renders an AMQP table value as a string.
+func render(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return ""
+	case string:
+		return x
+	case []byte:
+		return string(x)
+	case bool:
+		return strconv.FormatBool(x)
+	case float32:
+		return strconv.FormatFloat(float64(x), 'g', -1, 32)
+	case float64:
+		return strconv.FormatFloat(x, 'g', -1, 64)
+	case time.Time:
+		return x.UTC().Format(time.RFC3339)
+	case amqp.Decimal:
+		return fmt.Sprintf("%de-%d", x.Value, x.Scale)
+	}
+	if n, ok := toInt(v); ok {
+		return strconv.Itoa(n)
+	}
+	return fmt.Sprint(v)
+}
+
+type delivery struct {
+	s    *Source
+	sess *session
+	d    amqp.Delivery
+	msg  *broker.Message
+}
+
+func (d *delivery) Message() *broker.Message { return d.msg }
+
+// Ack acks the delivery. AMQP does not confirm acks.
+func (d *delivery) Ack(context.Context) error {
+	if d.sess.ch.IsClosed() {
+		return ErrChannelClosed
+	}
+	return d.d.Ack(false)
+}
+
+// Nack retries the message after delay through a delay queue (see the
+// package comment), or at once when delay is 0.
+func (d *delivery) Nack(ctx context.Context, delay time.Duration) error {
+	if d.sess.ch.IsClosed() {
+		return ErrChannelClosed
+	}
+	if delay <= 0 {
+		return d.d.Nack(false, true)
+	}
+	b := d.s.bucket(delay)
+	err := d.s.declareDelay(d.sess, b)
+	if err == nil {
+		err = d.sess.pub.publish(ctx, "", d.s.delayQueue(b), d.delayed())
+	}
+	if err != nil {
+		if errors.Is(err, ErrUnroutable) {
+			d.s.mu.Lock()
+			delete(d.s.declared, b) // declare it again next time
+			d.s.mu.Unlock()
+		}
+		if d.sess.ch.IsClosed() {
+			return fmt.Errorf("rabbitmq: nack %q: %w", d.msg.ID, err)
+		}
+		// Even when ctx ran out waiting for the confirm (a broker alarm
+		// blocks publishes), the delivery must not stay unacked until
+		// consumer_timeout: requeue it (an AMQP nack needs no ctx).
+		d.s.cfg.Logger.Warn("rabbitmq: delayed retry failed; requeued for a retry at once",
+			"queue", d.s.cfg.Queue, "id", d.msg.ID, "delay", delay, "error", err)
+		return d.d.Nack(false, true)
+	}
+	// The copy is confirmed: only now may the original go.
+	return d.d.Ack(false)
+}
+
+// delayed returns the copy of the message for a delay queue.
+func (d *delivery) delayed() amqp.Publishing {
+	headers := amqp.Table{}
+	for k, v := range d.d.Headers {
+		if k != "x-delivery-count" && !deathHeader(k) {
+			headers[k] = v
+		}
+	}
+	if _, ok := headers[headerRoutingKey]; !ok {
+		headers[headerRoutingKey] = d.d.RoutingKey
+	}
+	return amqp.Publishing{
+		Headers:         headers,
+		ContentType:     d.d.ContentType,
+		ContentEncoding: d.d.ContentEncoding,
+		DeliveryMode:    amqp.Persistent,
+		Priority:        d.d.Priority,
+		CorrelationId:   d.d.CorrelationId,
+		ReplyTo:         d.d.ReplyTo,
+		MessageId:       d.d.MessageId,
+		Timestamp:       d.d.Timestamp,
+		Type:            d.d.Type,
+		AppId:           d.d.AppId,
+		// Not Expiration: the delay queue's TTL applies. Not UserId: the
+		// broker checks it against this connection's user.
+		Body: d.d.Body,
+	}
+}
+
+// Term rejects the message without requeue: RabbitMQ dead-letters it to
+// the queue's dead-letter exchange, or drops it. reason is logged, since
+// AMQP cannot carry it.
+func (d *delivery) Term(_ context.Context, reason string) error {
+	if d.sess.ch.IsClosed() {
+		return ErrChannelClosed
+	}
+	d.s.cfg.Logger.Warn("rabbitmq: message terminated", "queue", d.s.cfg.Queue, "id", d.msg.ID, "reason", reason)
+	return d.d.Reject(false)
+}
+
+// InProgress does nothing: AMQP deliveries do not expire while their
+// channel lives (up to consumer_timeout; see the package comment).
+func (d *delivery) InProgress(context.Context) error { return nil }
