@@ -87,6 +87,7 @@ func Run(t *testing.T, h Harness) {
 		{"MissingIDDeadLettered", testMissingID, nil},
 		{"CustomIDFunc", testCustomID, nil},
 		{"ShutdownMidHandlerDoesNotAck", testShutdown, nil},
+		{"CrashMidHandlerLosesNothing", testCrashMidHandler, nil},
 		{"LongHandlerKeepsLease", testLongHandler, nil},
 		{"ShutdownGraceCommitsAndAcks", testShutdownGrace, nil},
 		{"BrokerRestart", testRestart, func(f Features) bool { return f.Restart }},
@@ -421,6 +422,46 @@ func testShutdown(t *testing.T, h Harness) {
 		t.Fatal(err)
 	}
 	requireAcked(t, h, env, 2*time.Second)
+}
+
+// A consumer whose connection dies while a handler runs, before COMMIT,
+// loses nothing: the broker gives the message to the next consumer. Unlike
+// a graceful shutdown, nothing can nack it: on RabbitMQ a delayed Nack
+// republishes the message, which would hide an ack sent too early.
+func testCrashMidHandler(t *testing.T, h Harness) {
+	env := h.Open(t, time.Second)
+	f := NewFixture(t, inbox.Config{})
+	started, release := make(chan struct{}, 1), make(chan struct{})
+	blocking := func(ctx context.Context, tx *sql.Tx, m *inbox.Message) error {
+		if err := f.Write(ctx, tx, m); err != nil {
+			return err
+		}
+		started <- struct{}{}
+		<-release
+		return errors.New("the process died before its COMMIT")
+	}
+	publish(t, env, "m-crash")
+	src := env.Source(t)
+	stop := f.Consume(t, src, blocking, nil)
+	select {
+	case <-started:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the handler never started")
+	}
+	src.Close() // the connection dies under the handler
+	close(release)
+	if err := stop(); err != nil && !errors.Is(err, broker.ErrSourceClosed) {
+		t.Fatalf("Consume returned %v, want nil or broker.ErrSourceClosed", err)
+	}
+	if n := f.Effects(t, "m-crash"); n != 0 {
+		t.Fatalf("%d effects of a handler that did not commit, want 0", n)
+	}
+	stop = f.Consume(t, env.Source(t), f.Write, nil)
+	Eventually(t, 15*time.Second, "the message was lost: the next consumer did not get it", func() bool { return f.Effects(t, "m-crash") == 1 })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	requireAcked(t, h, env, time.Second)
 }
 
 // The broker restarts while messages are consumed, some in flight:
