@@ -200,6 +200,16 @@ func Eventually(t *testing.T, within time.Duration, what string, cond func() boo
 	}
 }
 
+// await waits for a signal on ch, failing t after 15 s.
+func await(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(15 * time.Second):
+		t.Fatalf("after 15 s: %s", what)
+	}
+}
+
 func publish(t *testing.T, env *Env, id string) {
 	t.Helper()
 	err := env.Publisher.Publish(context.Background(), &broker.Message{ID: id, Subject: env.Subject, Type: "test", Payload: []byte("payload of " + id)})
@@ -405,11 +415,7 @@ func testShutdown(t *testing.T, h Harness) {
 	}
 	publish(t, env, "m-5")
 	stop := f.Consume(t, env.Source(t), blocking, &inbox.ConsumerConfig{ShutdownTimeout: 200 * time.Millisecond})
-	select {
-	case <-started:
-	case <-time.After(15 * time.Second):
-		t.Fatal("the handler never started")
-	}
+	await(t, started, "the handler never started")
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -443,11 +449,7 @@ func testCrashMidHandler(t *testing.T, h Harness) {
 	publish(t, env, "m-crash")
 	src := env.Source(t)
 	stop := f.Consume(t, src, blocking, nil)
-	select {
-	case <-started:
-	case <-time.After(15 * time.Second):
-		t.Fatal("the handler never started")
-	}
+	await(t, started, "the handler never started")
 	src.Close() // the connection dies under the handler
 	close(release)
 	if err := stop(); err != nil && !errors.Is(err, broker.ErrSourceClosed) {
@@ -558,11 +560,7 @@ func testShutdownGrace(t *testing.T, h Harness) {
 	}
 	publish(t, env, "grace")
 	stop := f.Consume(t, env.Source(t), slow, &inbox.ConsumerConfig{ShutdownTimeout: 5 * time.Second})
-	select {
-	case <-started:
-	case <-time.After(15 * time.Second):
-		t.Fatal("the handler never started")
-	}
+	await(t, started, "the handler never started")
 	if err := stop(); err != nil { // cancels while the handler runs
 		t.Fatal(err)
 	}
