@@ -22,13 +22,26 @@ import (
 	"github.com/inboxkit/inbox/store/sqlstore"
 )
 
-// Features says what a broker or its harness can do.
+// Features says what a broker or its harness can do. A case that needs
+// what an adapter lacks skips, saying which feature is missing.
 type Features struct {
 	// Restart: Env.Restart restarts the broker (an embedded server).
 	Restart bool
 	// Deliveries: broker.Message.Deliveries counts a message's deliveries
 	// (1, then 2 after a Nack); without it the adapter reports 0.
 	Deliveries bool
+	// AckWait: a delivery not acked within the ackWait given to
+	// Harness.Open comes back while its consumer still runs (JetStream's
+	// AckWait). Without it, Open's ackWait means nothing and an unacked
+	// delivery comes back only once its source is closed: RabbitMQ
+	// requeues a closed channel's deliveries, a Kafka group reads again
+	// from its committed offset.
+	AckWait bool
+	// Lease: Env.Source returns a broker.LeaseSource, and InProgress
+	// starts a delivery's AckWait again (needs AckWait). Without it a
+	// delivery has no lease to extend, and the source must not be a
+	// LeaseSource.
+	Lease bool
 }
 
 // Env is one fresh destination (a stream, a queue) on the broker.
@@ -40,6 +53,11 @@ type Env struct {
 	// Publisher publishes to the destination; Subject is where.
 	Publisher broker.Publisher
 	Subject   string
+	// Partitions is the number of partitions of the destination, over
+	// which Publisher spreads messages round-robin; 0 means one ordered
+	// queue. Order holds within a partition only: the ack check publishes
+	// one marker per partition.
+	Partitions int
 	// PublishNoID publishes a payload without a producer ID.
 	PublishNoID func(ctx context.Context, payload []byte) error
 	// Restart stops and starts the broker (Features.Restart only).
@@ -50,7 +68,7 @@ type Env struct {
 type Harness struct {
 	Features Features
 	// Open returns a fresh destination whose unacked deliveries come back
-	// after ackWait.
+	// after ackWait (Features.AckWait only; else ackWait is ignored).
 	Open func(tb testing.TB, ackWait time.Duration) *Env
 }
 
@@ -61,6 +79,7 @@ func Run(t *testing.T, h Harness) {
 		fn   func(*testing.T, Harness)
 		need func(Features) bool
 	}{
+		{"UnackedComesBack", testUnackedComesBack, nil},
 		{"RedeliveryAfterCrashIsDuplicate", testRedeliveryAfterCrash, nil},
 		{"RetryWithDelayThenSuccess", testRetryThenSuccess, nil},
 		{"RetriesDoNotBlock", testRetriesDoNotBlock, nil},
@@ -68,6 +87,7 @@ func Run(t *testing.T, h Harness) {
 		{"MissingIDDeadLettered", testMissingID, nil},
 		{"CustomIDFunc", testCustomID, nil},
 		{"ShutdownMidHandlerDoesNotAck", testShutdown, nil},
+		{"CrashMidHandlerLosesNothing", testCrashMidHandler, nil},
 		{"LongHandlerKeepsLease", testLongHandler, nil},
 		{"ShutdownGraceCommitsAndAcks", testShutdownGrace, nil},
 		{"BrokerRestart", testRestart, func(f Features) bool { return f.Restart }},
@@ -180,6 +200,16 @@ func Eventually(t *testing.T, within time.Duration, what string, cond func() boo
 	}
 }
 
+// await waits for a signal on ch, failing t after 15 s.
+func await(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(15 * time.Second):
+		t.Fatalf("after 15 s: %s", what)
+	}
+}
+
 func publish(t *testing.T, env *Env, id string) {
 	t.Helper()
 	err := env.Publisher.Publish(context.Background(), &broker.Message{ID: id, Subject: env.Subject, Type: "test", Payload: []byte("payload of " + id)})
@@ -220,18 +250,18 @@ func testRedeliveryAfterCrash(t *testing.T, h Harness) {
 
 	stop := f.Consume(t, env.Source(t), f.Write, nil)
 	Eventually(t, 15*time.Second, "the redelivery was not skipped as a duplicate", func() bool { return hooks.duplicate.Load() >= 1 })
-	time.Sleep(1500 * time.Millisecond) // past AckWait: an unacked duplicate would come back
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
+	requireAcked(t, h, env, time.Second) // the duplicate
 	if n := f.Effects(t, "m-1"); n != 1 || hooks.duplicate.Load() != 1 {
-		t.Fatalf("%d effects, %d duplicates; want 1 and 1 (the duplicate acked)", n, hooks.duplicate.Load())
+		t.Fatalf("%d effects, %d duplicates; want 1 and 1", n, hooks.duplicate.Load())
 	}
 }
 
 // A failing handler is retried after the backoff's delay and then succeeds.
 func testRetryThenSuccess(t *testing.T, h Harness) {
-	env := h.Open(t, 5*time.Second)
+	env := h.Open(t, time.Second)
 	f := NewFixture(t, inbox.Config{Backoff: inbox.Backoff{Initial: 300 * time.Millisecond, Max: time.Second, Jitter: -1}})
 	var mu sync.Mutex
 	var calls []time.Time
@@ -251,6 +281,7 @@ func testRetryThenSuccess(t *testing.T, h Harness) {
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
+	requireAcked(t, h, env, time.Second)
 	mu.Lock()
 	defer mu.Unlock()
 	if len(calls) != 3 {
@@ -318,7 +349,7 @@ func testRetriesDoNotBlock(t *testing.T, h Harness) {
 // with its payload, and acked: it does not come back.
 func testPoison(t *testing.T, h Harness) {
 	ctx := context.Background()
-	env := h.Open(t, 5*time.Second)
+	env := h.Open(t, time.Second)
 	f := NewFixture(t, inbox.Config{MaxAttempts: 3, Backoff: inbox.Backoff{Initial: 50 * time.Millisecond, Max: 100 * time.Millisecond}})
 	var calls atomic.Int32
 	handler := func(context.Context, *sql.Tx, *inbox.Message) error {
@@ -333,10 +364,10 @@ func testPoison(t *testing.T, h Harness) {
 		dls, err = f.Inbox.DeadLetters(ctx, nil)
 		return err == nil && len(dls) == 1
 	})
-	time.Sleep(time.Second) // a message not acked would be redelivered (Nack) meanwhile
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
+	requireAcked(t, h, env, time.Second)
 	if calls.Load() != 3 || dls[0].Attempts != 3 || string(dls[0].Message.Payload) != "payload of m-3" || dls[0].Message.ID != "m-3" {
 		t.Fatalf("handler ran %d times, dead letter %+v; want 3 attempts and the message kept", calls.Load(), dls[0])
 	}
@@ -356,10 +387,10 @@ func testMissingID(t *testing.T, h Harness) {
 	}
 	stop := f.Consume(t, env.Source(t), handler, nil)
 	Eventually(t, 15*time.Second, "the message without ID was never dead-lettered", func() bool { return hooks.dead.Load() >= 1 })
-	time.Sleep(1500 * time.Millisecond) // past AckWait: it would come back if not acked
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
+	requireAcked(t, h, env, time.Second) // a redelivery's ID would be "" in the failure
 	dls, err := f.Inbox.DeadLetters(ctx, nil)
 	if err != nil || len(dls) != 1 || string(dls[0].Message.Payload) != "no id here" || hooks.dead.Load() != 1 || calls.Load() != 0 {
 		t.Fatalf("dead letters %+v (%v), %d dead-lettered, handler ran %d times; want one dead letter with the payload",
@@ -384,11 +415,7 @@ func testShutdown(t *testing.T, h Harness) {
 	}
 	publish(t, env, "m-5")
 	stop := f.Consume(t, env.Source(t), blocking, &inbox.ConsumerConfig{ShutdownTimeout: 200 * time.Millisecond})
-	select {
-	case <-started:
-	case <-time.After(15 * time.Second):
-		t.Fatal("the handler never started")
-	}
+	await(t, started, "the handler never started")
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -400,6 +427,43 @@ func testShutdown(t *testing.T, h Harness) {
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
+	requireAcked(t, h, env, 2*time.Second)
+}
+
+// A consumer whose connection dies while a handler runs, before COMMIT,
+// loses nothing: the broker gives the message to the next consumer. Unlike
+// a graceful shutdown, nothing can nack it: on RabbitMQ a delayed Nack
+// republishes the message, which would hide an ack sent too early.
+func testCrashMidHandler(t *testing.T, h Harness) {
+	env := h.Open(t, time.Second)
+	f := NewFixture(t, inbox.Config{})
+	started, release := make(chan struct{}, 1), make(chan struct{})
+	blocking := func(ctx context.Context, tx *sql.Tx, m *inbox.Message) error {
+		if err := f.Write(ctx, tx, m); err != nil {
+			return err
+		}
+		started <- struct{}{}
+		<-release
+		return errors.New("the process died before its COMMIT")
+	}
+	publish(t, env, "m-crash")
+	src := env.Source(t)
+	stop := f.Consume(t, src, blocking, nil)
+	await(t, started, "the handler never started")
+	src.Close() // the connection dies under the handler
+	close(release)
+	if err := stop(); err != nil && !errors.Is(err, broker.ErrSourceClosed) {
+		t.Fatalf("Consume returned %v, want nil or broker.ErrSourceClosed", err)
+	}
+	if n := f.Effects(t, "m-crash"); n != 0 {
+		t.Fatalf("%d effects of a handler that did not commit, want 0", n)
+	}
+	stop = f.Consume(t, env.Source(t), f.Write, nil)
+	Eventually(t, 15*time.Second, "the message was lost: the next consumer did not get it", func() bool { return f.Effects(t, "m-crash") == 1 })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	requireAcked(t, h, env, time.Second)
 }
 
 // The broker restarts while messages are consumed, some in flight:
@@ -428,6 +492,7 @@ func testRestart(t *testing.T, h Harness) {
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
+	requireAcked(t, h, env, 2*time.Second)
 	for i := range n {
 		if e := f.Effects(t, fmt.Sprintf("r-%d", i)); e != 1 {
 			t.Fatalf("message r-%d has %d effects, want 1", i, e)
@@ -449,6 +514,17 @@ func (f *Fixture) Count(t *testing.T) int {
 // (InProgress): the message is not redelivered to another worker meanwhile.
 func testLongHandler(t *testing.T, h Harness) {
 	env := h.Open(t, time.Second)
+	probe := env.Source(t)
+	_, lease := probe.(broker.LeaseSource)
+	probe.Close()
+	switch {
+	case lease != h.Features.Lease:
+		t.Fatalf("the source is a broker.LeaseSource: %v, Features.Lease: %v; want them equal", lease, h.Features.Lease)
+	case !lease:
+		t.Skipf("Features.Lease is false: %T gives a delivery no lease to extend (it comes back only once its source closes)", probe)
+	case !h.Features.AckWait:
+		t.Fatal("Features.Lease without Features.AckWait: a lease is the AckWait started again")
+	}
 	hooks := &statusHooks{}
 	f := NewFixture(t, inbox.Config{Hooks: []any{hooks}})
 	var calls atomic.Int32
@@ -460,10 +536,10 @@ func testLongHandler(t *testing.T, h Harness) {
 	publish(t, env, "long")
 	stop := f.Consume(t, env.Source(t), slow, &inbox.ConsumerConfig{Workers: 2})
 	Eventually(t, 15*time.Second, "the long message was never processed", func() bool { return f.Effects(t, "long") == 1 })
-	time.Sleep(1500 * time.Millisecond)
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
+	requireAcked(t, h, env, time.Second)
 	if calls.Load() != 1 || hooks.duplicate.Load() != 0 || hooks.retry.Load() != 0 {
 		t.Fatalf("handler ran %d times, %d duplicates, %d retries: the delivery was redelivered while in progress",
 			calls.Load(), hooks.duplicate.Load(), hooks.retry.Load())
@@ -484,26 +560,14 @@ func testShutdownGrace(t *testing.T, h Harness) {
 	}
 	publish(t, env, "grace")
 	stop := f.Consume(t, env.Source(t), slow, &inbox.ConsumerConfig{ShutdownTimeout: 5 * time.Second})
-	select {
-	case <-started:
-	case <-time.After(15 * time.Second):
-		t.Fatal("the handler never started")
-	}
+	await(t, started, "the handler never started")
 	if err := stop(); err != nil { // cancels while the handler runs
 		t.Fatal(err)
 	}
 	if n := f.Effects(t, "grace"); n != 1 || hooks.processed.Load() != 1 {
 		t.Fatalf("%d effects, %d processed after a graceful shutdown, want 1 and 1", n, hooks.processed.Load())
 	}
-	// Acked: another consumer gets nothing within AckWait and more.
-	again := f.Consume(t, env.Source(t), f.Write, nil)
-	time.Sleep(2 * time.Second)
-	if err := again(); err != nil {
-		t.Fatal(err)
-	}
-	if hooks.duplicate.Load() != 0 {
-		t.Fatalf("%d duplicates: the message committed in the grace period was not acked", hooks.duplicate.Load())
-	}
+	requireAcked(t, h, env, time.Second)
 }
 
 // ConsumerConfig.ID picks the message ID; one that panics leaves the ID
@@ -528,6 +592,7 @@ func testCustomID(t *testing.T, h Harness) {
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
+	requireAcked(t, h, env, time.Second)
 	dls, err := f.Inbox.DeadLetters(ctx, nil)
 	if err != nil || len(dls) != 1 || string(dls[0].Message.Payload) != "payload of boom" || f.Effects(t, "custom-fine") != 1 {
 		t.Fatalf("dead letters %+v %v, %d effects of custom-fine; want boom dead-lettered and fine processed under its custom ID",
@@ -602,13 +667,9 @@ func testPanickingHook(t *testing.T, h Harness) {
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	stop = f.Consume(t, env.Source(t), f.Write, nil)
-	time.Sleep(1500 * time.Millisecond) // past AckWait: an unacked message would come back
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
-	if d := hooks.duplicate.Load(); d != 0 || f.Effects(t, "m-hook-1") != 1 || f.Effects(t, "m-hook-2") != 1 {
-		t.Fatalf("%d redeliveries, effects %d and %d; want 0 (both acked) and 1 each", d, f.Effects(t, "m-hook-1"), f.Effects(t, "m-hook-2"))
+	requireAcked(t, h, env, time.Second)
+	if f.Effects(t, "m-hook-1") != 1 || f.Effects(t, "m-hook-2") != 1 {
+		t.Fatalf("effects %d and %d, want 1 each", f.Effects(t, "m-hook-1"), f.Effects(t, "m-hook-2"))
 	}
 	if !logs.Has("level=ERROR", "hook=OnProcessed", "consumer=brokertest", "m-hook-1") {
 		t.Fatalf("no ERROR log naming OnProcessed, the consumer and m-hook-1; log:\n%s", logs)

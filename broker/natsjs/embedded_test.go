@@ -53,7 +53,7 @@ func (e *embedded) restart(tb testing.TB) {
 // The suite again on an embedded server, with the restart case.
 func TestBrokerEmbedded(t *testing.T) {
 	brokertest.Run(t, brokertest.Harness{
-		Features: brokertest.Features{Restart: true, Deliveries: true},
+		Features: brokertest.Features{Restart: true, Deliveries: true, AckWait: true, Lease: true},
 		Open: func(tb testing.TB, ackWait time.Duration) *brokertest.Env {
 			e := startEmbedded(tb)
 			_, js := connect(tb, e.srv.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))

@@ -59,8 +59,12 @@ func openOn(tb testing.TB, js jetstream.JetStream, ackWait time.Duration) *broke
 	}
 }
 
+// features: JetStream redelivers after AckWait, which InProgress starts
+// again, and counts deliveries.
+var features = brokertest.Features{Deliveries: true, AckWait: true, Lease: true}
+
 func TestBroker(t *testing.T) {
-	brokertest.Run(t, brokertest.Harness{Features: brokertest.Features{Deliveries: true}, Open: func(tb testing.TB, ackWait time.Duration) *brokertest.Env {
+	brokertest.Run(t, brokertest.Harness{Features: features, Open: func(tb testing.TB, ackWait time.Duration) *brokertest.Env {
 		_, js := connect(tb, testenv.NATSURL())
 		return openOn(tb, js, ackWait)
 	}})
