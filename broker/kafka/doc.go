@@ -24,6 +24,8 @@
 //
 // A fetch error that franz-go does not retry itself (authorization, an
 // unsupported format) is terminal: Next returns it, and so Consume does.
+// A lost group session (the member was kicked out: UNKNOWN_MEMBER_ID) is
+// not: franz-go revokes the partitions and rejoins, and the Source logs it.
 //
 // Polled records are registered before the group may rebalance again
 // (BlockRebalanceOnPoll), so that no record of an earlier assignment of a

@@ -333,3 +333,54 @@ func TestTerminalFetchError(t *testing.T) {
 		t.Fatal("Consume did not return on a terminal fetch error")
 	}
 }
+
+// A member kicked out of its group (UNKNOWN_MEMBER_ID, as a coordinator
+// says after a session timeout under load) rejoins: franz-go does that by
+// itself and reports the lost session in a poll; it is not terminal.
+// Before, Consume stopped with "unable to join group session".
+func TestGroupSessionLostRejoins(t *testing.T) {
+	t.Parallel()
+	topic := testenv.Name("inboxtest_")
+	c := fakeCluster(t, topic, 1)
+	cl := producer(t, c.ListenAddrs())
+	src, err := kafka.NewSource(context.Background(), &kafka.Config{Brokers: c.ListenAddrs(), Topic: topic, Group: "kicked"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := brokertest.NewFixture(t, inbox.Config{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- inbox.Consume(ctx, f.Inbox, src, f.Write, nil) }()
+	defer src.Close()
+	pub := kafka.NewPublisher(cl, "", "")
+	publish := func(id string) {
+		if err := pub.Publish(ctx, &broker.Message{ID: id, Subject: topic, Payload: []byte(id)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	processed := func(id string) {
+		brokertest.Eventually(t, 20*time.Second, id+" processed", func() bool {
+			select {
+			case err := <-done:
+				t.Fatalf("Consume returned %v while the member rejoins", err)
+			default:
+			}
+			return f.Effects(t, id) == 1
+		})
+	}
+	publish("before")
+	processed("before")
+	var kicked atomic.Bool
+	c.ControlKey(int16(kmsg.Heartbeat), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		hr := req.(*kmsg.HeartbeatRequest)
+		resp := hr.ResponseKind().(*kmsg.HeartbeatResponse)
+		resp.Version = hr.Version
+		resp.ErrorCode = kerr.UnknownMemberID.Code
+		kicked.Store(true)
+		return resp, nil, true
+	})
+	brokertest.Eventually(t, 20*time.Second, "a heartbeat answered UNKNOWN_MEMBER_ID", kicked.Load)
+	publish("after")
+	processed("after")
+}

@@ -187,8 +187,14 @@ func (s *Source) poll() []*delivery {
 	}
 	fetches.EachError(func(topic string, p int32, err error) {
 		var ke *kerr.Error
+		var gs *kgo.ErrGroupSession
 		switch {
 		case errors.Is(err, context.Canceled):
+		case errors.As(err, &gs) && !errors.Is(err, kerr.GroupAuthorizationFailed):
+			// Kicked out of the group (UNKNOWN_MEMBER_ID after a session
+			// timeout, say): franz-go revokes the partitions and rejoins
+			// by itself; it only tells.
+			s.cfg.Logger.Warn("kafka: the consumer group session was lost; rejoining", "group", s.cfg.Group, "error", err)
 		case errors.As(err, &ke) && !ke.Retriable:
 			// franz-go retries the retriable ones itself and returns
 			// the others: authorization, an unsupported format.
