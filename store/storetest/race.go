@@ -116,10 +116,13 @@ func testThreeRaceHolderRollsBack[TTx any](t *testing.T, h Harness[TTx]) {
 	case r := <-results:
 		t.Fatalf("the first delivery never reached its handler: %+v %v", r.out, r.err)
 	}
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	defer unblock() // also when waitForLockWaits fails, so that the holder ends
 	go run()
 	go run()
 	waitForLockWaits(t, env, 2)
-	close(release)
+	unblock()
 	statuses := map[inbox.Status]int{}
 	for range 3 {
 		r := <-results
@@ -136,28 +139,114 @@ func testThreeRaceHolderRollsBack[TTx any](t *testing.T, h Harness[TTx]) {
 	}
 }
 
-// waitForLockWaits waits until n transactions wait for a row lock, as the
-// harness tells it, or a fixed time when it cannot tell (or does not see
-// them within a few seconds: the racing claims then time out and retry,
-// which the caller's deliveries survive).
+// lockWaitsDeadline bounds how long a case waits for the lock waits it
+// needs; the racing claims of the cases wait longer than that (their lock
+// timeout is 5 s or more), so they are still queued when it passes.
+const lockWaitsDeadline = 5 * time.Second
+
+// waitForLockWaits waits until at least n transactions of env wait for a
+// lock, as the harness's probe (Env.LockWaits) sees them, and fails the
+// test when they do not within lockWaitsDeadline: without them the case
+// would pass without the race it describes. On a single-writer database
+// without a probe (SQLite) the waiters sleep in the busy handler, where
+// nothing shows them: the precondition is a skipped subtest, and the
+// waiters get 200 ms to queue, which the case's checks do not rely on.
 func waitForLockWaits[TTx any](t *testing.T, env *Env[TTx], n int) {
 	t.Helper()
 	if env.LockWaits == nil {
+		if !env.SingleWriter {
+			t.Fatal("the harness gives no Env.LockWaits, the probe of transactions waiting for a lock (only a SingleWriter database may lack it)")
+		}
+		t.Run("LockWaitsSeen", func(t *testing.T) {
+			t.Skipf("single writer: the %d waiting transactions sleep in the busy handler, which no lock table shows", n)
+		})
 		time.Sleep(200 * time.Millisecond)
 		return
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		got, err := env.LockWaits(context.Background())
-		if err != nil {
+	got, deadline := 0, time.Now().Add(lockWaitsDeadline)
+	for {
+		var err error
+		if got, err = env.LockWaits(context.Background()); err != nil {
 			t.Fatalf("counting lock waits: %v", err)
 		}
-		if got >= n {
-			return
+		if got >= n || time.Now().After(deadline) {
+			break
 		}
 		time.Sleep(150 * time.Millisecond) // slower than MariaDB refreshes its lock tables
 	}
-	t.Logf("%d lock waits not seen within 5 s; releasing the holder anyway", n)
+	if got < n {
+		t.Fatalf("%d transactions waiting for a lock within %v, want at least %d queued behind the held one", got, lockWaitsDeadline, n)
+	}
+}
+
+// wantNoLockWaits fails the test unless the probe sees no transaction of
+// env waiting for a lock within lockWaitsDeadline (MariaDB shows its lock
+// tables up to 100 ms late).
+func wantNoLockWaits[TTx any](t *testing.T, env *Env[TTx], when string) {
+	t.Helper()
+	got, deadline := 0, time.Now().Add(lockWaitsDeadline)
+	for {
+		var err error
+		if got, err = env.LockWaits(context.Background()); err != nil {
+			t.Fatalf("counting lock waits %s: %v", when, err)
+		}
+		if got == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(150 * time.Millisecond)
+	}
+	if got != 0 {
+		t.Fatalf("the probe sees %d transactions waiting for a lock %s, want 0", got, when)
+	}
+}
+
+// The probe that the race cases rely on (Env.LockWaits) sees a claim that
+// waits behind a held one, and nothing while none waits: a probe that
+// always said yes would let those cases pass without their race, one that
+// counted held locks too would say yes at once.
+func testLockWaitsProbe[TTx any](t *testing.T, h Harness[TTx]) {
+	ctx := context.Background()
+	env := open(t, h)
+	if env.LockWaits == nil {
+		if !env.SingleWriter {
+			t.Fatal("the harness gives no Env.LockWaits, the probe of transactions waiting for a lock (only a SingleWriter database may lack it)")
+		}
+		t.Skip("single writer: a waiting transaction sleeps in the busy handler, which no lock table shows (Env.LockWaits nil)")
+	}
+	ib := newInbox(t, env, inbox.Config{MaxAttempts: 1000, Backoff: inbox.Backoff{Initial: time.Millisecond, Max: 10 * time.Millisecond}})
+	wantNoLockWaits(t, env, "before any claim")
+	started, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	defer unblock() // also when the test fails, so that the holder ends
+	held := make(chan error, 1)
+	go func() {
+		out, err := ib.Process(ctx, msg("probed"), func(ctx context.Context, tx TTx, m *inbox.Message) error {
+			close(started)
+			<-release
+			return env.Write(ctx, tx, key(m.ID))
+		})
+		if err == nil && out.Status != inbox.Processed {
+			err = fmt.Errorf("holder: %v", out.Status)
+		}
+		held <- err
+	}()
+	<-started
+	wantNoLockWaits(t, env, "while a claim holds its row and none waits")
+	contender := make(chan inbox.Outcome, 1)
+	go func() {
+		out, _ := deliver(ctx, ib, msg("probed"), writer(env))
+		contender <- out
+	}()
+	waitForLockWaits(t, env, 1)
+	unblock()
+	if err := <-held; err != nil {
+		t.Fatalf("holder: %v", err)
+	}
+	if out := <-contender; out.Status != inbox.Duplicate {
+		t.Fatalf("contender: %+v, want Duplicate once the holder committed", out)
+	}
+	wantNoLockWaits(t, env, "after both ended")
 }
 
 func testLockTimeout[TTx any](t *testing.T, h Harness[TTx]) {

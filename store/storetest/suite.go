@@ -35,6 +35,7 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"ReplayAfterRedelivery", testReplayAfterRedelivery[TTx]},
 		{"RetryableHandlerError", testRetryableHandlerError[TTx]},
 		{"ThreeRaceHolderRollsBack", testThreeRaceHolderRollsBack[TTx]},
+		{"LockWaitsProbe", testLockWaitsProbe[TTx]},
 		{"CaseAndPadDistinct", testCaseAndPadDistinct[TTx]},
 		{"TransientFailuresDoNotCount", testTransientFailures[TTx]},
 		{"HandlerTimeoutCounts", testHandlerTimeoutCounts[TTx]},
