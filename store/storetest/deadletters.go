@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -114,4 +115,108 @@ func testInvalidOnce[TTx any](t *testing.T, h Harness[TTx]) {
 	if err != nil || len(dls) != 2 || string(dls[0].Message.Payload) != "no ID" || dls[0].Message.ID != "" {
 		t.Fatalf("dead letters %+v %v, want one per distinct invalid message, with its payload and empty ID", dls, err)
 	}
+}
+
+// DeadLetterList pages through one consumer's dead letters in ID order:
+// each page starts after the AfterID given (the last ID of the page
+// before, or one that was discarded), holds at most Limit, the last one is
+// short (or empty when Limit divides the count), a page after the last ID
+// is empty, and another consumer's dead letters, written in between, never
+// show.
+func testDeadLetterPaging[TTx any](t *testing.T, h Harness[TTx]) {
+	ctx := context.Background()
+	env := open(t, h)
+	ib := newInbox(t, env, inbox.Config{})
+	other := newInbox(t, env, inbox.Config{Consumer: "other"})
+	permanent := func(context.Context, TTx, *inbox.Message) error { return inbox.Permanent(errors.New("no")) }
+	var want []string
+	for i := range 8 {
+		id := fmt.Sprintf("dl-%d", i)
+		if out, err := ib.Process(ctx, msg(id), permanent); out.Status != inbox.DeadLettered {
+			t.Fatalf("%s: %v %v, want DeadLettered", id, out.Status, err)
+		}
+		want = append(want, id)
+		if i%2 == 0 { // the other consumer's IDs fall between this one's
+			if out, err := other.Process(ctx, msg("other-"+id), permanent); out.Status != inbox.DeadLettered {
+				t.Fatalf("other-%s: %v %v, want DeadLettered", id, out.Status, err)
+			}
+		}
+	}
+	list := func(consumer string, after int64, limit int) []*store.DeadLetter {
+		t.Helper()
+		page, err := env.Driver.DeadLetterList(ctx, &store.DeadLetterListParams{Consumer: []byte(consumer), AfterID: after, Limit: limit})
+		if err != nil {
+			t.Fatalf("DeadLetterList(%s, after %d, limit %d): %v", consumer, after, limit, err)
+		}
+		return page
+	}
+	all := list("storetest", 0, 100)
+	if len(all) != len(want) {
+		t.Fatalf("%d dead letters, want %d", len(all), len(want))
+	}
+	// A gap: the fourth one discarded. A page may start after its ID.
+	gap := all[3].ID
+	if err := ib.Discard(ctx, gap); err != nil {
+		t.Fatal(err)
+	}
+	want = append(want[:3:3], want[4:]...)
+	if page := list("storetest", gap, 2); len(page) != 2 || string(page[0].Key.MessageID) != "dl-4" || string(page[1].Key.MessageID) != "dl-5" {
+		t.Fatalf("the page after the discarded dead letter's ID: %v, want dl-4 and dl-5", ids(page))
+	}
+	// Page through with several limits.
+	pageAll := func(consumer string, limit int) (got []string, pages int) {
+		t.Helper()
+		var after int64
+		for {
+			page := list(consumer, after, limit)
+			pages++
+			if len(page) > limit || pages > 20 {
+				t.Fatalf("%s, limit %d: page %d holds %v (after %d), want at most %d and at most 20 pages", consumer, limit, pages, ids(page), after, limit)
+			}
+			for _, dl := range page {
+				if dl.ID <= after || string(dl.Key.Consumer) != consumer {
+					t.Fatalf("%s, limit %d: page %d after ID %d holds %v of consumer %q, want IDs above %d in order, of %s only",
+						consumer, limit, pages, after, ids(page), dl.Key.Consumer, after, consumer)
+				}
+				after = dl.ID
+				got = append(got, string(dl.Key.MessageID))
+			}
+			if len(page) < limit {
+				return got, pages
+			}
+		}
+	}
+	for _, limit := range []int{1, 2, 3, 7, 8, 100} {
+		got, pages := pageAll("storetest", limit)
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("limit %d: paged through %v, want %v", limit, got, want)
+		}
+		if wantPages := len(want)/limit + 1; pages != wantPages { // the last page short, or empty
+			t.Fatalf("limit %d: %d pages for %d dead letters, want %d", limit, pages, len(want), wantPages)
+		}
+	}
+	last := all[len(all)-1].ID
+	if page := list("storetest", last, 10); len(page) != 0 {
+		t.Fatalf("the page after the last ID: %v, want none", ids(page))
+	}
+	if got, _ := pageAll("other", 3); fmt.Sprint(got) != "[other-dl-0 other-dl-2 other-dl-4 other-dl-6]" {
+		t.Fatalf("the other consumer's pages: %v, want its own 4 in order", got)
+	}
+	if page := list("nobody", 0, 10); len(page) != 0 {
+		t.Fatalf("a consumer without dead letters: %v, want none", ids(page))
+	}
+	// The inbox passes its query's paging to the store.
+	dls, err := ib.DeadLetters(ctx, &inbox.DeadLetterQuery{AfterID: all[0].ID, Limit: 2})
+	if err != nil || len(dls) != 2 || dls[0].Message.ID != "dl-1" || dls[1].Message.ID != "dl-2" {
+		t.Fatalf("DeadLetters after the first, limit 2: %+v %v, want dl-1 and dl-2", dls, err)
+	}
+}
+
+// ids lists the dead letters' IDs with their message IDs, for messages.
+func ids(dls []*store.DeadLetter) []string {
+	out := make([]string, len(dls))
+	for i, dl := range dls {
+		out[i] = fmt.Sprintf("%d:%s", dl.ID, dl.Key.MessageID)
+	}
+	return out
 }

@@ -19,6 +19,7 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"RaceFirstAborts", func(t *testing.T, h Harness[TTx]) { testRace(t, h, false) }},
 		{"AttemptsSurviveRestartAndDeadLetter", testAttemptsAndDeadLetter[TTx]},
 		{"PermanentAndDiscard", testPermanentAndDiscard[TTx]},
+		{"DeadLetterPaging", testDeadLetterPaging[TTx]},
 		{"IDs", testIDs[TTx]},
 		{"LockTimeoutIsRetryable", testLockTimeout[TTx]},
 		{"PruneBoundary", testPruneBoundary[TTx]},
