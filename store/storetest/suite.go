@@ -24,6 +24,7 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"LockTimeoutIsRetryable", testLockTimeout[TTx]},
 		{"PruneBoundary", testPruneBoundary[TTx]},
 		{"PruneBatches", testPruneBatches[TTx]},
+		{"PrunerBusy", testPrunerBusy[TTx]},
 		{"MigrateConcurrently", testMigrateConcurrently[TTx]},
 		{"HostileTableNames", testHostileTables[TTx]},
 		{"Prefix", testPrefix[TTx]},
