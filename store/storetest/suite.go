@@ -13,44 +13,53 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		name string
 		fn   func(*testing.T, Harness[TTx])
 	}{
+		// claim.go: claims, duplicates, IDs
 		{"ClaimThenDuplicate", testClaimThenDuplicate[TTx]},
 		{"HandlerErrorRollsBack", testHandlerErrorRollsBack[TTx]},
+		{"IDs", testIDs[TTx]},
+		{"CaseAndPadDistinct", testCaseAndPadDistinct[TTx]},
+		{"FingerprintConflict", testFingerprintConflict[TTx]},
+		{"IDsScopedByType", testScopeIDByType[TTx]},
+		{"IDsNotScopedByType", testIDNotScopedByType[TTx]},
+		// race.go: racing deliveries and lock waits
 		{"RaceFirstCommits", func(t *testing.T, h Harness[TTx]) { testRace(t, h, true) }},
 		{"RaceFirstAborts", func(t *testing.T, h Harness[TTx]) { testRace(t, h, false) }},
+		{"ThreeRaceHolderRollsBack", testThreeRaceHolderRollsBack[TTx]},
+		{"LockWaitsProbe", testLockWaitsProbe[TTx]},
+		{"LockTimeoutIsRetryable", testLockTimeout[TTx]},
+		// attempts.go: failed attempts and what counts
 		{"AttemptsSurviveRestartAndDeadLetter", testAttemptsAndDeadLetter[TTx]},
+		{"RetryableHandlerError", testRetryableHandlerError[TTx]},
+		{"HandlerPanic", testHandlerPanic[TTx]},
+		{"RetryAfterAndCanceled", testRetryAfterAndCanceled[TTx]},
+		{"TransientFailuresDoNotCount", testTransientFailures[TTx]},
+		{"HandlerTimeoutCounts", testHandlerTimeoutCounts[TTx]},
+		// deadletters.go: dead letters, listing, replay
 		{"PermanentAndDiscard", testPermanentAndDiscard[TTx]},
 		{"DeadLetterPaging", testDeadLetterPaging[TTx]},
-		{"IDs", testIDs[TTx]},
-		{"LockTimeoutIsRetryable", testLockTimeout[TTx]},
+		{"ReplayAfterRedelivery", testReplayAfterRedelivery[TTx]},
+		{"InvalidMessageDeadLetteredOnce", testInvalidOnce[TTx]},
+		// processtx.go: the caller's transaction
+		{"ProcessTx", testProcessTx[TTx]},
+		{"ProcessTxSwallowedError", testProcessTxSwallowedError[TTx]},
+		{"ProcessTxPoolExhausted", testProcessTxPoolExhausted[TTx]},
+		// failures.go: the database failing
+		{"ConnBusyCommitCounts", testLeftRowsOpen[TTx]},
+		{"UnrecoverableError", testUnrecoverable[TTx]},
+		{"DatabaseErrorsBackOff", testDatabaseErrorsBackOff[TTx]},
+		// prune.go: pruning
 		{"PruneBoundary", testPruneBoundary[TTx]},
 		{"PruneBatches", testPruneBatches[TTx]},
 		{"PrunerBusy", testPrunerBusy[TTx]},
+		// migrate.go: schema, tables, settings
 		{"MigrateConcurrently", testMigrateConcurrently[TTx]},
 		{"HostileTableNames", testHostileTables[TTx]},
 		{"Prefix", testPrefix[TTx]},
-		{"FingerprintConflict", testFingerprintConflict[TTx]},
-		{"ProcessTx", testProcessTx[TTx]},
-		{"HandlerPanic", testHandlerPanic[TTx]},
-		{"RetryAfterAndCanceled", testRetryAfterAndCanceled[TTx]},
-		{"Durability", testDurability[TTx]},
-		{"Hooks", testHooks[TTx]},
-		{"ReplayAfterRedelivery", testReplayAfterRedelivery[TTx]},
-		{"RetryableHandlerError", testRetryableHandlerError[TTx]},
-		{"ThreeRaceHolderRollsBack", testThreeRaceHolderRollsBack[TTx]},
-		{"LockWaitsProbe", testLockWaitsProbe[TTx]},
-		{"CaseAndPadDistinct", testCaseAndPadDistinct[TTx]},
-		{"TransientFailuresDoNotCount", testTransientFailures[TTx]},
-		{"HandlerTimeoutCounts", testHandlerTimeoutCounts[TTx]},
-		{"ConnBusyCommitCounts", testLeftRowsOpen[TTx]},
-		{"InvalidMessageDeadLetteredOnce", testInvalidOnce[TTx]},
-		{"ProcessTxSwallowedError", testProcessTxSwallowedError[TTx]},
-		{"ProcessTxPoolExhausted", testProcessTxPoolExhausted[TTx]},
 		{"SchemaChecked", testSchemaChecked[TTx]},
-		{"UnrecoverableError", testUnrecoverable[TTx]},
-		{"DatabaseErrorsBackOff", testDatabaseErrorsBackOff[TTx]},
+		{"Durability", testDurability[TTx]},
+		// hooks.go
+		{"Hooks", testHooks[TTx]},
 		{"HookPanics", testHookPanics[TTx]},
-		{"IDsScopedByType", testScopeIDByType[TTx]},
-		{"IDsNotScopedByType", testIDNotScopedByType[TTx]},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
