@@ -94,24 +94,14 @@ func testDatabaseErrorsBackOff[TTx any](t *testing.T, h Harness[TTx]) {
 	logs := &logtest.Buffer{}
 	ib := newInbox(t, env, inbox.Config{LockTimeout: 100 * time.Millisecond, Backoff: noJitter,
 		Logger: slog.New(slog.NewTextHandler(logs, nil))})
-	started, release, held := make(chan struct{}), make(chan struct{}), make(chan error, 1)
-	go func() {
-		_, err := ib.Process(ctx, msg("held"), func(ctx context.Context, tx TTx, m *inbox.Message) error {
-			close(started)
-			<-release
-			return env.Write(ctx, tx, key(m.ID))
-		})
-		held <- err
-	}()
-	<-started
+	release, held := holdClaim(t, env, ib, "held")
 	for i, want := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second} {
 		out, err := ib.Process(ctx, msg("held"), writer(env))
 		if out.Status != inbox.Retry || out.Delay != want {
-			close(release)
 			t.Fatalf("claim %d behind a held one: %v after %v (%v), want Retry after %v", i+1, out.Status, out.Delay, err, want)
 		}
 	}
-	close(release)
+	release()
 	if err := <-held; err != nil {
 		t.Fatal(err)
 	}

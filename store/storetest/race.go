@@ -144,6 +144,8 @@ func testThreeRaceHolderRollsBack[TTx any](t *testing.T, h Harness[TTx]) {
 // timeout is 5 s or more), so they are still queued when it passes.
 const lockWaitsDeadline = 5 * time.Second
 
+const noProbe = "the harness gives no Env.LockWaits, the probe of transactions waiting for a lock (only a SingleWriter database may lack it)"
+
 // waitForLockWaits waits until at least n transactions of env wait for a
 // lock, as the harness's probe (Env.LockWaits) sees them, and fails the
 // test when they do not within lockWaitsDeadline: without them the case
@@ -155,7 +157,7 @@ func waitForLockWaits[TTx any](t *testing.T, env *Env[TTx], n int) {
 	t.Helper()
 	if env.LockWaits == nil {
 		if !env.SingleWriter {
-			t.Fatal("the harness gives no Env.LockWaits, the probe of transactions waiting for a lock (only a SingleWriter database may lack it)")
+			t.Fatal(noProbe)
 		}
 		t.Run("LockWaitsSeen", func(t *testing.T) {
 			t.Skipf("single writer: the %d waiting transactions sleep in the busy handler, which no lock table shows", n)
@@ -163,18 +165,7 @@ func waitForLockWaits[TTx any](t *testing.T, env *Env[TTx], n int) {
 		time.Sleep(200 * time.Millisecond)
 		return
 	}
-	got, deadline := 0, time.Now().Add(lockWaitsDeadline)
-	for {
-		var err error
-		if got, err = env.LockWaits(context.Background()); err != nil {
-			t.Fatalf("counting lock waits: %v", err)
-		}
-		if got >= n || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(150 * time.Millisecond) // slower than MariaDB refreshes its lock tables
-	}
-	if got < n {
+	if got := pollLockWaits(t, env, func(got int) bool { return got >= n }); got < n {
 		t.Fatalf("%d transactions waiting for a lock within %v, want at least %d queued behind the held one", got, lockWaitsDeadline, n)
 	}
 }
@@ -184,20 +175,57 @@ func waitForLockWaits[TTx any](t *testing.T, env *Env[TTx], n int) {
 // tables up to 100 ms late).
 func wantNoLockWaits[TTx any](t *testing.T, env *Env[TTx], when string) {
 	t.Helper()
-	got, deadline := 0, time.Now().Add(lockWaitsDeadline)
-	for {
-		var err error
-		if got, err = env.LockWaits(context.Background()); err != nil {
-			t.Fatalf("counting lock waits %s: %v", when, err)
-		}
-		if got == 0 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(150 * time.Millisecond)
-	}
-	if got != 0 {
+	if got := pollLockWaits(t, env, func(got int) bool { return got == 0 }); got != 0 {
 		t.Fatalf("the probe sees %d transactions waiting for a lock %s, want 0", got, when)
 	}
+}
+
+// pollLockWaits probes env's lock waits until ok accepts their number or
+// lockWaitsDeadline passed, and returns the last number.
+func pollLockWaits[TTx any](t *testing.T, env *Env[TTx], ok func(int) bool) int {
+	t.Helper()
+	deadline := time.Now().Add(lockWaitsDeadline)
+	for {
+		got, err := env.LockWaits(context.Background())
+		if err != nil {
+			t.Fatalf("counting lock waits: %v", err)
+		}
+		if ok(got) || time.Now().After(deadline) {
+			return got
+		}
+		time.Sleep(150 * time.Millisecond) // slower than MariaDB refreshes its lock tables
+	}
+}
+
+// holdClaim processes the message id with a handler that waits for
+// release and then writes its effect, and returns once the handler runs,
+// that is once the claim is held. release may be called more than once;
+// the test's end calls it too, so that a failed test leaves no holder.
+// held receives the holder's error, or an error when it did not process.
+func holdClaim[TTx any](t *testing.T, env *Env[TTx], ib *inbox.Inbox[TTx], id string) (release func(), held <-chan error) {
+	t.Helper()
+	started, unblock := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	release = func() { once.Do(func() { close(unblock) }) }
+	t.Cleanup(release)
+	done := make(chan error, 1)
+	go func() {
+		out, err := ib.Process(context.Background(), msg(id), func(ctx context.Context, tx TTx, m *inbox.Message) error {
+			close(started)
+			<-unblock
+			return env.Write(ctx, tx, key(m.ID))
+		})
+		if err == nil && out.Status != inbox.Processed {
+			err = fmt.Errorf("holder of %q: %v, want Processed", id, out.Status)
+		}
+		done <- err
+	}()
+	select {
+	case <-started:
+	case err := <-done:
+		t.Fatalf("the holder of %q never reached its handler: %v", id, err)
+	}
+	return release, done
 }
 
 // The probe that the race cases rely on (Env.LockWaits) sees a claim that
@@ -209,29 +237,13 @@ func testLockWaitsProbe[TTx any](t *testing.T, h Harness[TTx]) {
 	env := open(t, h)
 	if env.LockWaits == nil {
 		if !env.SingleWriter {
-			t.Fatal("the harness gives no Env.LockWaits, the probe of transactions waiting for a lock (only a SingleWriter database may lack it)")
+			t.Fatal(noProbe)
 		}
 		t.Skip("single writer: a waiting transaction sleeps in the busy handler, which no lock table shows (Env.LockWaits nil)")
 	}
 	ib := newInbox(t, env, inbox.Config{MaxAttempts: 1000, Backoff: inbox.Backoff{Initial: time.Millisecond, Max: 10 * time.Millisecond}})
 	wantNoLockWaits(t, env, "before any claim")
-	started, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	unblock := func() { once.Do(func() { close(release) }) }
-	defer unblock() // also when the test fails, so that the holder ends
-	held := make(chan error, 1)
-	go func() {
-		out, err := ib.Process(ctx, msg("probed"), func(ctx context.Context, tx TTx, m *inbox.Message) error {
-			close(started)
-			<-release
-			return env.Write(ctx, tx, key(m.ID))
-		})
-		if err == nil && out.Status != inbox.Processed {
-			err = fmt.Errorf("holder: %v", out.Status)
-		}
-		held <- err
-	}()
-	<-started
+	release, held := holdClaim(t, env, ib, "probed")
 	wantNoLockWaits(t, env, "while a claim holds its row and none waits")
 	contender := make(chan inbox.Outcome, 1)
 	go func() {
@@ -239,9 +251,9 @@ func testLockWaitsProbe[TTx any](t *testing.T, h Harness[TTx]) {
 		contender <- out
 	}()
 	waitForLockWaits(t, env, 1)
-	unblock()
+	release()
 	if err := <-held; err != nil {
-		t.Fatalf("holder: %v", err)
+		t.Fatal(err)
 	}
 	if out := <-contender; out.Status != inbox.Duplicate {
 		t.Fatalf("contender: %+v, want Duplicate once the holder committed", out)
@@ -269,24 +281,11 @@ func testLockTimeout[TTx any](t *testing.T, h Harness[TTx]) {
 	}
 	for name, contend := range map[string]func(context.Context, inbox.Message) (inbox.Outcome, error){"Process": process, "ProcessTx": processTx} {
 		id := "stuck-" + name
-		started, release := make(chan struct{}), make(chan struct{})
-		held := make(chan error, 1)
-		go func() {
-			out, err := ib.Process(ctx, msg(id), func(ctx context.Context, tx TTx, m *inbox.Message) error {
-				close(started)
-				<-release
-				return env.Write(ctx, tx, key(m.ID))
-			})
-			if err == nil && out.Status != inbox.Processed {
-				err = fmt.Errorf("holder: %v", out.Status)
-			}
-			held <- err
-		}()
-		<-started
+		release, held := holdClaim(t, env, ib, id)
 		begin := time.Now()
 		out, err := contend(ctx, msg(id))
 		waited := time.Since(begin)
-		close(release)
+		release()
 		if out.Ack() || out.Status != inbox.Retry || !(inbox.IsRetryable(err) || env.Driver.Retryable(err)) {
 			t.Fatalf("%s: racing duplicate behind a held claim: %v %v, want Retry with a retryable error", name, out.Status, err)
 		}
