@@ -171,8 +171,8 @@ func waitForLockWaits[TTx any](t *testing.T, env *Env[TTx], n int) {
 }
 
 // wantNoLockWaits fails the test unless the probe sees no transaction of
-// env waiting for a lock within lockWaitsDeadline (MariaDB shows its lock
-// tables up to 100 ms late).
+// env waiting for a lock within lockWaitsDeadline (a waiter just granted
+// its lock may still show for a moment).
 func wantNoLockWaits[TTx any](t *testing.T, env *Env[TTx], when string) {
 	t.Helper()
 	if got := pollLockWaits(t, env, func(got int) bool { return got == 0 }); got != 0 {
@@ -193,7 +193,7 @@ func pollLockWaits[TTx any](t *testing.T, env *Env[TTx], ok func(int) bool) int 
 		if ok(got) || time.Now().After(deadline) {
 			return got
 		}
-		time.Sleep(150 * time.Millisecond) // slower than MariaDB refreshes its lock tables
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 

@@ -47,7 +47,7 @@ type Env[TTx any] struct {
 	// LockWaits returns the number of transactions of this environment
 	// (its schema's or database's connections) that wait for a lock, as
 	// the database's lock table shows them (PostgreSQL: pg_locks not
-	// granted; MySQL: INNODB_TRX in LOCK WAIT), so that a case can tell
+	// granted; MySQL: SHOW ENGINE INNODB STATUS), so that a case can tell
 	// that racing claims, or a pruner, queue behind a held row. Required
 	// unless SingleWriter: a case that needs it fails without it.
 	LockWaits func(ctx context.Context) (int, error)
