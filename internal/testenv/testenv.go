@@ -45,11 +45,22 @@ func PostgresDSN() string {
 // not answer.
 func PostgresPool(tb testing.TB, maxConns int32) *pgxpool.Pool {
 	tb.Helper()
+	return PostgresPoolNamed(tb, maxConns, "")
+}
+
+// PostgresPoolNamed is PostgresPool whose connections carry the
+// application_name name (unless empty), by which PostgresLockWaits finds
+// them.
+func PostgresPoolNamed(tb testing.TB, maxConns int32, name string) *pgxpool.Pool {
+	tb.Helper()
 	cfg, err := pgxpool.ParseConfig(PostgresDSN())
 	if err != nil {
 		tb.Fatalf("INBOX_POSTGRES_DSN: %v", err)
 	}
 	cfg.MaxConns = maxConns
+	if name != "" {
+		cfg.ConnConfig.RuntimeParams["application_name"] = name
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
@@ -133,6 +144,12 @@ func AMQPURL() string {
 	}
 	return "amqp://guest:guest@127.0.0.1:5672/"
 }
+
+// PostgresLockWaits counts the backends whose application_name is $1 that
+// wait for a lock (a row's, another transaction's, an advisory one): the
+// rows of pg_locks not granted. A backend waits for one lock at a time.
+const PostgresLockWaits = `SELECT count(DISTINCT l.pid) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+WHERE NOT l.granted AND a.application_name = $1`
 
 // PostgresLockTimeout reads the lock_timeout in effect, in milliseconds.
 const PostgresLockTimeout = `SELECT (extract(epoch FROM current_setting('lock_timeout')::interval) * 1000)::bigint`

@@ -23,8 +23,8 @@ func open(tb testing.TB, cfg *pgxstore.Config) (*storetest.Env[pgx.Tx], error) {
 	tb.Helper()
 	ctx := context.Background()
 	const maxConns = 20
-	pool := testenv.PostgresPool(tb, maxConns)
 	schema := testenv.Name("inboxtest_")
+	pool := testenv.PostgresPoolNamed(tb, maxConns, schema) // LockWaits finds its connections by that name
 	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
 		tb.Fatal(err)
 	}
@@ -81,6 +81,10 @@ func open(tb testing.TB, cfg *pgxstore.Config) (*storetest.Env[pgx.Tx], error) {
 		Expire: func(ctx context.Context, consumer, prefix string, n int, age time.Duration) error {
 			_, err := pool.Exec(ctx, testenv.PostgresExpire(inboxTable), []byte(consumer), prefix, n, age.Microseconds())
 			return err
+		},
+		LockWaits: func(ctx context.Context) (n int, err error) {
+			err = pool.QueryRow(ctx, testenv.PostgresLockWaits, schema).Scan(&n)
+			return n, err
 		},
 		LockTimeout: func(ctx context.Context, tx pgx.Tx) (time.Duration, error) {
 			var ms int64

@@ -7,13 +7,11 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/inboxkit/inbox"
-	"github.com/inboxkit/inbox/internal/pgsql"
 	"github.com/inboxkit/inbox/internal/testenv"
 	"github.com/inboxkit/inbox/store"
 	"github.com/inboxkit/inbox/store/pgxstore"
@@ -21,15 +19,7 @@ import (
 
 func migrated(t *testing.T) (*pgxstore.Driver, func(ctx context.Context, tx pgx.Tx, key string) error, func(key string) int) {
 	t.Helper()
-	d, _, write, count := migratedIn(t)
-	return d, write, count
-}
-
-// migratedIn also returns the tables (with the test's schema).
-func migratedIn(t *testing.T) (*pgxstore.Driver, store.Tables, func(ctx context.Context, tx pgx.Tx, key string) error, func(key string) int) {
-	t.Helper()
-	cfg := &pgxstore.Config{}
-	env, err := open(t, cfg)
+	env, err := open(t, &pgxstore.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +33,7 @@ func migratedIn(t *testing.T) (*pgxstore.Driver, store.Tables, func(ctx context.
 		}
 		return n
 	}
-	return env.Driver.(*pgxstore.Driver), cfg.Tables, env.Write, count
+	return env.Driver.(*pgxstore.Driver), env.Write, count
 }
 
 // A connection that dies before COMMIT answers leaves the outcome unknown to
@@ -80,36 +70,6 @@ func TestConnectionKilledBeforeCommit(t *testing.T) {
 	})
 	if err != nil || out.Status != inbox.Processed || count("killed") != 1 {
 		t.Fatalf("redelivery: %v %v, %d effects; want processed once", out.Status, err, count("killed"))
-	}
-}
-
-// Only one pruner works on a table at a time: while another holds the
-// table's advisory lock, Prune deletes nothing and says so.
-func TestPruneOnePrunerAtATime(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	d, tables, _, _ := migratedIn(t)
-	q, err := pgsql.New(tables)
-	if err != nil {
-		t.Fatal(err)
-	}
-	held, err := d.Begin(ctx, &store.BeginParams{LockTimeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer held.Rollback(ctx)
-	res, err := d.Prune(ctx, &store.PruneParams{Retention: time.Hour, Limit: 10})
-	if err != nil || res.Busy {
-		t.Fatalf("prune with no other pruner: %+v %v", res, err)
-	}
-	// Take the lock the way a running pruner holds it.
-	var got bool
-	if err := held.QueryRow(ctx, q.TryLock, q.LockKey).Scan(&got); err != nil || !got {
-		t.Fatalf("taking the prune lock: %v %v", got, err)
-	}
-	res, err = d.Prune(ctx, &store.PruneParams{Retention: time.Hour, Limit: 10})
-	if err != nil || !res.Busy || res.Deleted != 0 {
-		t.Fatalf("prune while another pruner works: %+v %v, want Busy", res, err)
 	}
 }
 

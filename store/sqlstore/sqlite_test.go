@@ -141,14 +141,6 @@ func TestBusy(t *testing.T) {
 			}
 		})
 	}
-	t.Run("Prune", func(t *testing.T) {
-		t.Parallel()
-		d := newDriver(t, openSQLite(t, path, &sqlstore.SQLiteOptions{BusyTimeout: timeout}))
-		res, err := d.Prune(ctx, &store.PruneParams{Retention: time.Hour, Limit: 10})
-		if err != nil || res == nil || !res.Busy || res.Deleted != 0 {
-			t.Fatalf("Prune while another connection writes = %+v, %v; want Busy, no error", res, err)
-		}
-	})
 }
 
 func TestDurabilityWarnings(t *testing.T) {

@@ -3,6 +3,8 @@ package sqlstore_test
 import (
 	"context"
 	"database/sql"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -96,15 +98,7 @@ SELECT ?, CONCAT(?, ? + i), UTC_TIMESTAMP(6) - INTERVAL (? + ? - i) MICROSECOND,
 		}
 		return nil
 	}
-	// Transactions of this database's connections waiting for a row lock.
-	// MariaDB refreshes INNODB_TRX only when it was not read for 100 ms: the
-	// suite polls more slowly than that.
-	env.LockWaits = func(ctx context.Context) (n int, err error) {
-		err = db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.INNODB_TRX t
-JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id
-WHERE t.trx_state = 'LOCK WAIT' AND p.DB = DATABASE()`).Scan(&n)
-		return n, err
-	}
+	env.LockWaits = func(ctx context.Context) (int, error) { return mysqlLockWaits(ctx, db) }
 	return env
 }
 
@@ -124,3 +118,45 @@ func TestMySQLStoreInterpolated(t *testing.T) { storetest.Run(t, mysqlInterpolat
 func BenchmarkMySQLStore(b *testing.B)             { storetest.Bench(b, mysqlPrepared) }
 func BenchmarkMySQLStoreInterpolated(b *testing.B) { storetest.Bench(b, mysqlInterpolated) }
 func BenchmarkMySQLPrune(b *testing.B)             { storetest.BenchPrune(b, mysqlPrepared) }
+
+// mysqlLockWaits counts the transactions of db's database (of its
+// connections) that wait for a lock, from SHOW ENGINE INNODB STATUS, which
+// the server writes afresh on each call. information_schema.INNODB_TRX is a
+// cache that MariaDB refreshes only after 100 ms without a read: tests that
+// poll it in parallel, or other processes, keep it stale (measured on
+// MariaDB 10.11: two readers every 50 ms hid a lock wait for 3 s).
+func mysqlLockWaits(ctx context.Context, db *sql.DB) (int, error) {
+	var typ, name, status string
+	if err := db.QueryRowContext(ctx, "SHOW ENGINE INNODB STATUS").Scan(&typ, &name, &status); err != nil {
+		return 0, err
+	}
+	waiting := map[string]bool{}
+	for _, trx := range strings.Split(status, "---TRANSACTION ")[1:] {
+		if m := mysqlWaitingThread.FindStringSubmatch(trx); m != nil {
+			waiting[m[1]] = true
+		}
+	}
+	if len(waiting) == 0 {
+		return 0, nil
+	}
+	rows, err := db.QueryContext(ctx, "SELECT ID FROM information_schema.PROCESSLIST WHERE DB = DATABASE()")
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return 0, err
+		}
+		if waiting[id] {
+			n++
+		}
+	}
+	return n, rows.Err()
+}
+
+// mysqlWaitingThread finds, in one transaction of SHOW ENGINE INNODB
+// STATUS, a lock wait and the thread (connection) ID of the transaction.
+var mysqlWaitingThread = regexp.MustCompile(`(?ms)^LOCK WAIT .*?^(?:MySQL|MariaDB) thread id (\d+),`)

@@ -6,7 +6,8 @@ import (
 	"testing"
 	"time"
 
-	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/inboxkit/inbox/internal/testenv"
 	"github.com/inboxkit/inbox/store"
@@ -19,13 +20,15 @@ import (
 var postgresHarness = storetest.Harness[*sql.Tx]{Open: func(tb testing.TB, tables store.Tables) (*storetest.Env[*sql.Tx], error) {
 	tb.Helper()
 	testenv.PostgresPool(tb, 1) // skips or fails when PostgreSQL is down
-	db, err := sql.Open("pgx", testenv.PostgresDSN())
+	cfg, err := pgx.ParseConfig(testenv.PostgresDSN())
 	if err != nil {
 		tb.Fatal(err)
 	}
+	schema := testenv.Name("inboxsql_")
+	cfg.RuntimeParams["application_name"] = schema // LockWaits finds the connections by it
+	db := stdlib.OpenDB(*cfg)
 	db.SetMaxOpenConns(20)
 	tb.Cleanup(func() { _ = db.Close() })
-	schema := testenv.Name("inboxsql_")
 	ledger := schema + ".ledger"
 	if _, err := db.Exec("CREATE SCHEMA " + schema + "; CREATE TABLE " + ledger + " (key text NOT NULL)"); err != nil {
 		tb.Fatal(err)
@@ -49,6 +52,10 @@ var postgresHarness = storetest.Harness[*sql.Tx]{Open: func(tb testing.TB, table
 	env.Transient = func(ctx context.Context, tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, testenv.PostgresRaiseDeadlock)
 		return err
+	}
+	env.LockWaits = func(ctx context.Context) (n int, err error) {
+		err = db.QueryRowContext(ctx, testenv.PostgresLockWaits, schema).Scan(&n)
+		return n, err
 	}
 	env.LockTimeout = func(ctx context.Context, tx *sql.Tx) (time.Duration, error) {
 		var ms int64

@@ -48,6 +48,7 @@ SELECT ?1, CAST(?2 || i AS BLOB), CAST(ROUND(unixepoch('now', 'subsec') * 1000) 
 			_, err := db.ExecContext(ctx, expire, []byte(consumer), prefix, n, age.Milliseconds())
 			return err
 		}
+		env.SingleWriter = true // no lock table: LockWaits stays nil
 		env.Settle = func(ctx context.Context) error {
 			_, err := db.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)")
 			return err

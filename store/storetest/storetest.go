@@ -44,11 +44,19 @@ type Env[TTx any] struct {
 	// microsecond apart, the last one youngest), in few statements: the
 	// backlog of the pruning benchmarks. Without it they are skipped.
 	Expire func(ctx context.Context, consumer, prefix string, n int, age time.Duration) error
-	// LockWaits, if set, returns the number of transactions on these
-	// tables' database that wait for a row lock, so that a test can tell
-	// when racing claims queue behind a held one; without it the suite
-	// waits a fixed time instead.
+	// LockWaits returns the number of transactions of this environment
+	// (its schema's or database's connections) that wait for a lock, as
+	// the database's lock table shows them (PostgreSQL: pg_locks not
+	// granted; MySQL: SHOW ENGINE INNODB STATUS), so that a case can tell
+	// that racing claims, or a pruner, queue behind a held row. Required
+	// unless SingleWriter: a case that needs it fails without it.
 	LockWaits func(ctx context.Context) (int, error)
+	// SingleWriter is true for a database where one transaction at a time
+	// writes (SQLite). Its write lock is then the pruners' lock too, and a
+	// transaction waiting for it sleeps in the database's busy handler,
+	// which no lock table shows: the cases skip that precondition visibly
+	// (a skipped subtest) when LockWaits is nil.
+	SingleWriter bool
 	// LockTimeout, if set, returns the lock timeout in effect in tx, where
 	// the store sets it per transaction (PostgreSQL: lock_timeout), so
 	// that the suite can check that ProcessTx leaves it set for the rest
