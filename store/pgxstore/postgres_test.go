@@ -177,7 +177,15 @@ func TestNewRejects(t *testing.T) {
 func TestDeadLetterTooLarge(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	d, tables, _, _ := migratedIn(t)
+	cfg := &pgxstore.Config{}
+	env, err := open(t, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Driver.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tables := cfg.Tables
 	pool := testenv.PostgresPool(t, 2)
 	dead := tables.Name("inbox_dead_letters", store.QuoteDouble)
 	for _, sql := range []string{
@@ -194,7 +202,7 @@ func TestDeadLetterTooLarge(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ib, err := inbox.New(ctx, d, &inbox.Config{Consumer: "c", MaxAttempts: 1})
+	ib, err := inbox.New(ctx, env.Driver, &inbox.Config{Consumer: "c", MaxAttempts: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
