@@ -13,6 +13,7 @@ import (
 	"github.com/inboxkit/inbox"
 	"github.com/inboxkit/inbox/broker"
 	"github.com/inboxkit/inbox/internal/testenv"
+	"github.com/inboxkit/inbox/internal/testenv/pgenv"
 	"github.com/inboxkit/inbox/store"
 	"github.com/inboxkit/inbox/store/pgxstore"
 )
@@ -24,7 +25,7 @@ import (
 // The messages are published before the timer starts.
 func Bench(b *testing.B, h Harness) {
 	const workers = 4
-	pool := testenv.PostgresPool(b, 2*workers+2)
+	pool := pgenv.Pool(b, 2*workers+2)
 	ctx := context.Background()
 	schema := testenv.Name("benchbroker_")
 	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+schema+"; CREATE TABLE "+schema+".ledger_baseline (id text NOT NULL); CREATE TABLE "+schema+".ledger_inbox (id text NOT NULL)"); err != nil {

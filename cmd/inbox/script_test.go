@@ -14,6 +14,8 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/inboxkit/inbox/internal/testenv"
+	"github.com/inboxkit/inbox/internal/testenv/mysqlenv"
+	"github.com/inboxkit/inbox/internal/testenv/pgenv"
 	"github.com/inboxkit/inbox/store"
 	"github.com/inboxkit/inbox/store/pgxstore"
 	"github.com/inboxkit/inbox/store/sqlstore"
@@ -176,16 +178,16 @@ func client(t *testing.T, script string, names []string, args ...string) {
 }
 
 func postgresScriptEnv(t *testing.T) scriptEnv {
-	pool := testenv.PostgresPool(t, 2)
+	pool := pgenv.Pool(t, 2)
 	schema := testenv.Name("cmdscript_")
 	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE") })
 	return scriptEnv{
 		dialect:  "postgres",
-		store:    []string{"-postgres", testenv.PostgresDSN()},
+		store:    []string{"-postgres", pgenv.DSN()},
 		printed:  store.Tables{Schema: schema, Prefix: "p_"},
 		migrated: store.Tables{Schema: schema, Prefix: "m_"},
 		apply: func(t *testing.T, script string) {
-			client(t, script, []string{"psql"}, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", testenv.PostgresDSN(), "-f", "-")
+			client(t, script, []string{"psql"}, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", pgenv.DSN(), "-f", "-")
 		},
 		recorded: func(t *testing.T, tables store.Tables) [][3]string {
 			rows, err := pool.Query(context.Background(), "SELECT version::text, name, applied_at::text FROM "+
@@ -207,7 +209,7 @@ func postgresScriptEnv(t *testing.T) scriptEnv {
 }
 
 func mysqlScriptEnv(t *testing.T) scriptEnv {
-	dsn := testenv.MySQLDatabase(t)
+	dsn := mysqlenv.Database(t)
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
 		t.Fatal(err)

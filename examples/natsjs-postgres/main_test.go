@@ -9,10 +9,11 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/inboxkit/inbox/internal/testenv"
+	"github.com/inboxkit/inbox/internal/testenv/pgenv"
 )
 
 func TestExample(t *testing.T) {
-	testenv.PostgresPool(t, 1)
+	pgenv.Pool(t, 1)
 	nc, err := nats.Connect(testenv.NATSURL())
 	if err != nil {
 		testenv.Unavailable(t, "NATS", err)
@@ -25,7 +26,7 @@ func TestExample(t *testing.T) {
 		}
 	}()
 	var out bytes.Buffer
-	args := []string{"-nats", testenv.NATSURL(), "-postgres", testenv.PostgresDSN(), "-stream", stream, "-publish", "20", "-idle", "1s"}
+	args := []string{"-nats", testenv.NATSURL(), "-postgres", pgenv.DSN(), "-stream", stream, "-publish", "20", "-idle", "1s"}
 	if err := run(context.Background(), args, &out); err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}

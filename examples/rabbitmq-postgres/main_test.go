@@ -9,10 +9,11 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/inboxkit/inbox/internal/testenv"
+	"github.com/inboxkit/inbox/internal/testenv/pgenv"
 )
 
 func TestExample(t *testing.T) {
-	testenv.PostgresPool(t, 1)
+	pgenv.Pool(t, 1)
 	conn, err := amqp.Dial(testenv.AMQPURL())
 	if err != nil {
 		testenv.Unavailable(t, "RabbitMQ", err)
@@ -25,7 +26,7 @@ func TestExample(t *testing.T) {
 		}
 	}()
 	var out bytes.Buffer
-	args := []string{"-amqp", testenv.AMQPURL(), "-postgres", testenv.PostgresDSN(), "-queue", queue, "-publish", "20", "-idle", "1s"}
+	args := []string{"-amqp", testenv.AMQPURL(), "-postgres", pgenv.DSN(), "-queue", queue, "-publish", "20", "-idle", "1s"}
 	if err := run(context.Background(), args, &out); err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}

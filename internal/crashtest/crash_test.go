@@ -28,6 +28,7 @@ import (
 	"github.com/inboxkit/inbox/broker/natsjs"
 	"github.com/inboxkit/inbox/broker/rabbitmq"
 	"github.com/inboxkit/inbox/internal/testenv"
+	"github.com/inboxkit/inbox/internal/testenv/pgenv"
 	"github.com/inboxkit/inbox/store"
 	"github.com/inboxkit/inbox/store/pgxstore"
 )
@@ -143,7 +144,7 @@ func destination(t *testing.T, brokerName string) (string, broker.Publisher, []s
 
 func runPoint(t *testing.T, brokerName, point string, n int) {
 	ctx := context.Background()
-	pool := testenv.PostgresPool(t, 4)
+	pool := pgenv.Pool(t, 4)
 	schema := testenv.Name("crash_")
 	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+schema+"; CREATE TABLE "+schema+".ledger (id text NOT NULL)"); err != nil {
 		t.Fatal(err)
@@ -246,7 +247,7 @@ func child(point string) error {
 	defer cancel()
 	schema, dest := os.Getenv("INBOX_CRASH_SCHEMA"), os.Getenv("INBOX_CRASH_DEST")
 	total, _ := strconv.Atoi(os.Getenv("INBOX_CRASH_TOTAL"))
-	pool, err := pgxpool.New(ctx, testenv.PostgresDSN())
+	pool, err := pgxpool.New(ctx, pgenv.DSN())
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/inboxkit/inbox/internal/testenv"
+	"github.com/inboxkit/inbox/internal/testenv/pgenv"
 	"github.com/inboxkit/inbox/store"
 	"github.com/inboxkit/inbox/store/pgxstore"
 	"github.com/inboxkit/inbox/store/storetest"
@@ -24,7 +25,7 @@ func open(tb testing.TB, cfg *pgxstore.Config) (*storetest.Env[pgx.Tx], error) {
 	ctx := context.Background()
 	const maxConns = 20
 	schema := testenv.Name("inboxtest_")
-	pool := testenv.PostgresPoolNamed(tb, maxConns, schema) // LockWaits finds its connections by that name
+	pool := pgenv.PoolNamed(tb, maxConns, schema) // LockWaits finds its connections by that name
 	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
 		tb.Fatal(err)
 	}
@@ -66,7 +67,7 @@ func open(tb testing.TB, cfg *pgxstore.Config) (*storetest.Env[pgx.Tx], error) {
 			return err
 		},
 		Transient: func(ctx context.Context, tx pgx.Tx) error {
-			_, err := tx.Exec(ctx, testenv.PostgresRaiseDeadlock)
+			_, err := tx.Exec(ctx, pgenv.RaiseDeadlock)
 			return err
 		},
 		LeaveRowsOpen: func(ctx context.Context, tx pgx.Tx) error {
@@ -79,16 +80,16 @@ func open(tb testing.TB, cfg *pgxstore.Config) (*storetest.Env[pgx.Tx], error) {
 		Tables:   *tables,
 		MaxConns: maxConns,
 		Expire: func(ctx context.Context, consumer, prefix string, n int, age time.Duration) error {
-			_, err := pool.Exec(ctx, testenv.PostgresExpire(inboxTable), []byte(consumer), prefix, n, age.Microseconds())
+			_, err := pool.Exec(ctx, pgenv.Expire(inboxTable), []byte(consumer), prefix, n, age.Microseconds())
 			return err
 		},
 		LockWaits: func(ctx context.Context) (n int, err error) {
-			err = pool.QueryRow(ctx, testenv.PostgresLockWaits, schema).Scan(&n)
+			err = pool.QueryRow(ctx, pgenv.LockWaits, schema).Scan(&n)
 			return n, err
 		},
 		LockTimeout: func(ctx context.Context, tx pgx.Tx) (time.Duration, error) {
 			var ms int64
-			err := tx.QueryRow(ctx, testenv.PostgresLockTimeout).Scan(&ms)
+			err := tx.QueryRow(ctx, pgenv.LockTimeout).Scan(&ms)
 			return time.Duration(ms) * time.Millisecond, err
 		},
 		Settle: func(ctx context.Context) error {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/inboxkit/inbox"
 	"github.com/inboxkit/inbox/internal/testenv"
+	"github.com/inboxkit/inbox/internal/testenv/pgenv"
 	"github.com/inboxkit/inbox/store"
 	"github.com/inboxkit/inbox/store/pgxstore"
 )
@@ -43,7 +44,7 @@ func TestConnectionKilledBeforeCommit(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	d, write, count := migrated(t)
-	killer := testenv.PostgresPool(t, 2)
+	killer := pgenv.Pool(t, 2)
 	ib, err := inbox.New(ctx, d, &inbox.Config{Consumer: "c"})
 	if err != nil {
 		t.Fatal(err)
@@ -77,11 +78,11 @@ func TestConnectionKilledBeforeCommit(t *testing.T) {
 // crash: New warns.
 func TestDurabilityWarning(t *testing.T) {
 	t.Parallel()
-	cfg, err := pgxpool.ParseConfig(testenv.PostgresDSN())
+	cfg, err := pgxpool.ParseConfig(pgenv.DSN())
 	if err != nil {
 		t.Fatal(err)
 	}
-	testenv.PostgresPool(t, 1) // skips or fails when PostgreSQL is down
+	pgenv.Pool(t, 1) // skips or fails when PostgreSQL is down
 	cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
@@ -186,7 +187,7 @@ func TestDeadLetterTooLarge(t *testing.T) {
 		t.Fatal(err)
 	}
 	tables := cfg.Tables
-	pool := testenv.PostgresPool(t, 2)
+	pool := pgenv.Pool(t, 2)
 	dead := tables.Name("inbox_dead_letters", store.QuoteDouble)
 	for _, sql := range []string{
 		`CREATE FUNCTION ` + tables.Schema + `.refuse_large() RETURNS trigger LANGUAGE plpgsql AS $$

@@ -16,6 +16,7 @@ import (
 	"github.com/inboxkit/inbox"
 	"github.com/inboxkit/inbox/internal/pgsql"
 	"github.com/inboxkit/inbox/internal/testenv"
+	"github.com/inboxkit/inbox/internal/testenv/pgenv"
 	"github.com/inboxkit/inbox/store"
 	"github.com/inboxkit/inbox/store/pgxstore"
 )
@@ -47,7 +48,7 @@ func (n *planNode) walk(f func(*planNode)) {
 func TestPruneReadsOnlyItsBatch(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := testenv.PostgresPool(t, 2)
+	pool := pgenv.Pool(t, 2)
 	_, q := migratedSchema(t, pool)
 	const retentionMS, limit, expired = 3_600_000, 100, 5000
 	for _, tc := range []struct {
@@ -167,10 +168,10 @@ func explainAnalyze(t *testing.T, pool *pgxpool.Pool, mode, stmt string, args ..
 func TestPruneStartsWhereTheLastBatchEnded(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := testenv.PostgresPool(t, 3)
+	pool := pgenv.Pool(t, 3)
 	d, q := migratedSchema(t, pool)
 	table := q.Tables.Name("inbox", store.QuoteDouble)
-	if _, err := pool.Exec(ctx, testenv.PostgresExpire(table), []byte("c"), "old-", 5000, 2*time.Hour.Microseconds()); err != nil {
+	if _, err := pool.Exec(ctx, pgenv.Expire(table), []byte("c"), "old-", 5000, 2*time.Hour.Microseconds()); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := pool.Exec(ctx, "VACUUM ANALYZE "+table); err != nil {
@@ -219,7 +220,7 @@ func TestPruneStartsWhereTheLastBatchEnded(t *testing.T) {
 // (the floor), side by side on tables of their own.
 func BenchmarkClaimIndex(b *testing.B) {
 	ctx := context.Background()
-	pool := testenv.PostgresPool(b, 2)
+	pool := pgenv.Pool(b, 2)
 	for _, v := range []struct{ name, ddl string }{
 		{"index=brin", `DROP INDEX %[1]s."inbox_received_at_btree_idx"; CREATE INDEX ON %[1]s.inbox USING brin (received_at)`},
 		{"index=btree", ``},

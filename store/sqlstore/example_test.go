@@ -9,6 +9,7 @@ import (
 
 	"github.com/inboxkit/inbox"
 	"github.com/inboxkit/inbox/internal/testenv"
+	"github.com/inboxkit/inbox/internal/testenv/pgenv"
 	"github.com/inboxkit/inbox/store/sqlstore"
 )
 
@@ -94,8 +95,8 @@ func TestProcessTxFlow(t *testing.T) {
 		credit string
 	}{
 		{"postgres", func(t *testing.T) (*sql.DB, sqlstore.Dialect) {
-			testenv.PostgresPool(t, 1)
-			db, err := sql.Open("pgx", testenv.PostgresDSN())
+			pgenv.Pool(t, 1)
+			db, err := sql.Open("pgx", pgenv.DSN())
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -12,7 +12,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/inboxkit/inbox"
-	"github.com/inboxkit/inbox/internal/testenv"
+	"github.com/inboxkit/inbox/internal/testenv/mysqlenv"
 	"github.com/inboxkit/inbox/store/sqlstore"
 )
 
@@ -55,7 +55,7 @@ func mysqlInbox(t *testing.T, db *sql.DB, cfg sqlstore.Config, icfg inbox.Config
 
 func TestOpenMySQL(t *testing.T) {
 	t.Parallel()
-	dsn := testenv.MySQLDatabase(t)
+	dsn := mysqlenv.Database(t)
 	tests := []struct {
 		name     string
 		dsn      string
@@ -118,7 +118,7 @@ func TestOpenMySQL(t *testing.T) {
 func TestMySQLClientFoundRowsRefused(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db, err := sql.Open("mysql", withParam(t, testenv.MySQLDatabase(t), "clientFoundRows=true&innodb_lock_wait_timeout=1"))
+	db, err := sql.Open("mysql", withParam(t, mysqlenv.Database(t), "clientFoundRows=true&innodb_lock_wait_timeout=1"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,7 +303,7 @@ func mysqlErrNumber(err error) uint16 {
 func TestMySQLDurabilityWarnsAboutLockWait(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db, err := sql.Open("mysql", withParam(t, testenv.MySQLDatabase(t), "innodb_lock_wait_timeout=50"))
+	db, err := sql.Open("mysql", withParam(t, mysqlenv.Database(t), "innodb_lock_wait_timeout=50"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -327,7 +327,7 @@ func TestMySQLDurabilityWarnsAboutLockWait(t *testing.T) {
 func TestMySQLProcessTxOtherPool(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dsn := testenv.MySQLDatabase(t)
+	dsn := mysqlenv.Database(t)
 	var pools [2]*sql.DB
 	for i := range pools {
 		db, err := sqlstore.OpenMySQL(dsn, nil)

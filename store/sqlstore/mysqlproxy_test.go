@@ -17,7 +17,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/inboxkit/inbox"
-	"github.com/inboxkit/inbox/internal/testenv"
+	"github.com/inboxkit/inbox/internal/testenv/mysqlenv"
 	"github.com/inboxkit/inbox/store/sqlstore"
 	"github.com/inboxkit/inbox/store/storetest"
 )
@@ -223,7 +223,7 @@ func TestMySQLPrepareRefused(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			cfg, err := mysql.ParseDSN(withParam(t, testenv.MySQLDatabase(t), "interpolateParams=true"))
+			cfg, err := mysql.ParseDSN(withParam(t, mysqlenv.Database(t), "interpolateParams=true"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -296,7 +296,7 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 // The proxy's refusal is what go-sql-driver reports for the server's own.
 func TestPrepareRefuserReplies(t *testing.T) {
 	t.Parallel()
-	cfg, err := mysql.ParseDSN(testenv.MySQLDatabase(t))
+	cfg, err := mysql.ParseDSN(mysqlenv.Database(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/inboxkit/inbox/internal/testenv"
+	"github.com/inboxkit/inbox/internal/testenv/mysqlenv"
 	"github.com/inboxkit/inbox/store"
 	"github.com/inboxkit/inbox/store/sqlstore"
 )
@@ -26,7 +27,7 @@ import (
 // the next burst (TCP, the login, OpenMySQL's session settings).
 func BenchmarkMySQLIdleConns(b *testing.B) {
 	const burst = 8
-	dsn := testenv.MySQLDatabase(b)
+	dsn := mysqlenv.Database(b)
 	for _, tc := range []struct {
 		name string
 		idle int
@@ -98,7 +99,7 @@ func TestOpenKeepsIdleConns(t *testing.T) {
 			var db *sql.DB
 			var err error
 			if strings.HasPrefix(tc.name, "mysql") {
-				db, err = sqlstore.OpenMySQL(testenv.MySQLDatabase(t), &sqlstore.MySQLOptions{MaxIdleConns: tc.idle})
+				db, err = sqlstore.OpenMySQL(mysqlenv.Database(t), &sqlstore.MySQLOptions{MaxIdleConns: tc.idle})
 			} else {
 				db, err = sqlstore.OpenSQLite(filepath.Join(t.TempDir(), "idle.db"), &sqlstore.SQLiteOptions{MaxIdleConns: tc.idle})
 			}

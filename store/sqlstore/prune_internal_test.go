@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/inboxkit/inbox/internal/testenv"
+	"github.com/inboxkit/inbox/internal/testenv/mysqlenv"
 	"github.com/inboxkit/inbox/store"
 )
 
@@ -87,7 +87,7 @@ INSERT INTO ` + table + ` (consumer, message_id, %s) SELECT x'63', CAST(i AS BLO
 func TestPrunePlanMySQL(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db, err := OpenMySQL(testenv.MySQLDatabase(t), nil)
+	db, err := OpenMySQL(mysqlenv.Database(t), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

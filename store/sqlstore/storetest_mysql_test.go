@@ -10,7 +10,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/inboxkit/inbox/internal/testenv"
+	"github.com/inboxkit/inbox/internal/testenv/mysqlenv"
 	"github.com/inboxkit/inbox/store"
 	"github.com/inboxkit/inbox/store/sqlstore"
 	"github.com/inboxkit/inbox/store/storetest"
@@ -45,7 +45,7 @@ func openMySQL(tb testing.TB, params string) *sql.DB { return openMySQLVia(tb, p
 
 func openMySQLVia(tb testing.TB, params string, via func(tb testing.TB, addr string) string) *sql.DB {
 	tb.Helper()
-	dsn := testenv.MySQLDatabase(tb)
+	dsn := mysqlenv.Database(tb)
 	if params != "" {
 		dsn = withParam(tb, dsn, params)
 	}

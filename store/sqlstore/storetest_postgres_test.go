@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/inboxkit/inbox/internal/testenv"
+	"github.com/inboxkit/inbox/internal/testenv/pgenv"
 	"github.com/inboxkit/inbox/store"
 	"github.com/inboxkit/inbox/store/sqlstore"
 	"github.com/inboxkit/inbox/store/storetest"
@@ -19,8 +20,8 @@ import (
 // pgx's stdlib driver.
 var postgresHarness = storetest.Harness[*sql.Tx]{Open: func(tb testing.TB, tables store.Tables) (*storetest.Env[*sql.Tx], error) {
 	tb.Helper()
-	testenv.PostgresPool(tb, 1) // skips or fails when PostgreSQL is down
-	cfg, err := pgx.ParseConfig(testenv.PostgresDSN())
+	pgenv.Pool(tb, 1) // skips or fails when PostgreSQL is down
+	cfg, err := pgx.ParseConfig(pgenv.DSN())
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -50,20 +51,20 @@ var postgresHarness = storetest.Harness[*sql.Tx]{Open: func(tb testing.TB, table
 	})
 	env.MaxConns = 20
 	env.Transient = func(ctx context.Context, tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, testenv.PostgresRaiseDeadlock)
+		_, err := tx.ExecContext(ctx, pgenv.RaiseDeadlock)
 		return err
 	}
 	env.LockWaits = func(ctx context.Context) (n int, err error) {
-		err = db.QueryRowContext(ctx, testenv.PostgresLockWaits, schema).Scan(&n)
+		err = db.QueryRowContext(ctx, pgenv.LockWaits, schema).Scan(&n)
 		return n, err
 	}
 	env.LockTimeout = func(ctx context.Context, tx *sql.Tx) (time.Duration, error) {
 		var ms int64
-		err := tx.QueryRowContext(ctx, testenv.PostgresLockTimeout).Scan(&ms)
+		err := tx.QueryRowContext(ctx, pgenv.LockTimeout).Scan(&ms)
 		return time.Duration(ms) * time.Millisecond, err
 	}
 	env.Expire = func(ctx context.Context, consumer, prefix string, n int, age time.Duration) error {
-		_, err := db.ExecContext(ctx, testenv.PostgresExpire(inboxTable), []byte(consumer), prefix, n, age.Microseconds())
+		_, err := db.ExecContext(ctx, pgenv.Expire(inboxTable), []byte(consumer), prefix, n, age.Microseconds())
 		return err
 	}
 	env.Settle = func(ctx context.Context) error {

@@ -1,4 +1,4 @@
-package natsjs_test
+package dbtest
 
 import (
 	"context"

@@ -1,4 +1,9 @@
-package rabbitmq_test
+// Package dbtest holds the tests of package rabbitmq that need a database
+// (broker/brokertest's fixture, on SQLite; its benchmarks, on PostgreSQL).
+// They live apart from the adapter so that go mod tidy in a program that
+// imports the adapter does not load them, and so downloads no database
+// driver for them.
+package dbtest
 
 import (
 	"context"
