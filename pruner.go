@@ -86,8 +86,11 @@ func NewPruner(s PruneStore, cfg *PrunerConfig) (*Pruner, error) {
 }
 
 // Prune deletes every row older than the retention, in batches of
-// BatchSize with at least Pause between them, and returns how many it deleted. It
-// stops early, without error, when another pruner is working on the table.
+// BatchSize with at least Pause between them, and returns how many it
+// deleted. A batch that finds the table busy (another pruner works on it;
+// SQLite: writers held the lock for the whole busy timeout) is tried again
+// up to pruneBusyRetries times, each after twice the last wait; then Prune
+// stops early, without error, and leaves the rest to the next one.
 func (p *Pruner) Prune(ctx context.Context) (int, error) {
 	start := time.Now()
 	total, err := p.prune(ctx)
@@ -104,6 +107,7 @@ func (p *Pruner) prune(ctx context.Context) (int, error) {
 	// every batch slower than the last. A row that a transaction older than
 	// the retention inserts behind that point waits for the next Prune.
 	params := store.PruneParams{Retention: p.cfg.Retention, Limit: p.cfg.BatchSize}
+	busy := 0 // busy batches in a row
 	for {
 		start := time.Now()
 		res, err := p.store.Prune(ctx, &params)
@@ -114,16 +118,31 @@ func (p *Pruner) prune(ctx context.Context) (int, error) {
 			params.From = res.Last
 		}
 		total += res.Deleted
-		if res.Busy || res.Deleted < p.cfg.BatchSize {
+		wait := max(p.cfg.Pause, time.Since(start))
+		switch {
+		case res.Busy:
+			// Giving up until the next Interval left a backlog to grow
+			// for a minute each time writers kept SQLite's lock from
+			// the pruner.
+			if busy++; busy > pruneBusyRetries {
+				return total, nil
+			}
+			wait = min(wait<<busy, p.cfg.Interval)
+		case res.Deleted < p.cfg.BatchSize:
 			return total, nil
+		default:
+			busy = 0
 		}
 		select {
 		case <-ctx.Done():
 			return total, ctx.Err()
-		case <-time.After(max(p.cfg.Pause, time.Since(start))):
+		case <-time.After(wait):
 		}
 	}
 }
+
+// pruneBusyRetries is how often Prune tries a busy batch again.
+const pruneBusyRetries = 3
 
 // Run prunes at once and then every Interval until ctx is done, logging
 // errors; it returns nil when ctx is done.

@@ -49,3 +49,60 @@ func TestPrunerWaitsAsLongAsTheLastBatch(t *testing.T) {
 		}
 	}
 }
+
+// busyPruneStore answers Busy to the calls whose index (from 0) busy
+// holds, deletes a full batch otherwise, and a short one at call last.
+type busyPruneStore struct {
+	busy  map[int]bool
+	last  int
+	mu    sync.Mutex
+	calls int
+}
+
+func (s *busyPruneStore) Prune(_ context.Context, p *store.PruneParams) (*store.PruneResult, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := s.calls
+	s.calls++
+	switch {
+	case s.busy[i]:
+		return &store.PruneResult{Busy: true}, nil
+	case i >= s.last:
+		return &store.PruneResult{}, nil
+	}
+	return &store.PruneResult{Deleted: p.Limit}, nil
+}
+
+// A busy batch is tried again, a few times, before Prune leaves the rest
+// to the next Interval.
+func TestPrunerRetriesABusyBatch(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name                string
+		busy                []int
+		last                int
+		wantRows, wantCalls int
+	}{
+		{"busy twice first", []int{0, 1}, 5, 30, 6},
+		{"busy between batches", []int{1, 2, 3}, 6, 30, 7},
+		{"busy again after a batch", []int{0, 1, 2, 4, 5, 6}, 8, 20, 9},
+		{"busy throughout", []int{0, 1, 2, 3, 4, 5}, 10, 0, 1 + pruneBusyRetries},
+		{"busy too long after a batch", []int{1, 2, 3, 4, 5}, 10, 10, 2 + pruneBusyRetries},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := &busyPruneStore{busy: map[int]bool{}, last: tc.last}
+			for _, i := range tc.busy {
+				s.busy[i] = true
+			}
+			p, err := NewPruner(s, &PrunerConfig{Retention: time.Hour, BatchSize: 10, Pause: time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			n, err := p.Prune(context.Background())
+			if err != nil || n != tc.wantRows || s.calls != tc.wantCalls {
+				t.Errorf("Prune = %d rows, %v, in %d calls; want %d rows in %d calls", n, err, s.calls, tc.wantRows, tc.wantCalls)
+			}
+		})
+	}
+}
