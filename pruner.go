@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/inboxkit/inbox/store"
@@ -29,8 +30,9 @@ type PrunerConfig struct {
 	BatchSize int
 	// Pause is the least wait between two batches, to leave the database
 	// room; the Pruner also waits at least as long as the last batch took,
-	// so that it backs off when the database is busy and its batches slow
-	// down. Default 30 ms: on PostgreSQL a batch of 1000 takes about 4 ms,
+	// times how much slower it was than the fastest batch so far (at most
+	// 4 times), so that it backs off when the database is busy and its
+	// batches slow down. Default 30 ms: on PostgreSQL a batch of 1000 takes about 4 ms,
 	// so the defaults delete about 30,000 rows/s alone, and faster than 8
 	// busy writers insert at no measurable cost to them (README,
 	// Performance, for MariaDB and SQLite).
@@ -50,6 +52,8 @@ type Pruner struct {
 	store PruneStore
 	cfg   PrunerConfig
 	hooks hookSet
+	// fastest is the quickest full batch so far, in nanoseconds.
+	fastest atomic.Int64
 }
 
 // NewPruner returns a Pruner on s (any store driver).
@@ -132,6 +136,7 @@ func (p *Pruner) prune(ctx context.Context) (int, error) {
 			return total, nil
 		default:
 			busy = 0
+			wait = max(p.cfg.Pause, p.pace(time.Since(start)))
 		}
 		select {
 		case <-ctx.Done():
@@ -143,6 +148,24 @@ func (p *Pruner) prune(ctx context.Context) (int, error) {
 
 // pruneBusyRetries is how often Prune tries a busy batch again.
 const pruneBusyRetries = 3
+
+// pace returns the least wait after a full batch that took took: took,
+// times how much slower the batch was than the fastest so far (at most
+// maxPruneSlowdown times). A batch slows down when other work keeps the
+// database busy, and what pruning costs that work grows with the share of
+// the database's time the pruner takes; alone, a batch's jitter stays
+// under the Pause.
+func (p *Pruner) pace(took time.Duration) time.Duration {
+	f := time.Duration(p.fastest.Load())
+	if f == 0 || took < f {
+		p.fastest.Store(int64(took))
+		return took
+	}
+	return time.Duration(float64(took) * min(float64(took)/float64(f), maxPruneSlowdown))
+}
+
+// maxPruneSlowdown bounds how much longer pace makes a wait.
+const maxPruneSlowdown = 4
 
 // Run prunes at once and then every Interval until ctx is done, logging
 // errors; it returns nil when ctx is done.

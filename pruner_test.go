@@ -106,3 +106,53 @@ func TestPrunerRetriesABusyBatch(t *testing.T) {
 		})
 	}
 }
+
+// scriptedPruneStore deletes a full batch per duration in took, each
+// taking that long, then a short one, and records when each began and
+// ended.
+type scriptedPruneStore struct {
+	took  []time.Duration
+	mu    sync.Mutex
+	spans [][2]time.Time
+}
+
+func (s *scriptedPruneStore) Prune(_ context.Context, p *store.PruneParams) (*store.PruneResult, error) {
+	s.mu.Lock()
+	i := len(s.spans)
+	s.mu.Unlock()
+	start := time.Now()
+	if i < len(s.took) {
+		time.Sleep(s.took[i])
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.spans = append(s.spans, [2]time.Time{start, time.Now()})
+	if i >= len(s.took) {
+		return &store.PruneResult{}, nil
+	}
+	return &store.PruneResult{Deleted: p.Limit}, nil
+}
+
+// A batch slower than the fastest so far is followed by a wait as much
+// longer (at most maxPruneSlowdown times): the Pruner's share of a busy
+// database shrinks.
+func TestPrunerWaitsLongerWhenBatchesSlowDown(t *testing.T) {
+	t.Parallel()
+	s := &scriptedPruneStore{took: []time.Duration{5 * time.Millisecond, 5 * time.Millisecond, 15 * time.Millisecond, 40 * time.Millisecond}}
+	p, err := NewPruner(s, &PrunerConfig{Retention: time.Hour, BatchSize: 10, Pause: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := p.Prune(context.Background()); err != nil || n != 40 {
+		t.Fatalf("prune: %d, %v; want 40 rows", n, err)
+	}
+	fastest := time.Duration(1<<63 - 1)
+	for i := 1; i < len(s.spans); i++ {
+		took := s.spans[i-1][1].Sub(s.spans[i-1][0])
+		fastest = min(fastest, took)
+		want := time.Duration(float64(took) * min(float64(took)/float64(fastest), maxPruneSlowdown) * 0.95)
+		if wait := s.spans[i][0].Sub(s.spans[i-1][1]); wait < want {
+			t.Errorf("batch %d began %v after batch %d, which took %v (the fastest %v): want at least %v", i, wait, i-1, took, fastest, want)
+		}
+	}
+}
