@@ -133,9 +133,9 @@ func (s *scriptedPruneStore) Prune(_ context.Context, p *store.PruneParams) (*st
 	return &store.PruneResult{Deleted: p.Limit}, nil
 }
 
-// A batch slower than the fastest so far is followed by a wait as much
-// longer (at most maxPruneSlowdown times): the Pruner's share of a busy
-// database shrinks.
+// A batch more than twice as slow as the fastest so far is followed by a
+// wait as many times longer (at most maxPruneSlowdown times): the Pruner's
+// share of a busy database shrinks.
 func TestPrunerWaitsLongerWhenBatchesSlowDown(t *testing.T) {
 	t.Parallel()
 	s := &scriptedPruneStore{took: []time.Duration{5 * time.Millisecond, 5 * time.Millisecond, 15 * time.Millisecond, 40 * time.Millisecond}}
@@ -150,7 +150,7 @@ func TestPrunerWaitsLongerWhenBatchesSlowDown(t *testing.T) {
 	for i := 1; i < len(s.spans); i++ {
 		took := s.spans[i-1][1].Sub(s.spans[i-1][0])
 		fastest = min(fastest, took)
-		want := time.Duration(float64(took) * min(float64(took)/float64(fastest), maxPruneSlowdown) * 0.95)
+		want := time.Duration(float64(took) * pruneSlowdown(took, fastest) * 0.95)
 		if wait := s.spans[i][0].Sub(s.spans[i-1][1]); wait < want {
 			t.Errorf("batch %d began %v after batch %d, which took %v (the fastest %v): want at least %v", i, wait, i-1, took, fastest, want)
 		}
