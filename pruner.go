@@ -155,7 +155,7 @@ const pruneBusyRetries = 3
 // work keeps the database busy, and what pruning costs that work grows
 // with the share of the database's time the pruner takes; twice the
 // fastest leaves a batch's jitter alone (measured on MariaDB: pacing by
-// the fastest itself cut the pruner's speed alone by 10-20 %).
+// the fastest itself cut the pruner's speed alone by 12-22 %).
 func (p *Pruner) pace(took time.Duration) time.Duration {
 	f := time.Duration(p.fastest.Load())
 	if f == 0 || took < f {
