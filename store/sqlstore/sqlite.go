@@ -29,12 +29,17 @@ import (
 // IMMEDIATE when the DSN says _txlock=immediate, so that writers queue at
 // BEGIN instead of failing when a read lock cannot be upgraded. SQLite has
 // no isolation levels to choose: its transactions are serializable.
+//
+// On a *sql.DB of OpenSQLite the pool's read-write transactions also queue
+// for the lock in the process, first come first served (see OpenSQLite).
 var SQLite = Dialect{d: sqliteDialect{}}
 
 // SQLiteOptions are the settings of OpenSQLite.
 type SQLiteOptions struct {
 	// BusyTimeout is how long a writer waits for the write lock before it
-	// fails with SQLITE_BUSY. Default 5 s; negative means not at all.
+	// fails with SQLITE_BUSY: for the pool's other writers (then with
+	// ErrSQLiteBusy), and again for other processes' (busy_timeout).
+	// Default 5 s; negative means not at all.
 	BusyTimeout time.Duration
 	// MaxIdleConns is how many idle connections the pool keeps
 	// (sql.DB.SetMaxIdleConns). Default DefaultMaxIdleConns; negative
@@ -48,15 +53,31 @@ type SQLiteOptions struct {
 // BEGIN IMMEDIATE for every read-write transaction of the pool, and
 // DefaultMaxIdleConns idle connections kept. opts may be nil. It connects
 // once to report a bad path or setting now.
+//
+// The pool's read-write transactions (BeginTx without ReadOnly, the
+// store's own and the application's alike) wait for one another in the
+// process, in the order they began, before BEGIN IMMEDIATE: SQLite's busy
+// handler sleeps and retries, so whoever tries when the lock is free gets
+// it, and under 8 busy writers a pruner or a slow writer waited until its
+// busy timeout. A transaction holds its turn until it commits or rolls
+// back, by any path (database/sql's own rollback when its context is done
+// included), or its connection closes; one that is never ended holds it
+// as it holds SQLite's lock. A writer that waited BusyTimeout for its turn
+// fails with ErrSQLiteBusy, retryable; one whose context ends stops
+// waiting. Writes outside a transaction (db.Exec), read-only transactions
+// that write, other pools and other processes do not queue: they wait for
+// SQLite's lock up to busy_timeout, as before, against one writer of this
+// pool at a time.
 func OpenSQLite(path string, opts *SQLiteOptions) (*sql.DB, error) {
 	dsn, err := sqliteDSN(path, opts)
 	if err != nil {
 		return nil, err
 	}
-	db, err := sql.Open("sqlite", dsn)
+	base, err := sqlite.NewConnector(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: open %q: %w", path, err)
 	}
+	db := sql.OpenDB(queuedConnector{Connector: base, q: newWriteQueue(sqliteBusyTimeout(opts))})
 	idle := 0
 	if opts != nil {
 		idle = opts.MaxIdleConns
@@ -76,10 +97,7 @@ func sqliteDSN(path string, opts *SQLiteOptions) (string, error) {
 	if path == "" {
 		return "", fmt.Errorf("%w: OpenSQLite: empty path", ErrInvalidConfig)
 	}
-	busy := 5 * time.Second
-	if opts != nil && opts.BusyTimeout != 0 {
-		busy = max(opts.BusyTimeout, 0)
-	}
+	busy := sqliteBusyTimeout(opts)
 	q := url.Values{}
 	q.Add("_pragma", "busy_timeout("+strconv.FormatInt(busy.Milliseconds(), 10)+")")
 	q.Add("_pragma", "journal_mode(WAL)")
@@ -87,6 +105,14 @@ func sqliteDSN(path string, opts *SQLiteOptions) (string, error) {
 	q.Add("_pragma", "foreign_keys(1)")
 	q.Set("_txlock", "immediate")
 	return "file:" + sqliteURIPath(path) + "?" + q.Encode(), nil
+}
+
+// sqliteBusyTimeout is opts' busy timeout: default 5 s, 0 for none.
+func sqliteBusyTimeout(opts *SQLiteOptions) time.Duration {
+	if opts != nil && opts.BusyTimeout != 0 {
+		return max(opts.BusyTimeout, 0)
+	}
+	return 5 * time.Second
 }
 
 // sqliteURIPath escapes what a file: URI would read as its query, fragment
@@ -235,6 +261,9 @@ func (sqliteDialect) tooLarge(err error) bool   { return sqliteCode(err) == sqli
 func (sqliteDialect) claimDeadlock(error) bool  { return false }
 
 func (sqliteDialect) busy(err error) bool {
+	if errors.Is(err, ErrSQLiteBusy) {
+		return true
+	}
 	switch sqliteCode(err) {
 	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
 		return true
@@ -244,13 +273,21 @@ func (sqliteDialect) busy(err error) bool {
 
 // beginMigrate takes the write lock at BEGIN, whatever the pool's _txlock:
 // a second migrator waits (busy_timeout) and then sees the versions applied.
+// It queues for the pool's write slot first (OpenSQLite), which endMigrate
+// gives back, or Migrate's closing of a connection it drops.
 func (sqliteDialect) beginMigrate(ctx context.Context, conn *sql.Conn, _ store.Tables) error {
+	if err := conn.Raw(func(raw any) error { return slotOf(raw, func(c *queuedConn) error { return c.takeSlot(ctx) }) }); err != nil {
+		return err
+	}
 	_, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE")
 	return err
 }
 
 func (sqliteDialect) endMigrate(ctx context.Context, conn *sql.Conn, _ store.Tables, commit bool) error {
-	return endConnTx(ctx, conn, commit)
+	if err := endConnTx(ctx, conn, commit); err != nil {
+		return err // Migrate drops conn, whose Close gives the slot back
+	}
+	return conn.Raw(func(raw any) error { return slotOf(raw, func(c *queuedConn) error { c.giveSlot(); return nil }) })
 }
 
 // scriptFrame: the write lock, as beginMigrate takes it, for the whole

@@ -1,0 +1,187 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+)
+
+// ErrSQLiteBusy is the error of a write transaction on a *sql.DB of
+// OpenSQLite that waited the busy timeout for the pool's other writers
+// (see OpenSQLite); Driver.Retryable reports it retryable, as SQLITE_BUSY.
+var ErrSQLiteBusy = errors.New("sqlstore: SQLite busy: waited the busy timeout for this pool's other writers")
+
+// writeQueue lets the write transactions of one pool take SQLite's single
+// write lock one at a time, in the order they asked for it. SQLite's busy
+// handler makes waiting writers sleep and retry (1 ms, 2 ms, 5 ms, ... up
+// to 100 ms a sleep): whoever tries at the moment the lock is free gets
+// it, so a writer that commits every few milliseconds keeps winning while
+// one that waits longer sleeps longer, and the lock sits idle while
+// everyone sleeps. Under 8 busy writers the pruner got the lock about once
+// a second, or waited the whole busy timeout.
+//
+// The queue only orders this pool's writers: SQLite's lock still decides,
+// so a writer of another pool or process still waits up to busy_timeout
+// for it, and any mismatch (a transaction ended behind the queue's back)
+// falls back to SQLite's own waiting, never to two writers at once.
+type writeQueue struct {
+	// slot is full while a transaction holds it. A channel's blocked
+	// senders are served in the order they blocked, and a release hands
+	// the slot straight to the first of them: no newcomer overtakes.
+	slot chan struct{}
+	// wait is how long a writer waits for the slot: the busy timeout;
+	// zero: not at all.
+	wait time.Duration
+}
+
+func newWriteQueue(wait time.Duration) *writeQueue {
+	return &writeQueue{slot: make(chan struct{}, 1), wait: max(wait, 0)}
+}
+
+// take waits for the slot up to q.wait, or until ctx is done.
+func (q *writeQueue) take(ctx context.Context) error {
+	select {
+	case q.slot <- struct{}{}: // free, and then nobody waits for it
+		return nil
+	default:
+	}
+	if q.wait == 0 {
+		return ErrSQLiteBusy
+	}
+	t := time.NewTimer(q.wait)
+	defer t.Stop()
+	select {
+	case q.slot <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return fmt.Errorf("%w (%v)", ErrSQLiteBusy, q.wait)
+	}
+}
+
+func (q *writeQueue) release() { <-q.slot }
+
+// queuedConnector opens modernc's connections wrapped in queuedConn.
+type queuedConnector struct {
+	driver.Connector
+	q *writeQueue
+}
+
+func (c queuedConnector) Connect(ctx context.Context) (driver.Conn, error) {
+	conn, err := c.Connector.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sc, ok := conn.(sqliteConn)
+	if !ok {
+		_ = conn.Close()
+		return nil, fmt.Errorf("sqlstore: modernc.org/sqlite's connection %T lacks an interface it used to have", conn)
+	}
+	return &queuedConn{sqliteConn: sc, q: c.q}, nil
+}
+
+// sqliteConn is what modernc's connections implement and database/sql
+// uses; queuedConn forwards all of it (modernc's NewConnector asks
+// wrappers to).
+type sqliteConn interface {
+	driver.Conn
+	driver.ConnBeginTx
+	driver.ConnPrepareContext
+	driver.ExecerContext
+	driver.QueryerContext
+	driver.Pinger
+	driver.SessionResetter
+	driver.Validator
+}
+
+// queuedConn takes its pool's write slot before BEGIN IMMEDIATE and gives
+// it back once the transaction ended, however it ends: database/sql ends
+// every transaction through the driver's Commit or Rollback (its own
+// rollback when the transaction's context is done included) or closes the
+// connection, and each of them gives the slot back. A transaction that is
+// never ended holds the slot as it holds SQLite's lock: the other writers
+// then fail after the busy timeout, as they did without the queue.
+type queuedConn struct {
+	sqliteConn
+	q    *writeQueue
+	held atomic.Bool
+}
+
+// Unwrap returns modernc's connection (for sqlite.Limit and conn.Raw users).
+func (c *queuedConn) Unwrap() driver.Conn { return c.sqliteConn }
+
+// takeSlot takes the write slot for a transaction begun with SQL (Migrate's
+// BEGIN IMMEDIATE); giveSlot, or closing the connection, gives it back.
+func (c *queuedConn) takeSlot(ctx context.Context) error {
+	if err := c.q.take(ctx); err != nil {
+		return err
+	}
+	c.held.Store(true)
+	return nil
+}
+
+func (c *queuedConn) giveSlot() {
+	if c.held.CompareAndSwap(true, false) {
+		c.q.release()
+	}
+}
+
+// BeginTx queues a read-write transaction; a read-only one begins with a
+// deferred BEGIN and takes no write lock.
+func (c *queuedConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	if opts.ReadOnly {
+		return c.sqliteConn.BeginTx(ctx, opts)
+	}
+	if err := c.takeSlot(ctx); err != nil {
+		return nil, err
+	}
+	tx, err := c.sqliteConn.BeginTx(ctx, opts)
+	if err != nil {
+		c.giveSlot()
+		return nil, err
+	}
+	return &queuedTx{Tx: tx, c: c}, nil
+}
+
+// Begin is the context-free form; database/sql calls BeginTx.
+func (c *queuedConn) Begin() (driver.Tx, error) {
+	return c.BeginTx(context.Background(), driver.TxOptions{})
+}
+
+// Close closes the connection, which ends a transaction still open on it,
+// and then gives the slot back.
+func (c *queuedConn) Close() error {
+	err := c.sqliteConn.Close()
+	c.giveSlot()
+	return err
+}
+
+// queuedTx gives the slot back once COMMIT or ROLLBACK returned: SQLite
+// released its lock by then (modernc rolls back a COMMIT that failed).
+type queuedTx struct {
+	driver.Tx
+	c *queuedConn
+}
+
+func (t *queuedTx) Commit() error {
+	defer t.c.giveSlot()
+	return t.Tx.Commit()
+}
+
+func (t *queuedTx) Rollback() error {
+	defer t.c.giveSlot()
+	return t.Tx.Rollback()
+}
+
+// slotOf runs fn on the queuedConn under raw, a driver connection that
+// sql.Conn.Raw passes; not one (a pool not of OpenSQLite): nothing to do.
+func slotOf(raw any, fn func(*queuedConn) error) error {
+	if c, ok := raw.(*queuedConn); ok {
+		return fn(c)
+	}
+	return nil
+}
