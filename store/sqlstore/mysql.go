@@ -15,6 +15,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/inboxkit/inbox/store"
+	"github.com/inboxkit/inbox/store/sqlstore/internal/sqldialect"
 )
 
 // MySQL is the dialect of MySQL (8.0 and later) and MariaDB (10.6 and
@@ -195,59 +196,59 @@ const mysqlDeadLetterColumns = `id, consumer, message_id, message_type, payload,
 
 // In the ON DUPLICATE KEY UPDATE clauses, IF(LAST_INSERT_ID(1), x, x)
 // assigns x its own value, which changes nothing (0 rows affected), and
-// marks the row as left alone (see queries.returning).
-var mysqlQueries = queries{
-	returning: false,
+// marks the row as left alone (see sqldialect.Queries.returning).
+var mysqlQueries = sqldialect.Queries{
+	Returning: false,
 
-	claim: `INSERT INTO {inbox} (consumer, message_id, received_at, message_type, fingerprint, dead)
+	Claim: `INSERT INTO {inbox} (consumer, message_id, received_at, message_type, fingerprint, dead)
 VALUES (?, ?, ` + mysqlNow + `, ?, ?, FALSE)
 ON DUPLICATE KEY UPDATE consumer = IF(LAST_INSERT_ID(1), consumer, consumer)`,
-	claimLookup: `SELECT fingerprint, message_type FROM {inbox} WHERE consumer = ? AND message_id = ?`,
+	ClaimLookup: `SELECT fingerprint, message_type FROM {inbox} WHERE consumer = ? AND message_id = ?`,
 
-	rollbackToSavepoint: `ROLLBACK TO SAVEPOINT `,
+	RollbackToSavepoint: `ROLLBACK TO SAVEPOINT `,
 
-	attemptAdd: `INSERT INTO {attempts} (consumer, message_id, last_error, attempts, transient_failures, first_failed_at, last_failed_at)
+	AttemptAdd: `INSERT INTO {attempts} (consumer, message_id, last_error, attempts, transient_failures, first_failed_at, last_failed_at)
 VALUES (?, ?, ?, ?, ?, ` + mysqlNow + `, ` + mysqlNow + `)
 ON DUPLICATE KEY UPDATE
     attempts = attempts + VALUES(attempts),
     transient_failures = transient_failures + VALUES(transient_failures),
     last_failed_at = VALUES(last_failed_at),
     last_error = VALUES(last_error)`,
-	attemptCount:   `SELECT attempts, transient_failures FROM {attempts} WHERE consumer = ? AND message_id = ?`,
-	attemptsDelete: `DELETE FROM {attempts} WHERE consumer = ? AND message_id = ?`,
+	AttemptCount:   `SELECT attempts, transient_failures FROM {attempts} WHERE consumer = ? AND message_id = ?`,
+	AttemptsDelete: `DELETE FROM {attempts} WHERE consumer = ? AND message_id = ?`,
 
-	deadInsert: `INSERT INTO {inbox} (consumer, message_id, received_at, message_type, fingerprint, dead)
+	DeadInsert: `INSERT INTO {inbox} (consumer, message_id, received_at, message_type, fingerprint, dead)
 VALUES (?, ?, ` + mysqlNow + `, ?, ?, TRUE)
 ON DUPLICATE KEY UPDATE consumer = IF(LAST_INSERT_ID(1), consumer, consumer)`,
-	deadLetterInsert: `INSERT INTO {dead_letters} (consumer, message_id, message_type, payload, headers, error, attempts, failed_at)
+	DeadLetterInsert: `INSERT INTO {dead_letters} (consumer, message_id, message_type, payload, headers, error, attempts, failed_at)
 VALUES (?, ?, ?, ?, ?, ?, ?, ` + mysqlNow + `)`,
-	deadLetterList: `SELECT ` + mysqlDeadLetterColumns + ` FROM {dead_letters}
+	DeadLetterList: `SELECT ` + mysqlDeadLetterColumns + ` FROM {dead_letters}
 WHERE consumer = ? AND id > ? ORDER BY id LIMIT ?`,
-	deadLetterGet:    `SELECT ` + mysqlDeadLetterColumns + ` FROM {dead_letters} WHERE consumer = ? AND id = ? FOR UPDATE`,
-	deadLetterDelete: `DELETE FROM {dead_letters} WHERE consumer = ? AND id = ?`,
+	DeadLetterGet:    `SELECT ` + mysqlDeadLetterColumns + ` FROM {dead_letters} WHERE consumer = ? AND id = ? FOR UPDATE`,
+	DeadLetterDelete: `DELETE FROM {dead_letters} WHERE consumer = ? AND id = ?`,
 
 	// A dead row turns live (2 rows affected); a live one is left alone.
-	reclaim: `INSERT INTO {inbox} (consumer, message_id, received_at, message_type, fingerprint, dead)
+	Reclaim: `INSERT INTO {inbox} (consumer, message_id, received_at, message_type, fingerprint, dead)
 VALUES (?, ?, ` + mysqlNow + `, ?, ?, FALSE)
 ON DUPLICATE KEY UPDATE dead = IF(dead, FALSE, IF(LAST_INSERT_ID(1), dead, dead))`,
 
-	pruneInbox: `DELETE FROM {inbox}
+	PruneInbox: `DELETE FROM {inbox}
 WHERE received_at < ` + mysqlNow + ` - INTERVAL (? * 1000) MICROSECOND
 ORDER BY received_at
 LIMIT ?`,
-	pruneAttempts: `DELETE FROM {attempts}
+	PruneAttempts: `DELETE FROM {attempts}
 WHERE last_failed_at < ` + mysqlNow + ` - INTERVAL (? * 1000) MICROSECOND
 ORDER BY last_failed_at
 LIMIT ?`,
 
-	migrationsCreate: `CREATE TABLE IF NOT EXISTS {migrations} (
+	MigrationsCreate: `CREATE TABLE IF NOT EXISTS {migrations} (
     version    INT          NOT NULL PRIMARY KEY,
     name       VARCHAR(255) NOT NULL,
     applied_at DATETIME(6)  NOT NULL
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
-	migrationsApplied: `SELECT version FROM {migrations}`,
-	schemaVersion:     `SELECT coalesce(max(version), 0) FROM {migrations}`,
-	migrationRecord:   `INSERT INTO {migrations} (version, name, applied_at) VALUES (?, ?, ` + mysqlNow + `)`,
+	MigrationsApplied: `SELECT version FROM {migrations}`,
+	SchemaVersion:     `SELECT coalesce(max(version), 0) FROM {migrations}`,
+	MigrationRecord:   `INSERT INTO {migrations} (version, name, applied_at) VALUES (?, ?, ` + mysqlNow + `)`,
 }
 
 // mysqlLockName is a GET_LOCK name for what (migrate, prune) on the
@@ -262,19 +263,19 @@ const mysqlMigrateWait = 600
 
 type mysqlDialect struct{}
 
-func (mysqlDialect) name() string                { return "mysql" }
-func (mysqlDialect) prepareClaims() bool         { return true }
-func (mysqlDialect) quote(ident string) string   { return store.QuoteBacktick(ident) }
-func (mysqlDialect) migrations() (fs.FS, string) { return migrationsFS, "migrations/mysql" }
-func (mysqlDialect) templates() queries          { return mysqlQueries }
+func (mysqlDialect) Name() string                  { return "mysql" }
+func (mysqlDialect) PrepareClaims() bool           { return true }
+func (mysqlDialect) Quote(ident string) string     { return store.QuoteBacktick(ident) }
+func (mysqlDialect) Migrations() (fs.FS, string)   { return migrationsFS, "migrations/mysql" }
+func (mysqlDialect) Templates() sqldialect.Queries { return mysqlQueries }
 
-func (mysqlDialect) checkTables(store.Tables) error { return nil }
+func (mysqlDialect) CheckTables(store.Tables) error { return nil }
 
 var mysqlTxOptions = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 
 // txOptions: READ COMMITTED for each transaction, unless OpenMySQL opened
 // db and so set it for each connection.
-func (mysqlDialect) txOptions(db *sql.DB) *sql.TxOptions {
+func (mysqlDialect) TxOptions(db *sql.DB) *sql.TxOptions {
 	if _, ok := db.Driver().(mysqlOpened); ok {
 		return nil
 	}
@@ -282,10 +283,10 @@ func (mysqlDialect) txOptions(db *sql.DB) *sql.TxOptions {
 }
 
 // setLockTimeout: innodb_lock_wait_timeout is set per connection (OpenMySQL).
-func (mysqlDialect) setLockTimeout(context.Context, *sql.Tx, time.Duration) error { return nil }
+func (mysqlDialect) SetLockTimeout(context.Context, *sql.Tx, time.Duration) error { return nil }
 
 // setLockTimeoutAndSavepoint: the savepoint alone (see setLockTimeout).
-func (mysqlDialect) setLockTimeoutAndSavepoint(ctx context.Context, tx *sql.Tx, _ time.Duration, savepoint string) error {
+func (mysqlDialect) SetLockTimeoutAndSavepoint(ctx context.Context, tx *sql.Tx, _ time.Duration, savepoint string) error {
 	_, err := tx.ExecContext(ctx, "SAVEPOINT "+savepoint)
 	return err
 }
@@ -312,7 +313,7 @@ func mysqlNumber(err error) uint16 {
 	return 0
 }
 
-func (mysqlDialect) retryable(err error) bool {
+func (mysqlDialect) Retryable(err error) bool {
 	switch mysqlNumber(err) {
 	case mysqlErrCheckRead, mysqlErrLockWaitTimeout, mysqlErrDeadlock:
 		return true
@@ -363,7 +364,7 @@ func (mysqlDialect) checkPacket(ctx context.Context, tx *sql.Tx, args ...[]byte)
 
 const packetMargin = 16 << 10
 
-func (mysqlDialect) busy(err error) bool { return mysqlNumber(err) == mysqlErrLockWaitTimeout }
+func (mysqlDialect) Busy(err error) bool { return mysqlNumber(err) == mysqlErrLockWaitTimeout }
 
 // claimDeadlock: racing claims of one message deadlock on InnoDB when the
 // transaction that inserted the row rolls back. Each waiter's claim holds
@@ -373,7 +374,7 @@ func (mysqlDialect) busy(err error) bool { return mysqlNumber(err) == mysqlErrLo
 // back all but one (1213). Beginning again is safe, as the claim was the
 // transaction's first statement, and the new claim waits behind the
 // survivor's row like any duplicate.
-func (mysqlDialect) claimDeadlock(err error) bool { return mysqlNumber(err) == mysqlErrDeadlock }
+func (mysqlDialect) ClaimDeadlock(err error) bool { return mysqlNumber(err) == mysqlErrDeadlock }
 
 // prepareRefused: the server's prepared-statement limit is reached, the
 // statement cannot be prepared, or the connection no longer knows it.
@@ -381,15 +382,15 @@ func (mysqlDialect) claimDeadlock(err error) bool { return mysqlNumber(err) == m
 // savepoints with it; nothing else removes the inbox's savepoint.
 // tooLarge: 1153, a packet larger than max_allowed_packet (the server
 // then closes the connection).
-func (mysqlDialect) tooLarge(err error) bool { return mysqlNumber(err) == 1153 }
+func (mysqlDialect) TooLarge(err error) bool { return mysqlNumber(err) == 1153 }
 
-func (mysqlDialect) connBusy(err error) bool { return errors.Is(err, mysql.ErrBusyBuffer) }
+func (mysqlDialect) ConnBusy(err error) bool { return errors.Is(err, mysql.ErrBusyBuffer) }
 
-func (mysqlDialect) savepointGone(err error) bool {
+func (mysqlDialect) SavepointGone(err error) bool {
 	return mysqlNumber(err) == mysqlErrSavepointDoesNotExist
 }
 
-func (mysqlDialect) prepareRefused(err error) bool {
+func (mysqlDialect) PrepareRefused(err error) bool {
 	switch mysqlNumber(err) {
 	case mysqlErrMaxPreparedStmtCount, mysqlErrUnsupportedPS, mysqlErrUnknownStmtHandler:
 		return true
@@ -397,7 +398,7 @@ func (mysqlDialect) prepareRefused(err error) bool {
 	return false
 }
 
-func (d mysqlDialect) transient(err error) bool { return d.retryable(err) }
+func (d mysqlDialect) Transient(err error) bool { return d.Retryable(err) }
 
 // MySQL error numbers that no retry fixes.
 const (
@@ -411,7 +412,7 @@ const (
 	mysqlErrSpecificAccess     = 1227
 )
 
-func (mysqlDialect) unrecoverable(err error) bool {
+func (mysqlDialect) Unrecoverable(err error) bool {
 	switch mysqlNumber(err) {
 	case mysqlErrDBAccessDenied, mysqlErrAccessDenied, mysqlErrBadDB, mysqlErrBadField,
 		mysqlErrTableAccessDenied, mysqlErrColumnAccessDenied, mysqlErrNoSuchTable, mysqlErrSpecificAccess:
@@ -420,7 +421,7 @@ func (mysqlDialect) unrecoverable(err error) bool {
 	return false
 }
 
-func (mysqlDialect) missingTable(err error) bool { return mysqlNumber(err) == mysqlErrNoSuchTable }
+func (mysqlDialect) MissingTable(err error) bool { return mysqlNumber(err) == mysqlErrNoSuchTable }
 
 func mysqlLock(ctx context.Context, conn *sql.Conn, what string, t store.Tables, wait int) (bool, error) {
 	var got sql.NullInt64
@@ -447,7 +448,7 @@ func mysqlUnlock(ctx context.Context, conn *sql.Conn, what string, t store.Table
 
 // beginMigrate takes the migration lock of the tables, waiting for
 // another migrator; there is no transaction to begin, as DDL commits.
-func (mysqlDialect) beginMigrate(ctx context.Context, conn *sql.Conn, t store.Tables) error {
+func (mysqlDialect) BeginMigrate(ctx context.Context, conn *sql.Conn, t store.Tables) error {
 	ok, err := mysqlLock(ctx, conn, "migrate", t, mysqlMigrateWait)
 	if err == nil && !ok {
 		err = fmt.Errorf("another migration held the lock for %d s", mysqlMigrateWait)
@@ -457,32 +458,32 @@ func (mysqlDialect) beginMigrate(ctx context.Context, conn *sql.Conn, t store.Ta
 
 // endMigrate releases the lock. A failed migration stays partly applied:
 // its statements are idempotent, and the next Migrate runs it again.
-func (mysqlDialect) endMigrate(ctx context.Context, conn *sql.Conn, t store.Tables, _ bool) error {
+func (mysqlDialect) EndMigrate(ctx context.Context, conn *sql.Conn, t store.Tables, _ bool) error {
 	return mysqlUnlock(ctx, conn, "migrate", t)
 }
 
 // scriptFrame: Migrate's GET_LOCK around the script; DDL commits by
 // itself, so every statement is idempotent, as for Migrate.
-func (mysqlDialect) scriptFrame(t store.Tables) (scriptFrame, error) {
+func (mysqlDialect) ScriptFrame(t store.Tables) (sqldialect.ScriptFrame, error) {
 	lock, err := fillLiterals(mysqlLockName, "migrate", t.Schema, t.Schema, t.Prefix)
 	if err != nil {
-		return scriptFrame{}, err
+		return sqldialect.ScriptFrame{}, err
 	}
-	return scriptFrame{
-		header: "-- The inbox's tables: apply with mariadb (or mysql) DATABASE < SCRIPT. MySQL commits\n" +
+	return sqldialect.ScriptFrame{
+		Header: "-- The inbox's tables: apply with mariadb (or mysql) DATABASE < SCRIPT. MySQL commits\n" +
 			"-- each DDL statement by itself: every statement is idempotent, and each version is\n" +
 			"-- recorded once, as Migrate records it: applying this twice, or after Migrate (even\n" +
 			"-- one cut short), changes nothing.\n",
-		begin:      "DO GET_LOCK(" + lock + ", " + strconv.Itoa(mysqlMigrateWait) + ");\n",
-		end:        "DO RELEASE_LOCK(" + lock + ");\n",
-		recordOnce: " ON DUPLICATE KEY UPDATE version = version",
+		Begin:      "DO GET_LOCK(" + lock + ", " + strconv.Itoa(mysqlMigrateWait) + ");\n",
+		End:        "DO RELEASE_LOCK(" + lock + ");\n",
+		RecordOnce: " ON DUPLICATE KEY UPDATE version = version",
 	}, nil
 }
 
 // statements splits a migration at the lines that end with ";". The
 // migration files keep to that: no statement has a line ending in ";"
 // inside it.
-func (mysqlDialect) statements(migration string) []string {
+func (mysqlDialect) Statements(migration string) []string {
 	var out []string
 	var cur strings.Builder
 	for line := range strings.Lines(migration) {
@@ -513,11 +514,11 @@ func mysqlStatement(s string) string {
 	return strings.TrimSuffix(strings.TrimSpace(strings.Join(keep, "")), ";")
 }
 
-func (mysqlDialect) lockPrune(ctx context.Context, conn *sql.Conn, t store.Tables) (bool, error) {
+func (mysqlDialect) LockPrune(ctx context.Context, conn *sql.Conn, t store.Tables) (bool, error) {
 	return mysqlLock(ctx, conn, "prune", t, 0)
 }
 
-func (mysqlDialect) unlockPrune(ctx context.Context, conn *sql.Conn, t store.Tables) error {
+func (mysqlDialect) UnlockPrune(ctx context.Context, conn *sql.Conn, t store.Tables) error {
 	return mysqlUnlock(ctx, conn, "prune", t)
 }
 
@@ -525,7 +526,7 @@ func (mysqlDialect) unlockPrune(ctx context.Context, conn *sql.Conn, t store.Tab
 // a connection that still has it was not opened with OpenMySQL.
 const mysqlDefaultLockWait = 50
 
-func (mysqlDialect) durabilityWarnings(ctx context.Context, conn *sql.Conn) ([]string, error) {
+func (mysqlDialect) DurabilityWarnings(ctx context.Context, conn *sql.Conn) ([]string, error) {
 	var flush, lockWait int64
 	var logBin, syncBinlog int64
 	err := conn.QueryRowContext(ctx, `SELECT @@GLOBAL.innodb_flush_log_at_trx_commit, @@SESSION.innodb_lock_wait_timeout,

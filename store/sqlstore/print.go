@@ -8,6 +8,7 @@ import (
 	"github.com/inboxkit/inbox/internal/migrate"
 	"github.com/inboxkit/inbox/internal/pgsql"
 	"github.com/inboxkit/inbox/store"
+	"github.com/inboxkit/inbox/store/sqlstore/internal/sqldialect"
 )
 
 // Migrations returns the SQL of the dialect's migrations for tables t,
@@ -18,8 +19,8 @@ func Migrations(dialect Dialect, t store.Tables) ([]store.Migration, error) {
 	if err != nil {
 		return nil, err
 	}
-	fsys, dir := d.migrations()
-	return migrate.Load(fsys, dir, t, d.quote)
+	fsys, dir := d.Migrations()
+	return migrate.Load(fsys, dir, t, d.Quote)
 }
 
 // MigrationScript returns the dialect's migrations for tables t as one SQL
@@ -54,36 +55,30 @@ func MigrationScript(dialect Dialect, t store.Tables) (string, error) {
 		}
 		return q.Script()
 	}
-	fsys, dir := d.migrations()
-	ms, err := migrate.Load(fsys, dir, t, d.quote)
+	fsys, dir := d.Migrations()
+	ms, err := migrate.Load(fsys, dir, t, d.Quote)
 	if err != nil {
 		return "", err
 	}
-	q := render(d.templates(), t, d.quote)
-	f, err := d.scriptFrame(t)
+	q := render(d.Templates(), t, d.Quote)
+	f, err := d.ScriptFrame(t)
 	if err != nil {
 		return "", err
 	}
 	var b strings.Builder
-	b.WriteString(f.header + f.begin + q.migrationsCreate + ";\n")
+	b.WriteString(f.Header + f.Begin + q.MigrationsCreate + ";\n")
 	for _, m := range ms {
-		record, err := fillLiterals(q.migrationRecord, m.Version, m.Name)
+		record, err := fillLiterals(q.MigrationRecord, m.Version, m.Name)
 		if err != nil {
 			return "", err
 		}
-		fmt.Fprintf(&b, "\n-- migration %d: %s\n%s\n%s%s;\n", m.Version, m.Name, strings.TrimSpace(m.SQL), record, f.recordOnce)
+		fmt.Fprintf(&b, "\n-- migration %d: %s\n%s\n%s%s;\n", m.Version, m.Name, strings.TrimSpace(m.SQL), record, f.RecordOnce)
 	}
-	b.WriteString("\n" + f.end)
+	b.WriteString("\n" + f.End)
 	return b.String(), nil
 }
 
-// scriptFrame is what a dialect's MigrationScript puts around the
-// migrations: header comment, lines that take and release Migrate's lock,
-// and the clause that keeps the record statement from recording a version
-// twice.
-type scriptFrame struct{ header, begin, end, recordOnce string }
-
-func scriptDialect(dialect Dialect, t store.Tables) (dialect, error) {
+func scriptDialect(dialect Dialect, t store.Tables) (sqldialect.Dialect, error) {
 	d := dialect.d
 	if d == nil {
 		return nil, fmt.Errorf("%w: a Dialect is required (sqlstore.SQLite)", ErrInvalidConfig)
@@ -123,11 +118,11 @@ func fillLiterals(stmt string, args ...any) (string, error) {
 }
 
 // checkTables checks t's names and that d can use them.
-func checkTables(d dialect, t store.Tables) error {
+func checkTables(d sqldialect.Dialect, t store.Tables) error {
 	if err := t.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	if err := d.checkTables(t); err != nil {
+	if err := d.CheckTables(t); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	return nil

@@ -22,8 +22,8 @@ const pruneRetentionMS, pruneLimit = 3_600_000, 100
 // column and its index, and the statement of each.
 func pruneTables(d *Driver) []struct{ table, column, index, stmt string } {
 	return []struct{ table, column, index, stmt string }{
-		{"inbox", "received_at", "inbox_received_at_idx", d.q.pruneInbox},
-		{"inbox_attempts", "last_failed_at", "inbox_attempts_last_failed_at_idx", d.q.pruneAttempts},
+		{"inbox", "received_at", "inbox_received_at_idx", d.q.PruneInbox},
+		{"inbox_attempts", "last_failed_at", "inbox_attempts_last_failed_at_idx", d.q.PruneAttempts},
 	}
 }
 

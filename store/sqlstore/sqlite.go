@@ -16,6 +16,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/inboxkit/inbox/store"
+	"github.com/inboxkit/inbox/store/sqlstore/internal/sqldialect"
 )
 
 // SQLite is the dialect of SQLite through modernc.org/sqlite (driver name
@@ -137,18 +138,18 @@ const sqliteNowPortable = `CAST(ROUND((julianday('now') - 2440587.5) * 86400000)
 
 const sqliteDeadLetterColumns = `id, consumer, message_id, message_type, payload, headers, error, attempts, failed_at`
 
-var sqliteQueries = queries{
-	returning: true,
+var sqliteQueries = sqldialect.Queries{
+	Returning: true,
 
-	claim: `INSERT INTO {inbox} (consumer, message_id, received_at, message_type, fingerprint, dead)
+	Claim: `INSERT INTO {inbox} (consumer, message_id, received_at, message_type, fingerprint, dead)
 VALUES (?, ?, ` + sqliteNow + `, ?, ?, 0)
 ON CONFLICT (consumer, message_id) DO NOTHING
 RETURNING 1`,
-	claimLookup: `SELECT fingerprint, message_type FROM {inbox} WHERE consumer = ? AND message_id = ?`,
+	ClaimLookup: `SELECT fingerprint, message_type FROM {inbox} WHERE consumer = ? AND message_id = ?`,
 
-	rollbackToSavepoint: `ROLLBACK TO SAVEPOINT `,
+	RollbackToSavepoint: `ROLLBACK TO SAVEPOINT `,
 
-	attemptAdd: `INSERT INTO {attempts} (consumer, message_id, last_error, attempts, transient_failures, first_failed_at, last_failed_at)
+	AttemptAdd: `INSERT INTO {attempts} (consumer, message_id, last_error, attempts, transient_failures, first_failed_at, last_failed_at)
 VALUES (?, ?, ?, ?, ?, ` + sqliteNow + `, ` + sqliteNow + `)
 ON CONFLICT (consumer, message_id) DO UPDATE SET
     attempts = attempts + excluded.attempts,
@@ -156,66 +157,66 @@ ON CONFLICT (consumer, message_id) DO UPDATE SET
     last_failed_at = excluded.last_failed_at,
     last_error = excluded.last_error
 RETURNING attempts, transient_failures`,
-	attemptsDelete: `DELETE FROM {attempts} WHERE consumer = ? AND message_id = ?`,
+	AttemptsDelete: `DELETE FROM {attempts} WHERE consumer = ? AND message_id = ?`,
 
-	deadInsert: `INSERT INTO {inbox} (consumer, message_id, received_at, message_type, fingerprint, dead)
+	DeadInsert: `INSERT INTO {inbox} (consumer, message_id, received_at, message_type, fingerprint, dead)
 VALUES (?, ?, ` + sqliteNow + `, ?, ?, 1)
 ON CONFLICT (consumer, message_id) DO NOTHING
 RETURNING 1`,
-	deadLetterInsert: `INSERT INTO {dead_letters} (consumer, message_id, message_type, payload, headers, error, attempts, failed_at)
+	DeadLetterInsert: `INSERT INTO {dead_letters} (consumer, message_id, message_type, payload, headers, error, attempts, failed_at)
 VALUES (?, ?, ?, ?, ?, ?, ?, ` + sqliteNow + `)`,
-	deadLetterList: `SELECT ` + sqliteDeadLetterColumns + ` FROM {dead_letters}
+	DeadLetterList: `SELECT ` + sqliteDeadLetterColumns + ` FROM {dead_letters}
 WHERE consumer = ? AND id > ? ORDER BY id LIMIT ?`,
 	// The write transaction is the lock: SQLite has one writer.
-	deadLetterGet:    `SELECT ` + sqliteDeadLetterColumns + ` FROM {dead_letters} WHERE consumer = ? AND id = ?`,
-	deadLetterDelete: `DELETE FROM {dead_letters} WHERE consumer = ? AND id = ?`,
+	DeadLetterGet:    `SELECT ` + sqliteDeadLetterColumns + ` FROM {dead_letters} WHERE consumer = ? AND id = ?`,
+	DeadLetterDelete: `DELETE FROM {dead_letters} WHERE consumer = ? AND id = ?`,
 
-	reclaim: `INSERT INTO {inbox} (consumer, message_id, received_at, message_type, fingerprint, dead)
+	Reclaim: `INSERT INTO {inbox} (consumer, message_id, received_at, message_type, fingerprint, dead)
 VALUES (?, ?, ` + sqliteNow + `, ?, ?, 0)
 ON CONFLICT (consumer, message_id) DO UPDATE SET dead = 0 WHERE dead = 1
 RETURNING 1`,
 
-	pruneInbox: `DELETE FROM {inbox} WHERE (consumer, message_id) IN (
+	PruneInbox: `DELETE FROM {inbox} WHERE (consumer, message_id) IN (
     SELECT consumer, message_id FROM {inbox}
     WHERE received_at < ` + sqliteNow + ` - ?
     ORDER BY received_at
     LIMIT ?)`,
-	pruneAttempts: `DELETE FROM {attempts} WHERE (consumer, message_id) IN (
+	PruneAttempts: `DELETE FROM {attempts} WHERE (consumer, message_id) IN (
     SELECT consumer, message_id FROM {attempts}
     WHERE last_failed_at < ` + sqliteNow + ` - ?
     ORDER BY last_failed_at
     LIMIT ?)`,
 
-	migrationsCreate: `CREATE TABLE IF NOT EXISTS {migrations} (
+	MigrationsCreate: `CREATE TABLE IF NOT EXISTS {migrations} (
     version    INTEGER PRIMARY KEY,
     name       TEXT    NOT NULL,
     applied_at INTEGER NOT NULL
 ) STRICT`,
-	migrationsApplied: `SELECT version FROM {migrations}`,
-	schemaVersion:     `SELECT coalesce(max(version), 0) FROM {migrations}`,
-	migrationRecord:   `INSERT INTO {migrations} (version, name, applied_at) VALUES (?, ?, ` + sqliteNowPortable + `)`,
+	MigrationsApplied: `SELECT version FROM {migrations}`,
+	SchemaVersion:     `SELECT coalesce(max(version), 0) FROM {migrations}`,
+	MigrationRecord:   `INSERT INTO {migrations} (version, name, applied_at) VALUES (?, ?, ` + sqliteNowPortable + `)`,
 }
 
 type sqliteDialect struct{}
 
-func (sqliteDialect) name() string                { return "sqlite" }
-func (sqliteDialect) prepareClaims() bool         { return false }
-func (sqliteDialect) quote(ident string) string   { return store.QuoteDouble(ident) }
-func (sqliteDialect) migrations() (fs.FS, string) { return migrationsFS, "migrations/sqlite" }
-func (sqliteDialect) templates() queries          { return sqliteQueries }
+func (sqliteDialect) Name() string                  { return "sqlite" }
+func (sqliteDialect) PrepareClaims() bool           { return false }
+func (sqliteDialect) Quote(ident string) string     { return store.QuoteDouble(ident) }
+func (sqliteDialect) Migrations() (fs.FS, string)   { return migrationsFS, "migrations/sqlite" }
+func (sqliteDialect) Templates() sqldialect.Queries { return sqliteQueries }
 
-func (sqliteDialect) checkTables(t store.Tables) error {
+func (sqliteDialect) CheckTables(t store.Tables) error {
 	if t.Schema != "" {
 		return fmt.Errorf("%w: SQLite has no schemas, leave Schema empty (got %q)", store.ErrInvalidTables, t.Schema)
 	}
 	return nil
 }
 
-func (sqliteDialect) txOptions(*sql.DB) *sql.TxOptions                             { return nil }
-func (sqliteDialect) setLockTimeout(context.Context, *sql.Tx, time.Duration) error { return nil }
+func (sqliteDialect) TxOptions(*sql.DB) *sql.TxOptions                             { return nil }
+func (sqliteDialect) SetLockTimeout(context.Context, *sql.Tx, time.Duration) error { return nil }
 
 // setLockTimeoutAndSavepoint: the savepoint alone (see setLockTimeout).
-func (sqliteDialect) setLockTimeoutAndSavepoint(ctx context.Context, tx *sql.Tx, _ time.Duration, savepoint string) error {
+func (sqliteDialect) SetLockTimeoutAndSavepoint(ctx context.Context, tx *sql.Tx, _ time.Duration, savepoint string) error {
 	_, err := tx.ExecContext(ctx, "SAVEPOINT "+savepoint)
 	return err
 }
@@ -230,18 +231,18 @@ func sqliteCode(err error) int {
 	return 0
 }
 
-func (d sqliteDialect) retryable(err error) bool {
-	return d.busy(err) || errors.Is(err, driver.ErrBadConn)
+func (d sqliteDialect) Retryable(err error) bool {
+	return d.Busy(err) || errors.Is(err, driver.ErrBadConn)
 }
 
-func (d sqliteDialect) transient(err error) bool { return d.retryable(err) }
+func (d sqliteDialect) Transient(err error) bool { return d.Retryable(err) }
 
 // unrecoverable: a missing table or column, a read-only, unopenable,
 // corrupt or foreign file, permission denied.
-func (d sqliteDialect) unrecoverable(err error) bool {
+func (d sqliteDialect) Unrecoverable(err error) bool {
 	switch sqliteCode(err) {
 	case sqlite3.SQLITE_ERROR:
-		return d.missingTable(err) || strings.Contains(err.Error(), "no such column")
+		return d.MissingTable(err) || strings.Contains(err.Error(), "no such column")
 	case sqlite3.SQLITE_READONLY, sqlite3.SQLITE_PERM, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_NOTADB,
 		sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_AUTH:
 		return true
@@ -249,18 +250,18 @@ func (d sqliteDialect) unrecoverable(err error) bool {
 	return false
 }
 
-func (sqliteDialect) missingTable(err error) bool {
+func (sqliteDialect) MissingTable(err error) bool {
 	return sqliteCode(err) == sqlite3.SQLITE_ERROR && strings.Contains(err.Error(), "no such table")
 }
 
 // prepareRefused: the dialect keeps no statements prepared.
-func (sqliteDialect) prepareRefused(error) bool { return false }
-func (sqliteDialect) savepointGone(error) bool  { return false }
-func (sqliteDialect) connBusy(error) bool       { return false } // statements interleave
-func (sqliteDialect) tooLarge(err error) bool   { return sqliteCode(err) == sqlite3.SQLITE_TOOBIG }
-func (sqliteDialect) claimDeadlock(error) bool  { return false }
+func (sqliteDialect) PrepareRefused(error) bool { return false }
+func (sqliteDialect) SavepointGone(error) bool  { return false }
+func (sqliteDialect) ConnBusy(error) bool       { return false } // statements interleave
+func (sqliteDialect) TooLarge(err error) bool   { return sqliteCode(err) == sqlite3.SQLITE_TOOBIG }
+func (sqliteDialect) ClaimDeadlock(error) bool  { return false }
 
-func (sqliteDialect) busy(err error) bool {
+func (sqliteDialect) Busy(err error) bool {
 	if errors.Is(err, ErrSQLiteBusy) {
 		return true
 	}
@@ -275,7 +276,7 @@ func (sqliteDialect) busy(err error) bool {
 // a second migrator waits (busy_timeout) and then sees the versions applied.
 // It queues for the pool's write slot first (OpenSQLite), which endMigrate
 // gives back, or Migrate's closing of a connection it drops.
-func (sqliteDialect) beginMigrate(ctx context.Context, conn *sql.Conn, _ store.Tables) error {
+func (sqliteDialect) BeginMigrate(ctx context.Context, conn *sql.Conn, _ store.Tables) error {
 	if err := conn.Raw(func(raw any) error { return slotOf(raw, func(c *queuedConn) error { return c.takeSlot(ctx) }) }); err != nil {
 		return err
 	}
@@ -283,8 +284,8 @@ func (sqliteDialect) beginMigrate(ctx context.Context, conn *sql.Conn, _ store.T
 	return err
 }
 
-func (sqliteDialect) endMigrate(ctx context.Context, conn *sql.Conn, _ store.Tables, commit bool) error {
-	if err := endConnTx(ctx, conn, commit); err != nil {
+func (sqliteDialect) EndMigrate(ctx context.Context, conn *sql.Conn, _ store.Tables, commit bool) error {
+	if err := sqldialect.EndConnTx(ctx, conn, commit); err != nil {
 		return err // Migrate drops conn, whose Close gives the slot back
 	}
 	return conn.Raw(func(raw any) error { return slotOf(raw, func(c *queuedConn) error { c.giveSlot(); return nil }) })
@@ -293,28 +294,28 @@ func (sqliteDialect) endMigrate(ctx context.Context, conn *sql.Conn, _ store.Tab
 // scriptFrame: the write lock, as beginMigrate takes it, for the whole
 // script. SQLite has no conditional DDL and no ADD COLUMN IF NOT EXISTS:
 // applied again, the script fails in its transaction and changes nothing.
-func (sqliteDialect) scriptFrame(store.Tables) (scriptFrame, error) {
-	return scriptFrame{
-		header: "-- The inbox's tables: apply with sqlite3 -bail FILE.db < SCRIPT (or one Exec on a *sql.DB of its own, closed after),\n" +
+func (sqliteDialect) ScriptFrame(store.Tables) (sqldialect.ScriptFrame, error) {
+	return sqldialect.ScriptFrame{
+		Header: "-- The inbox's tables: apply with sqlite3 -bail FILE.db < SCRIPT (or one Exec on a *sql.DB of its own, closed after),\n" +
 			"-- once: each version is recorded as Migrate records it, so Migrate afterwards has nothing to do.\n" +
 			"-- Applied again (or after Migrate) it fails at the first column that exists, in its transaction,\n" +
 			"-- and changes nothing: on tables made before, use Migrate.\n",
-		begin:      "BEGIN IMMEDIATE;\n",
-		end:        "COMMIT;\n",
-		recordOnce: " ON CONFLICT (version) DO NOTHING",
+		Begin:      "BEGIN IMMEDIATE;\n",
+		End:        "COMMIT;\n",
+		RecordOnce: " ON CONFLICT (version) DO NOTHING",
 	}, nil
 }
 
 // statements: SQLite runs a whole migration in one call.
-func (sqliteDialect) statements(migration string) []string { return []string{migration} }
+func (sqliteDialect) Statements(migration string) []string { return []string{migration} }
 
 // lockPrune: SQLite has one writer, so the write lock is the pruners' lock.
-func (sqliteDialect) lockPrune(context.Context, *sql.Conn, store.Tables) (bool, error) {
+func (sqliteDialect) LockPrune(context.Context, *sql.Conn, store.Tables) (bool, error) {
 	return true, nil
 }
-func (sqliteDialect) unlockPrune(context.Context, *sql.Conn, store.Tables) error { return nil }
+func (sqliteDialect) UnlockPrune(context.Context, *sql.Conn, store.Tables) error { return nil }
 
-func (sqliteDialect) durabilityWarnings(ctx context.Context, conn *sql.Conn) ([]string, error) {
+func (sqliteDialect) DurabilityWarnings(ctx context.Context, conn *sql.Conn) ([]string, error) {
 	var mode string
 	var sync, busy int
 	if err := conn.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {

@@ -35,6 +35,7 @@ import (
 	"github.com/inboxkit/inbox/internal/migrate"
 	"github.com/inboxkit/inbox/internal/pgsql"
 	"github.com/inboxkit/inbox/store"
+	"github.com/inboxkit/inbox/store/sqlstore/internal/sqldialect"
 )
 
 //go:embed migrations
@@ -77,10 +78,10 @@ type Config struct {
 // Driver is the inbox's store.Driver on a *sql.DB.
 type Driver struct {
 	db         *sql.DB
-	dialect    dialect
+	dialect    sqldialect.Dialect
 	tables     store.Tables
 	txOpts     *sql.TxOptions
-	q          queries
+	q          sqldialect.Queries
 	migrations []store.Migration
 	log        *slog.Logger
 
@@ -113,10 +114,10 @@ func New(db *sql.DB, cfg *Config) (*Driver, error) {
 	if db == nil {
 		return nil, fmt.Errorf("%w: nil *sql.DB", ErrInvalidConfig)
 	}
-	fsys, dir := d.migrations()
-	migrations, err := migrate.Load(fsys, dir, cfg.Tables, d.quote)
+	fsys, dir := d.Migrations()
+	migrations, err := migrate.Load(fsys, dir, cfg.Tables, d.Quote)
 	if err != nil {
-		return nil, fmt.Errorf("sqlstore: loading the %s migrations: %w", d.name(), err)
+		return nil, fmt.Errorf("sqlstore: loading the %s migrations: %w", d.Name(), err)
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -126,15 +127,15 @@ func New(db *sql.DB, cfg *Config) (*Driver, error) {
 		db:         db,
 		dialect:    d,
 		tables:     cfg.Tables,
-		txOpts:     d.txOptions(db),
-		q:          render(d.templates(), cfg.Tables, d.quote),
+		txOpts:     d.TxOptions(db),
+		q:          render(d.Templates(), cfg.Tables, d.Quote),
 		migrations: migrations,
 		log:        log,
 	}, nil
 }
 
 // Dialect returns "sqlite", "mysql" or "postgres".
-func (d *Driver) Dialect() string { return d.dialect.name() }
+func (d *Driver) Dialect() string { return d.dialect.Name() }
 
 // Retryable reports whether err, a handler's error, carries one of the
 // dialect's errors that a later attempt may not hit: a deadlock or lock
@@ -142,19 +143,19 @@ func (d *Driver) Dialect() string { return d.dialect.name() }
 // lock timeout (PostgreSQL 40001, 40P01, 55P03), a busy database (SQLite),
 // a lost connection as database/sql or MySQL's driver reports it
 // (PostgreSQL: a failure to connect).
-func (d *Driver) Retryable(err error) bool { return err != nil && d.dialect.transient(err) }
+func (d *Driver) Retryable(err error) bool { return err != nil && d.dialect.Transient(err) }
 
 // Unrecoverable reports whether err is one of the dialect's errors that no
 // retry fixes: a missing table or column, permission denied, an unknown
 // database, refused credentials, a read-only or unopenable SQLite file.
-func (d *Driver) Unrecoverable(err error) bool { return err != nil && d.dialect.unrecoverable(err) }
+func (d *Driver) Unrecoverable(err error) bool { return err != nil && d.dialect.Unrecoverable(err) }
 
 // SchemaVersion returns the highest applied migration version, 0 when the
 // tables were never migrated.
 func (d *Driver) SchemaVersion(ctx context.Context) (int, error) {
 	var v int
-	err := d.db.QueryRowContext(ctx, d.q.schemaVersion).Scan(&v)
-	if err != nil && d.dialect.missingTable(err) {
+	err := d.db.QueryRowContext(ctx, d.q.SchemaVersion).Scan(&v)
+	if err != nil && d.dialect.MissingTable(err) {
 		return 0, nil
 	}
 	return v, d.fail("schema version", err)
@@ -167,7 +168,7 @@ func (d *Driver) fail(op string, err error) error {
 		return nil
 	}
 	err = fmt.Errorf("sqlstore: %s: %w", op, err)
-	if d.dialect.retryable(err) {
+	if d.dialect.Retryable(err) {
 		return store.Retryable(err)
 	}
 	return err
@@ -181,7 +182,7 @@ func (d *Driver) Begin(ctx context.Context, p *store.BeginParams) (*sql.Tx, erro
 		return nil, d.fail("begin", err)
 	}
 	if p != nil {
-		if err := d.dialect.setLockTimeout(ctx, tx, p.LockTimeout); err != nil {
+		if err := d.dialect.SetLockTimeout(ctx, tx, p.LockTimeout); err != nil {
 			d.rollbackQuietly(tx)
 			return nil, d.fail("set lock timeout", err)
 		}
@@ -197,13 +198,13 @@ func (d *Driver) Begin(ctx context.Context, p *store.BeginParams) (*sql.Tx, erro
 // deadlock for a redelivery.
 func (d *Driver) BeginClaim(ctx context.Context, p *store.ClaimParams) (*sql.Tx, *store.ClaimResult, error) {
 	bp := &store.BeginParams{LockTimeout: p.LockTimeout}
-	if d.q.claimSettingLockTimeout != "" {
+	if d.q.ClaimSettingLockTimeout != "" {
 		bp = nil // the claim sets it: one round trip less
 	}
-	if d.dialect.prepareClaims() && !d.unprepared.Load() {
+	if d.dialect.PrepareClaims() && !d.unprepared.Load() {
 		// Before BEGIN: preparing takes a connection of the pool.
-		d.prepare(ctx, d.q.claim)
-		d.prepare(ctx, d.q.claimLookup)
+		d.prepare(ctx, d.q.Claim)
+		d.prepare(ctx, d.q.ClaimLookup)
 	}
 	for restarts := 0; ; restarts++ {
 		tx, err := d.Begin(ctx, bp)
@@ -215,7 +216,7 @@ func (d *Driver) BeginClaim(ctx context.Context, p *store.ClaimParams) (*sql.Tx,
 			return tx, res, nil
 		}
 		d.rollbackQuietly(tx)
-		if err != nil && restarts < claimRestarts && d.dialect.claimDeadlock(err) && ctx.Err() == nil {
+		if err != nil && restarts < claimRestarts && d.dialect.ClaimDeadlock(err) && ctx.Err() == nil {
 			continue // nothing but the claim ran in tx
 		}
 		return nil, res, err
@@ -234,14 +235,14 @@ const claimRestarts = 3
 // handler's writes.
 func (d *Driver) Claim(ctx context.Context, tx *sql.Tx, p *store.ClaimParams) (*store.ClaimResult, error) {
 	if p.Savepoint != "" {
-		if err := d.dialect.setLockTimeoutAndSavepoint(ctx, tx, p.LockTimeout, d.dialect.quote(p.Savepoint)); err != nil {
+		if err := d.dialect.SetLockTimeoutAndSavepoint(ctx, tx, p.LockTimeout, d.dialect.Quote(p.Savepoint)); err != nil {
 			return nil, d.fail("lock timeout and savepoint", err)
 		}
 		return d.claim(ctx, tx, p, false, false) // tx may come from another pool: no prepared statements
 	}
-	setLockTimeout := d.q.claimSettingLockTimeout != "" // else a statement of its own
+	setLockTimeout := d.q.ClaimSettingLockTimeout != "" // else a statement of its own
 	if !setLockTimeout {
-		if err := d.dialect.setLockTimeout(ctx, tx, p.LockTimeout); err != nil {
+		if err := d.dialect.SetLockTimeout(ctx, tx, p.LockTimeout); err != nil {
 			return nil, d.fail("set lock timeout", err)
 		}
 	}
@@ -254,7 +255,7 @@ func (d *Driver) Claim(ctx context.Context, tx *sql.Tx, p *store.ClaimParams) (*
 func (d *Driver) claim(ctx context.Context, tx *sql.Tx, p *store.ClaimParams, setLockTimeout, prepared bool) (*store.ClaimResult, error) {
 	prepared = prepared && !d.unprepared.Load()
 	res, err := d.claimWith(ctx, tx, p, setLockTimeout, prepared)
-	if err != nil && prepared && d.dialect.prepareRefused(err) {
+	if err != nil && prepared && d.dialect.PrepareRefused(err) {
 		// The statement did not run: send it as text, in the same tx, and
 		// from now on for every claim.
 		d.stopPreparing(err)
@@ -272,7 +273,7 @@ func (d *Driver) stopPreparing(err error) {
 		return
 	}
 	d.log.Warn("sqlstore: the server refused to prepare the claim statements; sending them as text from now on",
-		"dialect", d.dialect.name(), "error", err)
+		"dialect", d.dialect.Name(), "error", err)
 	d.stmts.Range(func(query, st any) bool {
 		d.stmts.Delete(query)
 		_ = st.(*sql.Stmt).Close()
@@ -282,9 +283,9 @@ func (d *Driver) stopPreparing(err error) {
 
 // claimWith runs the claim, as claim says.
 func (d *Driver) claimWith(ctx context.Context, tx *sql.Tx, p *store.ClaimParams, setLockTimeout, prepared bool) (*store.ClaimResult, error) {
-	query, args := d.q.claim, []any{p.Consumer, p.MessageID, p.Type, nullBytes(p.Fingerprint)}
+	query, args := d.q.Claim, []any{p.Consumer, p.MessageID, p.Type, nullBytes(p.Fingerprint)}
 	if setLockTimeout {
-		query, args = d.q.claimSettingLockTimeout, append(args, pgsql.LockTimeout(p.LockTimeout))
+		query, args = d.q.ClaimSettingLockTimeout, append(args, pgsql.LockTimeout(p.LockTimeout))
 	}
 	inserted, err := d.insertIfAbsent(ctx, d.stmt(ctx, tx, query, prepared), args...)
 	if err != nil {
@@ -294,7 +295,7 @@ func (d *Driver) claimWith(ctx context.Context, tx *sql.Tx, p *store.ClaimParams
 		return &store.ClaimResult{Claimed: true}, nil
 	}
 	res := &store.ClaimResult{}
-	err = d.stmt(ctx, tx, d.q.claimLookup, prepared).QueryRowContext(ctx, p.Consumer, p.MessageID).Scan(&res.Fingerprint, &res.Type)
+	err = d.stmt(ctx, tx, d.q.ClaimLookup, prepared).QueryRowContext(ctx, p.Consumer, p.MessageID).Scan(&res.Fingerprint, &res.Type)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) { // no row: gone meanwhile, fingerprint unknown
 		return nil, d.fail("claim: reading the duplicate", err)
 	}
@@ -310,7 +311,7 @@ func (d *Driver) prepare(ctx context.Context, query string) {
 	}
 	st, err := d.db.PrepareContext(ctx, query)
 	if err != nil {
-		if d.dialect.prepareRefused(err) {
+		if d.dialect.PrepareRefused(err) {
 			d.stopPreparing(err)
 		}
 		return
@@ -359,7 +360,7 @@ func (s plainStmt) QueryRowContext(ctx context.Context, args ...any) *sql.Row {
 // insertIfAbsent runs an insert-if-absent statement and reports whether it
 // inserted, the way the dialect tells it.
 func (d *Driver) insertIfAbsent(ctx context.Context, st txStmt, args ...any) (bool, error) {
-	if d.q.returning {
+	if d.q.Returning {
 		var one int
 		err := st.QueryRowContext(ctx, args...).Scan(&one)
 		if errors.Is(err, sql.ErrNoRows) {
@@ -403,8 +404,8 @@ func (d *Driver) Commit(_ context.Context, tx *sql.Tx) error {
 // the server rolled it back (a MySQL deadlock, after which later
 // statements run in a new transaction and would commit without the claim).
 func (d *Driver) CheckTx(ctx context.Context, tx *sql.Tx, savepoint string) error {
-	if _, err := tx.ExecContext(ctx, "RELEASE SAVEPOINT "+d.dialect.quote(savepoint)); err != nil {
-		if d.dialect.connBusy(err) { // the handler's fault: not wrapped, so not transient
+	if _, err := tx.ExecContext(ctx, "RELEASE SAVEPOINT "+d.dialect.Quote(savepoint)); err != nil {
+		if d.dialect.ConnBusy(err) { // the handler's fault: not wrapped, so not transient
 			return fmt.Errorf("sqlstore: %w (a result set left open: close its rows): %v", store.ErrTxUnusable, err)
 		}
 		return fmt.Errorf("sqlstore: the transaction can no longer commit what it did since the claim (a failed statement's error was not returned): %w", err)
@@ -426,7 +427,7 @@ func (d *Driver) Rollback(_ context.Context, tx *sql.Tx) error {
 
 func (d *Driver) rollbackQuietly(tx *sql.Tx) {
 	if err := tx.Rollback(); err != nil && !errors.Is(err, sql.ErrTxDone) {
-		d.log.Warn("sqlstore: rollback failed", "dialect", d.dialect.name(), "error", err)
+		d.log.Warn("sqlstore: rollback failed", "dialect", d.dialect.Name(), "error", err)
 	}
 }
 
@@ -435,11 +436,11 @@ func (d *Driver) RollbackToSavepoint(ctx context.Context, tx *sql.Tx, name strin
 	if name == "" {
 		return errors.New("sqlstore: rollback to savepoint: empty name")
 	}
-	_, err := tx.ExecContext(ctx, d.q.rollbackToSavepoint+d.dialect.quote(name))
-	if err != nil && d.dialect.connBusy(err) {
+	_, err := tx.ExecContext(ctx, d.q.RollbackToSavepoint+d.dialect.Quote(name))
+	if err != nil && d.dialect.ConnBusy(err) {
 		return fmt.Errorf("sqlstore: rollback to savepoint: %w (a result set left open: close its rows): %v", store.ErrTxUnusable, err)
 	}
-	if err != nil && d.dialect.savepointGone(err) {
+	if err != nil && d.dialect.SavepointGone(err) {
 		// The server rolled back the whole transaction, the claim with it:
 		// nothing is left to undo. What the inbox records next must be one
 		// transaction again, committed by the caller's COMMIT.
@@ -455,20 +456,20 @@ func (d *Driver) AttemptAdd(ctx context.Context, tx *sql.Tx, p *store.AttemptPar
 	var a store.Attempts
 	counted, transient := p.Increments()
 	args := []any{p.Consumer, p.MessageID, p.Error, counted, transient}
-	if d.q.attemptCount == "" {
-		err := tx.QueryRowContext(ctx, d.q.attemptAdd, args...).Scan(&a.Counted, &a.Transient)
+	if d.q.AttemptCount == "" {
+		err := tx.QueryRowContext(ctx, d.q.AttemptAdd, args...).Scan(&a.Counted, &a.Transient)
 		return a, d.fail("add attempt", err)
 	}
-	if _, err := tx.ExecContext(ctx, d.q.attemptAdd, args...); err != nil {
+	if _, err := tx.ExecContext(ctx, d.q.AttemptAdd, args...); err != nil {
 		return a, d.fail("add attempt", err)
 	}
-	err := tx.QueryRowContext(ctx, d.q.attemptCount, p.Consumer, p.MessageID).Scan(&a.Counted, &a.Transient)
+	err := tx.QueryRowContext(ctx, d.q.AttemptCount, p.Consumer, p.MessageID).Scan(&a.Counted, &a.Transient)
 	return a, d.fail("add attempt: reading the count", err)
 }
 
 // AttemptsDelete forgets a message's failed attempts.
 func (d *Driver) AttemptsDelete(ctx context.Context, tx *sql.Tx, key store.Key) error {
-	_, err := tx.ExecContext(ctx, d.q.attemptsDelete, key.Consumer, key.MessageID)
+	_, err := tx.ExecContext(ctx, d.q.AttemptsDelete, key.Consumer, key.MessageID)
 	return d.fail("delete attempts", err)
 }
 
@@ -476,7 +477,7 @@ func (d *Driver) AttemptsDelete(ctx context.Context, tx *sql.Tx, key store.Key) 
 // dead letter; false, and nothing written, when the row exists.
 func (d *Driver) DeadLetterAdd(ctx context.Context, tx *sql.Tx, p *store.DeadLetterParams) (bool, error) {
 	if !p.Invalid {
-		ok, err := d.insertIfAbsent(ctx, d.stmt(ctx, tx, d.q.deadInsert, false), p.Consumer, p.MessageID, p.Type, nullBytes(p.Fingerprint))
+		ok, err := d.insertIfAbsent(ctx, d.stmt(ctx, tx, d.q.DeadInsert, false), p.Consumer, p.MessageID, p.Type, nullBytes(p.Fingerprint))
 		if err != nil {
 			return false, d.fail("dead letter: inserting the inbox row", err)
 		}
@@ -491,10 +492,10 @@ func (d *Driver) DeadLetterAdd(ctx context.Context, tx *sql.Tx, p *store.DeadLet
 			return false, d.fail("dead letter", err)
 		}
 	}
-	_, err := tx.ExecContext(ctx, d.q.deadLetterInsert,
+	_, err := tx.ExecContext(ctx, d.q.DeadLetterInsert,
 		p.Consumer, p.MessageID, p.Type, nullBytes(p.Payload), nullBytes(p.Headers), p.Error, p.Attempts)
 	if err != nil {
-		if d.dialect.tooLarge(err) {
+		if d.dialect.TooLarge(err) {
 			err = fmt.Errorf("%w: %w", store.ErrTooLarge, err)
 		}
 		return false, d.fail("dead letter: inserting", err)
@@ -508,7 +509,7 @@ func (d *Driver) DeadLetterList(ctx context.Context, p *store.DeadLetterListPara
 	if p.Limit < 1 {
 		return nil, fmt.Errorf("sqlstore: list dead letters: limit %d, want at least 1", p.Limit)
 	}
-	rows, err := d.db.QueryContext(ctx, d.q.deadLetterList, p.Consumer, p.AfterID, p.Limit)
+	rows, err := d.db.QueryContext(ctx, d.q.DeadLetterList, p.Consumer, p.AfterID, p.Limit)
 	if err != nil {
 		return nil, d.fail("list dead letters", err)
 	}
@@ -530,14 +531,14 @@ func (d *Driver) DeadLetterList(ctx context.Context, p *store.DeadLetterListPara
 // DeadLetterTake deletes one dead letter in tx and returns it;
 // store.ErrNotFound if the consumer has none with that ID.
 func (d *Driver) DeadLetterTake(ctx context.Context, tx *sql.Tx, consumer []byte, id int64) (*store.DeadLetter, error) {
-	dl, err := scanDeadLetter(tx.QueryRowContext(ctx, d.q.deadLetterGet, consumer, id))
+	dl, err := scanDeadLetter(tx.QueryRowContext(ctx, d.q.DeadLetterGet, consumer, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("sqlstore: take dead letter %d: %w", id, store.ErrNotFound)
 	}
 	if err != nil {
 		return nil, d.fail("take dead letter", err)
 	}
-	if _, err := tx.ExecContext(ctx, d.q.deadLetterDelete, consumer, id); err != nil {
+	if _, err := tx.ExecContext(ctx, d.q.DeadLetterDelete, consumer, id); err != nil {
 		return nil, d.fail("take dead letter", err)
 	}
 	return dl, nil
@@ -557,7 +558,7 @@ func scanDeadLetter(row interface{ Scan(...any) error }) (*store.DeadLetter, err
 
 // InboxReclaim claims a dead-lettered message again, for a replay.
 func (d *Driver) InboxReclaim(ctx context.Context, tx *sql.Tx, p *store.ClaimParams) (bool, error) {
-	ok, err := d.insertIfAbsent(ctx, d.stmt(ctx, tx, d.q.reclaim, false), p.Consumer, p.MessageID, p.Type, nullBytes(p.Fingerprint))
+	ok, err := d.insertIfAbsent(ctx, d.stmt(ctx, tx, d.q.Reclaim, false), p.Consumer, p.MessageID, p.Type, nullBytes(p.Fingerprint))
 	return ok, d.fail("reclaim", err)
 }
 
@@ -570,7 +571,7 @@ func (d *Driver) Prune(ctx context.Context, p *store.PruneParams) (*store.PruneR
 		return nil, fmt.Errorf("sqlstore: prune: retention %v and limit %d must be positive", p.Retention, p.Limit)
 	}
 	res, err := d.prune(ctx, p)
-	if err != nil && d.dialect.busy(err) && ctx.Err() == nil {
+	if err != nil && d.dialect.Busy(err) && ctx.Err() == nil {
 		return &store.PruneResult{Busy: true}, nil
 	}
 	return res, d.fail("prune", err)
@@ -582,14 +583,14 @@ func (d *Driver) prune(ctx context.Context, p *store.PruneParams) (_ *store.Prun
 		return nil, err
 	}
 	defer conn.Close()
-	if ok, err := d.dialect.lockPrune(ctx, conn, d.tables); err != nil || !ok {
+	if ok, err := d.dialect.LockPrune(ctx, conn, d.tables); err != nil || !ok {
 		if err != nil {
 			dropConn(conn) // it may hold the lock
 		}
 		return &store.PruneResult{Busy: !ok}, err
 	}
 	defer func() {
-		if uerr := d.dialect.unlockPrune(context.WithoutCancel(ctx), conn, d.tables); uerr != nil {
+		if uerr := d.dialect.UnlockPrune(context.WithoutCancel(ctx), conn, d.tables); uerr != nil {
 			dropConn(conn) // closing the connection releases its lock
 			err = errors.Join(err, uerr)
 		}
@@ -601,14 +602,14 @@ func (d *Driver) prune(ctx context.Context, p *store.PruneParams) (_ *store.Prun
 	defer d.rollbackQuietly(tx)
 	retention := p.Retention.Milliseconds()
 	var res store.PruneResult
-	qs := []string{d.q.pruneInbox, d.q.pruneAttempts}
-	if d.q.pruneFrom {
+	qs := []string{d.q.PruneInbox, d.q.PruneAttempts}
+	if d.q.PruneFrom {
 		var from any
 		if !p.From.IsZero() {
 			from = p.From
 		}
 		var last sql.NullTime
-		if err := tx.QueryRowContext(ctx, d.q.pruneInbox, retention, p.Limit, from).Scan(&res.Deleted, &last); err != nil {
+		if err := tx.QueryRowContext(ctx, d.q.PruneInbox, retention, p.Limit, from).Scan(&res.Deleted, &last); err != nil {
 			return nil, err
 		}
 		res.Last = last.Time
@@ -650,27 +651,27 @@ func (d *Driver) Migrate(ctx context.Context) (err error) {
 		}
 		_ = conn.Close()
 	}()
-	if err := d.dialect.beginMigrate(ctx, conn, d.tables); err != nil {
+	if err := d.dialect.BeginMigrate(ctx, conn, d.tables); err != nil {
 		return d.fail("migrate: lock", err)
 	}
 	if err := d.migrate(ctx, conn); err != nil {
-		if rerr := d.dialect.endMigrate(context.WithoutCancel(ctx), conn, d.tables, false); rerr != nil {
-			d.log.Warn("sqlstore: migrate: rollback failed", "dialect", d.dialect.name(), "error", rerr)
+		if rerr := d.dialect.EndMigrate(context.WithoutCancel(ctx), conn, d.tables, false); rerr != nil {
+			d.log.Warn("sqlstore: migrate: rollback failed", "dialect", d.dialect.Name(), "error", rerr)
 		}
 		return d.fail("migrate", err)
 	}
-	if err := d.dialect.endMigrate(ctx, conn, d.tables, true); err != nil {
+	if err := d.dialect.EndMigrate(ctx, conn, d.tables, true); err != nil {
 		return d.fail("migrate: commit", err)
 	}
 	return nil
 }
 
 func (d *Driver) migrate(ctx context.Context, conn *sql.Conn) error {
-	if _, err := conn.ExecContext(ctx, d.q.migrationsCreate); err != nil {
+	if _, err := conn.ExecContext(ctx, d.q.MigrationsCreate); err != nil {
 		return err
 	}
 	applied := map[int]bool{}
-	rows, err := conn.QueryContext(ctx, d.q.migrationsApplied)
+	rows, err := conn.QueryContext(ctx, d.q.MigrationsApplied)
 	if err != nil {
 		return err
 	}
@@ -690,15 +691,15 @@ func (d *Driver) migrate(ctx context.Context, conn *sql.Conn) error {
 		if applied[m.Version] {
 			continue
 		}
-		for _, stmt := range d.dialect.statements(m.SQL) {
+		for _, stmt := range d.dialect.Statements(m.SQL) {
 			if _, err := conn.ExecContext(ctx, stmt); err != nil {
 				return fmt.Errorf("migration %04d_%s: %w", m.Version, m.Name, err)
 			}
 		}
-		if _, err := conn.ExecContext(ctx, d.q.migrationRecord, m.Version, m.Name); err != nil {
+		if _, err := conn.ExecContext(ctx, d.q.MigrationRecord, m.Version, m.Name); err != nil {
 			return fmt.Errorf("recording migration %04d_%s: %w", m.Version, m.Name, err)
 		}
-		d.log.InfoContext(ctx, "sqlstore: applied migration", "dialect", d.dialect.name(), "version", m.Version, "name", m.Name)
+		d.log.InfoContext(ctx, "sqlstore: applied migration", "dialect", d.dialect.Name(), "version", m.Version, "name", m.Name)
 	}
 	return nil
 }
@@ -719,7 +720,7 @@ func (d *Driver) DurabilityWarnings(ctx context.Context) ([]string, error) {
 		return nil, d.fail("durability settings", err)
 	}
 	defer conn.Close()
-	w, err := d.dialect.durabilityWarnings(ctx, conn)
+	w, err := d.dialect.DurabilityWarnings(ctx, conn)
 	return w, d.fail("durability settings", err)
 }
 

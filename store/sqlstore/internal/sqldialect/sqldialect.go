@@ -1,0 +1,196 @@
+// Package sqldialect is the seam between package sqlstore, written once
+// against database/sql, and its dialects (SQLite, MySQL, PostgreSQL):
+// what differs between the databases.
+package sqldialect
+
+import (
+	"context"
+	"database/sql"
+	"io/fs"
+	"time"
+
+	"github.com/inboxkit/inbox/store"
+)
+
+// Dialect is everything that differs between databases: the SQL, in one
+// file per dialect (sqlite.go, ...), and a few behaviours. Package sqlstore's
+// logic (sqlstore.go) is written once against it.
+type Dialect interface {
+	// PrepareClaims: keep the claim statements prepared (once per
+	// connection) instead of letting the driver prepare, execute and close
+	// them each time.
+	PrepareClaims() bool
+	// Name is what Driver.Dialect returns.
+	Name() string
+	// Quote quotes an identifier.
+	Quote(ident string) string
+	// CheckTables rejects what Tables.Validate lets through but the
+	// database cannot do (a schema on SQLite), wrapping store.ErrInvalidTables.
+	CheckTables(t store.Tables) error
+	// Migrations returns where the dialect's migration files are: a file
+	// system and the directory in it.
+	Migrations() (fs.FS, string)
+	// Templates returns the dialect's statements with the table tokens of
+	// internal/migrate ({inbox}, {attempts}, ...) still in them.
+	Templates() Queries
+
+	// TxOptions are the options of the transactions the driver begins on
+	// db (MySQL: READ COMMITTED); nil for the connection's default.
+	TxOptions(db *sql.DB) *sql.TxOptions
+	// SetLockTimeout bounds lock waits for the rest of tx; a no-op where
+	// the lock timeout is a connection setting (SQLite: busy_timeout,
+	// MySQL: innodb_lock_wait_timeout).
+	SetLockTimeout(ctx context.Context, tx *sql.Tx, d time.Duration) error
+	// SetLockTimeoutAndSavepoint is setLockTimeout, then SAVEPOINT with
+	// the quoted name, in one round trip where the database allows it.
+	SetLockTimeoutAndSavepoint(ctx context.Context, tx *sql.Tx, d time.Duration, savepoint string) error
+	// Retryable reports whether a later attempt may not hit err, an error
+	// of the store's own statements.
+	Retryable(err error) bool
+	// Transient reports whether err, a handler's error, carries an error
+	// of the database that a later attempt may not hit (Driver.Retryable).
+	Transient(err error) bool
+	// Unrecoverable reports whether no retry fixes err (Driver.Unrecoverable).
+	Unrecoverable(err error) bool
+	// MissingTable reports whether err says that a table does not exist.
+	MissingTable(err error) bool
+	// Busy reports whether err means that another writer held the lock.
+	Busy(err error) bool
+	// PrepareRefused reports whether err is the server refusing to prepare
+	// a statement (which therefore did not run).
+	PrepareRefused(err error) bool
+	// SavepointGone reports whether err says that the savepoint does not
+	// exist because the server ended the transaction that held it (MySQL
+	// rolls back the whole transaction on a deadlock).
+	SavepointGone(err error) bool
+	// ConnBusy reports whether err says that the transaction's connection
+	// cannot run a statement while a result set the handler left open is
+	// unread (database/sql does not close it before the next statement).
+	ConnBusy(err error) bool
+	// TooLarge reports whether err says that a value is too large for the
+	// database (store.ErrTooLarge).
+	TooLarge(err error) bool
+	// ClaimDeadlock reports whether err, returned by the claim as the
+	// first statement of BeginClaim's transaction, is a deadlock that
+	// rolled the transaction back: BeginClaim then begins again.
+	ClaimDeadlock(err error) bool
+
+	// BeginMigrate starts the migration transaction on conn, holding the
+	// lock that keeps concurrent migrations of tables t apart.
+	BeginMigrate(ctx context.Context, conn *sql.Conn, t store.Tables) error
+	// EndMigrate commits or rolls back what beginMigrate started and
+	// releases its lock.
+	EndMigrate(ctx context.Context, conn *sql.Conn, t store.Tables, commit bool) error
+	// Statements splits a migration into the statements to execute one
+	// by one (MySQL runs one statement per call without multiStatements).
+	Statements(migration string) []string
+	// ScriptFrame is what MigrationScript puts around the migrations of
+	// tables t (unused by Postgres, whose script is internal/pgsql's).
+	ScriptFrame(t store.Tables) (ScriptFrame, error)
+	// LockPrune takes the lock of the pruners of tables t on conn, before
+	// the pruning transaction begins; false means another pruner holds it.
+	LockPrune(ctx context.Context, conn *sql.Conn, t store.Tables) (bool, error)
+	// UnlockPrune releases what lockPrune took, after the transaction.
+	UnlockPrune(ctx context.Context, conn *sql.Conn, t store.Tables) error
+
+	// DurabilityWarnings reads the settings of conn that let a committed
+	// Claim be lost in a crash.
+	DurabilityWarnings(ctx context.Context, conn *sql.Conn) ([]string, error)
+}
+
+// Queries are a dialect's statements. Each comment lists the arguments in
+// order: IDs and consumers are always bound as []byte, times are computed
+// by the database (unix milliseconds on SQLite).
+type Queries struct {
+	// Returning: the insert-if-absent statements (claim, deadInsert,
+	// Reclaim) return a row when they insert (RETURNING). Otherwise (MySQL's
+	// ON DUPLICATE KEY UPDATE) they report an inserted or changed row as
+	// RowsAffected >= 1, and mark a row they leave alone with
+	// LAST_INSERT_ID(1), which the result carries as LastInsertId 1 while
+	// RowsAffected is 0: a connection that counts found rows instead of
+	// changed ones (clientFoundRows) reports 1 for that row too and is
+	// caught, instead of a duplicate being taken for new.
+	Returning bool
+
+	// Claim inserts the inbox row unless it exists.
+	// Args: consumer, message_id, message_type, fingerprint.
+	Claim string
+	// ClaimSettingLockTimeout, when set, is claim with a fifth argument, the
+	// lock timeout ("5000ms"), which it sets for the rest of the
+	// transaction itself, so that BeginClaim skips setLockTimeout.
+	ClaimSettingLockTimeout string
+	// ClaimLookup reads a duplicate's fingerprint and message type.
+	// Args: consumer, message_id.
+	ClaimLookup string
+
+	// RollbackToSavepoint: the prefix for a quoted savepoint name (the
+	// savepoint itself: setLockTimeoutAndSavepoint).
+	RollbackToSavepoint string
+
+	// AttemptAdd counts a failed attempt or a transient failure
+	// (RETURNING attempts, transient_failures when attemptCount is empty).
+	// Args: consumer, message_id, error, attempts to add, transient
+	// failures to add.
+	AttemptAdd string
+	// AttemptCount, when set, reads attempts and transient_failures after
+	// AttemptAdd. Args: consumer, message_id.
+	AttemptCount string
+	// AttemptsDelete: args consumer, message_id.
+	AttemptsDelete string
+
+	// DeadInsert inserts a dead inbox row unless the row exists.
+	// Args: consumer, message_id, message_type, fingerprint.
+	DeadInsert string
+	// DeadLetterInsert: args consumer, message_id, message_type, payload,
+	// headers, error, attempts.
+	DeadLetterInsert string
+	// DeadLetterList returns id, consumer, message_id, message_type,
+	// payload, headers, error, attempts, failed_at.
+	// Args: consumer, after_id, limit.
+	DeadLetterList string
+	// DeadLetterGet locks and returns one dead letter, columns as
+	// DeadLetterList. Args: consumer, id.
+	DeadLetterGet string
+	// DeadLetterDelete: args consumer, id.
+	DeadLetterDelete string
+
+	// Reclaim inserts the inbox row, or turns a dead row live; it reports
+	// either (as the insert-if-absent statements do) and does nothing to a
+	// live row. Args: consumer, message_id, message_type, fingerprint.
+	Reclaim string
+
+	// PruneInbox, pruneAttempts delete at most limit rows older than the
+	// retention by the database clock. Args: retention_ms, limit.
+	PruneInbox    string
+	PruneAttempts string
+	// PruneFrom: pruneInbox takes a third argument, the received_at to
+	// start from (null: the first), and returns the number of rows deleted
+	// and the received_at of the newest (store.PruneParams.From).
+	PruneFrom bool
+
+	// MigrationsCreate creates the migrations table if it is missing.
+	MigrationsCreate string
+	// MigrationsApplied returns the applied versions.
+	MigrationsApplied string
+	// SchemaVersion returns the highest applied version, 0 for none.
+	SchemaVersion string
+	// MigrationRecord: args version, name.
+	MigrationRecord string
+}
+
+// ScriptFrame is what a dialect's MigrationScript puts around the
+// migrations: header comment, lines that take and release Migrate's lock,
+// and the clause that keeps the record statement from recording a version
+// twice.
+type ScriptFrame struct{ Header, Begin, End, RecordOnce string }
+
+// EndConnTx commits or rolls back the transaction that a BEGIN on conn
+// started.
+func EndConnTx(ctx context.Context, conn *sql.Conn, commit bool) error {
+	stmt := "ROLLBACK"
+	if commit {
+		stmt = "COMMIT"
+	}
+	_, err := conn.ExecContext(ctx, stmt)
+	return err
+}
