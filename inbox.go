@@ -207,7 +207,11 @@ const savepoint = "inbox_claim"
 // in a transaction of its own, with Commit() false: a handler that left a
 // result set open on pgx (tx's connection cannot run a statement; pgx
 // closes it), and a dead letter that the database refuses (see
-// DeadLetter.PayloadLost).
+// DeadLetter.PayloadLost). That transaction takes a connection of the
+// store's pool: rolling tx back gives tx's connection back when tx came
+// from the pool (pgxpool.Pool.Begin, sql.DB.BeginTx), but not when it came
+// from a connection the caller holds (pgxpool.Conn, sql.Conn), and then
+// the pool needs room for one more or it waits until ctx ends.
 //
 // Hooks see Processed before the caller's COMMIT.
 func (ib *Inbox[TTx]) ProcessTx(ctx context.Context, tx TTx, msg Message, h Handler[TTx]) (Outcome, error) {

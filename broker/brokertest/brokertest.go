@@ -20,6 +20,7 @@ import (
 	"github.com/inboxkit/inbox/broker"
 	"github.com/inboxkit/inbox/internal/logtest"
 	"github.com/inboxkit/inbox/store/sqlstore"
+	"github.com/inboxkit/inbox/store/sqlstore/sqlite"
 )
 
 // Features says what a broker or its harness can do. A case that needs
@@ -118,12 +119,12 @@ type Fixture struct {
 // (consumer "brokertest", backoff from 100 ms to 1 s).
 func NewFixture(t *testing.T, cfg inbox.Config) *Fixture {
 	t.Helper()
-	db, err := sqlstore.OpenSQLite(filepath.Join(t.TempDir(), "inbox.db"), nil)
+	db, err := sqlite.Open(filepath.Join(t.TempDir(), "inbox.db"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	d, err := sqlstore.New(db, &sqlstore.Config{Dialect: sqlstore.SQLite})
+	d, err := sqlstore.New(db, &sqlstore.Config{Dialect: sqlite.Dialect})
 	if err != nil {
 		t.Fatal(err)
 	}

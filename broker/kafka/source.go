@@ -190,7 +190,7 @@ func (s *Source) poll() []*delivery {
 		var gs *kgo.ErrGroupSession
 		switch {
 		case errors.Is(err, context.Canceled):
-		case errors.As(err, &gs) && !errors.Is(err, kerr.GroupAuthorizationFailed):
+		case errors.As(err, &gs) && rejoinable(gs.Err):
 			// Kicked out of the group (UNKNOWN_MEMBER_ID after a session
 			// timeout, say): franz-go revokes the partitions and rejoins
 			// by itself; it only tells.
@@ -320,4 +320,19 @@ func (s *Source) Close() error {
 		s.cl.CloseAllowingRebalance()
 	})
 	return nil
+}
+
+// rejoinable reports whether a lost group session is one that rejoining
+// fixes: the member was kicked out or its generation is stale, or the
+// error is one Kafka marks retriable (a coordinator moving), or no Kafka
+// error at all (the network). Others (authorization, an invalid session
+// timeout, an inconsistent protocol, a fenced instance ID) would fail
+// again on every rejoin: they are terminal.
+func rejoinable(err error) bool {
+	var ke *kerr.Error
+	if !errors.As(err, &ke) {
+		return true
+	}
+	return ke.Retriable || errors.Is(err, kerr.UnknownMemberID) || errors.Is(err, kerr.IllegalGeneration) ||
+		errors.Is(err, kerr.RebalanceInProgress) || errors.Is(err, kerr.MemberIDRequired)
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/inboxkit/inbox/broker"
 	"github.com/inboxkit/inbox/broker/natsjs"
 	"github.com/inboxkit/inbox/store/sqlstore"
+	"github.com/inboxkit/inbox/store/sqlstore/sqlite"
 )
 
 // demo runs the whole path on embedded defaults: an embedded NATS
@@ -80,12 +81,12 @@ func demo(ctx context.Context, args []string, out, stderr io.Writer) error {
 	}
 
 	// The database: SQLite with the inbox's tables and the accounts.
-	db, err := sqlstore.OpenSQLite(*path, nil)
+	db, err := sqlite.Open(*path, nil)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	driver, err := sqlstore.New(db, &sqlstore.Config{Dialect: sqlstore.SQLite, Logger: quiet})
+	driver, err := sqlstore.New(db, &sqlstore.Config{Dialect: sqlite.Dialect, Logger: quiet})
 	if err != nil {
 		return err
 	}

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
+	gomysql "github.com/go-sql-driver/mysql"
 
 	"github.com/inboxkit/inbox/internal/testenv"
 	"github.com/inboxkit/inbox/internal/testenv/mysqlenv"
@@ -19,6 +19,9 @@ import (
 	"github.com/inboxkit/inbox/store"
 	"github.com/inboxkit/inbox/store/pgxstore"
 	"github.com/inboxkit/inbox/store/sqlstore"
+	"github.com/inboxkit/inbox/store/sqlstore/mysql"
+	"github.com/inboxkit/inbox/store/sqlstore/postgres"
+	"github.com/inboxkit/inbox/store/sqlstore/sqlite"
 )
 
 // scriptEnv is one database for TestPrintedScript.
@@ -146,9 +149,9 @@ func lastVersion(t *testing.T, dialect string) int {
 	case "postgres":
 		ms, err = pgxstore.Migrations(store.Tables{})
 	case "mysql":
-		ms, err = sqlstore.Migrations(sqlstore.MySQL, store.Tables{})
+		ms, err = sqlstore.Migrations(mysql.Dialect, store.Tables{})
 	default:
-		ms, err = sqlstore.Migrations(sqlstore.SQLite, store.Tables{})
+		ms, err = sqlstore.Migrations(sqlite.Dialect, store.Tables{})
 	}
 	if err != nil || len(ms) == 0 {
 		t.Fatalf("migrations of %s: %d, %v", dialect, len(ms), err)
@@ -210,11 +213,11 @@ func postgresScriptEnv(t *testing.T) scriptEnv {
 
 func mysqlScriptEnv(t *testing.T) scriptEnv {
 	dsn := mysqlenv.Database(t)
-	cfg, err := mysql.ParseDSN(dsn)
+	cfg, err := gomysql.ParseDSN(dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	db, err := sqlstore.OpenMySQL(dsn, nil)
+	db, err := mysql.Open(dsn, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +237,7 @@ func mysqlScriptEnv(t *testing.T) scriptEnv {
 			return sqlRecorded(t, db, "SELECT version, name, CAST(applied_at AS CHAR) FROM "+tables.Name("inbox_migrations", store.QuoteBacktick))
 		},
 		claim: func(t *testing.T, tables store.Tables) {
-			d, err := sqlstore.New(db, &sqlstore.Config{Dialect: sqlstore.MySQL, Tables: tables})
+			d, err := sqlstore.New(db, &sqlstore.Config{Dialect: mysql.Dialect, Tables: tables})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -248,7 +251,7 @@ func sqliteScriptEnv(t *testing.T) scriptEnv {
 	path := filepath.Join(t.TempDir(), "script.db")
 	applied := 0
 	open := func(t *testing.T) *sql.DB {
-		db, err := sqlstore.OpenSQLite(path, nil)
+		db, err := sqlite.Open(path, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -276,7 +279,7 @@ func sqliteScriptEnv(t *testing.T) scriptEnv {
 		},
 		once: true,
 		tryApply: func(t *testing.T, script string) error {
-			db, err := sqlstore.OpenSQLite(path, nil)
+			db, err := sqlite.Open(path, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -288,7 +291,7 @@ func sqliteScriptEnv(t *testing.T) scriptEnv {
 			return sqlRecorded(t, open(t), "SELECT version, name, applied_at FROM "+tables.Name("inbox_migrations", store.QuoteDouble))
 		},
 		claim: func(t *testing.T, tables store.Tables) {
-			d, err := sqlstore.New(open(t), &sqlstore.Config{Dialect: sqlstore.SQLite, Tables: tables})
+			d, err := sqlstore.New(open(t), &sqlstore.Config{Dialect: sqlite.Dialect, Tables: tables})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -351,7 +354,7 @@ func claimTwice[TTx any](t *testing.T, d store.Driver[TTx]) {
 	}
 }
 
-// TestPostgresScriptsAgree: sqlstore.Postgres prints pgxstore's script, as
+// TestPostgresScriptsAgree: postgres.Dialect prints pgxstore's script, as
 // both share the schema and the migrations table.
 func TestPostgresScriptsAgree(t *testing.T) {
 	t.Parallel()
@@ -360,11 +363,11 @@ func TestPostgresScriptsAgree(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := sqlstore.MigrationScript(sqlstore.Postgres, tables)
+	b, err := sqlstore.MigrationScript(postgres.Dialect, tables)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if a != b {
-		t.Fatalf("sqlstore.Postgres's script differs from pgxstore's:\n%s\n---\n%s", b, a)
+		t.Fatalf("postgres.Dialect's script differs from pgxstore's:\n%s\n---\n%s", b, a)
 	}
 }

@@ -20,6 +20,8 @@ import (
 	"github.com/inboxkit/inbox/store"
 	"github.com/inboxkit/inbox/store/pgxstore"
 	"github.com/inboxkit/inbox/store/sqlstore"
+	"github.com/inboxkit/inbox/store/sqlstore/mysql"
+	"github.com/inboxkit/inbox/store/sqlstore/sqlite"
 )
 
 // storeFlags select a database and the inbox's table names.
@@ -70,11 +72,11 @@ func (s *storeFlags) open(ctx context.Context, create bool, stderr io.Writer) (*
 	case given > 1:
 		return nil, errors.New("give one of -postgres, -mysql and -sqlite")
 	case s.mysql != "":
-		db, err := sqlstore.OpenMySQL(s.mysql, nil)
+		db, err := mysql.Open(s.mysql, nil)
 		if err != nil {
 			return nil, err
 		}
-		d, err := sqlstore.New(db, &sqlstore.Config{Dialect: sqlstore.MySQL, Tables: tables, Logger: log})
+		d, err := sqlstore.New(db, &sqlstore.Config{Dialect: mysql.Dialect, Tables: tables, Logger: log})
 		if err != nil {
 			db.Close()
 			return nil, err
@@ -109,11 +111,11 @@ func (s *storeFlags) open(ctx context.Context, create bool, stderr io.Writer) (*
 		if _, err := os.Stat(s.sqlite); !create && errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("no SQLite database at %s (inbox migrate -sqlite %s creates it)", s.sqlite, s.sqlite)
 		}
-		db, err := sqlstore.OpenSQLite(s.sqlite, nil)
+		db, err := sqlite.Open(s.sqlite, nil)
 		if err != nil {
 			return nil, err
 		}
-		d, err := sqlstore.New(db, &sqlstore.Config{Dialect: sqlstore.SQLite, Tables: tables, Logger: log})
+		d, err := sqlstore.New(db, &sqlstore.Config{Dialect: sqlite.Dialect, Tables: tables, Logger: log})
 		if err != nil {
 			db.Close()
 			return nil, err
@@ -228,9 +230,9 @@ func printScript(dialect string, tables store.Tables, out io.Writer) error {
 	case "postgres":
 		script, err = pgxstore.MigrationScript(tables)
 	case "mysql":
-		script, err = sqlstore.MigrationScript(sqlstore.MySQL, tables)
+		script, err = sqlstore.MigrationScript(mysql.Dialect, tables)
 	case "sqlite":
-		script, err = sqlstore.MigrationScript(sqlstore.SQLite, tables)
+		script, err = sqlstore.MigrationScript(sqlite.Dialect, tables)
 	default:
 		return fmt.Errorf("-dialect must be postgres, mysql or sqlite, not %q", dialect)
 	}

@@ -2,11 +2,9 @@ package sqlstore
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/inboxkit/inbox/internal/migrate"
-	"github.com/inboxkit/inbox/internal/pgsql"
 	"github.com/inboxkit/inbox/store"
 	"github.com/inboxkit/inbox/store/sqlstore/internal/sqldialect"
 )
@@ -48,19 +46,17 @@ func MigrationScript(dialect Dialect, t store.Tables) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if _, ok := d.(postgresDialect); ok {
-		q, err := pgsql.New(t)
-		if err != nil {
-			return "", err
-		}
-		return q.Script()
+	if sc, ok := d.(interface {
+		Script(store.Tables) (string, error)
+	}); ok { // PostgreSQL's is internal/pgsql's, shared with pgxstore
+		return sc.Script(t)
 	}
 	fsys, dir := d.Migrations()
 	ms, err := migrate.Load(fsys, dir, t, d.Quote)
 	if err != nil {
 		return "", err
 	}
-	q := render(d.Templates(), t, d.Quote)
+	q := sqldialect.Render(d.Templates(), t, d.Quote)
 	f, err := d.ScriptFrame(t)
 	if err != nil {
 		return "", err
@@ -68,7 +64,7 @@ func MigrationScript(dialect Dialect, t store.Tables) (string, error) {
 	var b strings.Builder
 	b.WriteString(f.Header + f.Begin + q.MigrationsCreate + ";\n")
 	for _, m := range ms {
-		record, err := fillLiterals(q.MigrationRecord, m.Version, m.Name)
+		record, err := sqldialect.FillLiterals(q.MigrationRecord, m.Version, m.Name)
 		if err != nil {
 			return "", err
 		}
@@ -81,40 +77,12 @@ func MigrationScript(dialect Dialect, t store.Tables) (string, error) {
 func scriptDialect(dialect Dialect, t store.Tables) (sqldialect.Dialect, error) {
 	d := dialect.d
 	if d == nil {
-		return nil, fmt.Errorf("%w: a Dialect is required (sqlstore.SQLite)", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: a Dialect is required (sqlite.Dialect, mysql.Dialect or postgres.Dialect)", ErrInvalidConfig)
 	}
 	if err := checkTables(d, t); err != nil {
 		return nil, err
 	}
 	return d, nil
-}
-
-// fillLiterals replaces the statement's ? placeholders, in order, with
-// args: an int as a number, a string as a string literal. Strings with a
-// quote or a backslash are refused: MySQL reads a backslash as an escape,
-// and the strings here are schema, prefix and migration file names.
-func fillLiterals(stmt string, args ...any) (string, error) {
-	parts := strings.Split(stmt, "?")
-	if len(parts) != len(args)+1 {
-		return "", fmt.Errorf("sqlstore: statement has %d placeholders, want %d", len(parts)-1, len(args))
-	}
-	var b strings.Builder
-	for i, a := range args {
-		b.WriteString(parts[i])
-		switch a := a.(type) {
-		case int:
-			b.WriteString(strconv.Itoa(a))
-		case string:
-			if strings.ContainsAny(a, `'\`) {
-				return "", fmt.Errorf("sqlstore: cannot print %q as an SQL literal", a)
-			}
-			b.WriteString("'" + a + "'")
-		default:
-			return "", fmt.Errorf("sqlstore: cannot print a %T as an SQL literal", a)
-		}
-	}
-	b.WriteString(parts[len(args)])
-	return b.String(), nil
 }
 
 // checkTables checks t's names and that d can use them.

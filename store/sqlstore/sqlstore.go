@@ -1,18 +1,21 @@
 // Package sqlstore is the inbox's store on database/sql: a
-// store.Driver[*sql.Tx] for PostgreSQL (through pgx's stdlib driver),
-// MySQL/MariaDB (github.com/go-sql-driver/mysql) and SQLite
-// (modernc.org/sqlite, pure Go).
+// store.Driver[*sql.Tx], written once, over a dialect from one of its
+// packages, each of which links only its own database driver:
 //
-//	db, err := sqlstore.OpenSQLite("inbox.db", nil) // or sqlstore.OpenMySQL(dsn, nil), or sql.Open("pgx", dsn)
+//   - sqlstore/sqlite: SQLite on modernc.org/sqlite (pure Go);
+//   - sqlstore/mysql: MySQL and MariaDB on github.com/go-sql-driver/mysql;
+//   - sqlstore/postgres: PostgreSQL on pgx's stdlib driver.
+//
+//	db, err := sqlite.Open("inbox.db", nil) // or mysql.Open(dsn, nil), or sql.Open("pgx", dsn)
 //	...
-//	driver, err := sqlstore.New(db, &sqlstore.Config{Dialect: sqlstore.SQLite}) // or sqlstore.MySQL, sqlstore.Postgres
+//	driver, err := sqlstore.New(db, &sqlstore.Config{Dialect: sqlite.Dialect}) // or mysql.Dialect, postgres.Dialect
 //	...
 //	err = driver.Migrate(ctx)
 //
-// Each dialect keeps its SQL in one file (sqlite.go, mysql.go; PostgreSQL's
-// is internal/pgsql's, shared with store/pgxstore) and its migrations in
-// embedded files (migrations/sqlite/*.sql, ...). Message IDs and consumers
-// are bound as bytes and stored as BLOBs, VARBINARY or bytea: NUL bytes,
+// This package imports no database driver. Each dialect keeps its SQL in
+// one file (PostgreSQL's is internal/pgsql's, shared with store/pgxstore)
+// and its migrations in embedded files. Message IDs and consumers are
+// bound as bytes and stored as BLOBs, VARBINARY or bytea: NUL bytes,
 // invalid UTF-8 and IDs that differ only in case or trailing spaces are
 // distinct.
 //
@@ -24,7 +27,6 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
-	"embed"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -33,33 +35,20 @@ import (
 	"time"
 
 	"github.com/inboxkit/inbox/internal/migrate"
-	"github.com/inboxkit/inbox/internal/pgsql"
 	"github.com/inboxkit/inbox/store"
 	"github.com/inboxkit/inbox/store/sqlstore/internal/sqldialect"
 )
 
-//go:embed migrations
-var migrationsFS embed.FS
+// DefaultMaxIdleConns is how many idle connections the dialect packages'
+// Open functions keep in their pools (see sqldialect.DefaultMaxIdleConns
+// for why); on a *sql.DB you open yourself (sql.Open("pgx", dsn) for
+// PostgreSQL), call db.SetMaxIdleConns likewise.
+const DefaultMaxIdleConns = sqldialect.DefaultMaxIdleConns
 
-// DefaultMaxIdleConns is how many idle connections OpenMySQL and
-// OpenSQLite keep in their pools. database/sql keeps 2 by default, so a
-// consumer with more workers closes connections after each burst and opens
-// them again for the next: on MariaDB, bursts of 8 claims closed 6
-// connections each and took 1.5-2.7 times as long (BenchmarkMySQLIdleConns,
-// on a loaded machine). Keep at least as many
-// as the consumer's Workers plus the connections the application uses
-// besides; on a *sql.DB you open yourself (sql.Open("pgx", dsn) for
-// Postgres), call db.SetMaxIdleConns likewise.
-const DefaultMaxIdleConns = 16
-
-// setMaxIdleConns keeps n idle connections in db's pool: 0 means
-// DefaultMaxIdleConns, negative none.
-func setMaxIdleConns(db *sql.DB, n int) {
-	if n == 0 {
-		n = DefaultMaxIdleConns
-	}
-	db.SetMaxIdleConns(max(n, 0))
-}
+// ErrClientFoundRows is wrapped by a MySQL claim on a connection that
+// counts found rows (clientFoundRows=true): a duplicate would look new.
+// mysql.Open refuses such a DSN.
+var ErrClientFoundRows = errors.New("sqlstore: clientFoundRows=true makes a duplicate claim look new; remove it from the MySQL DSN")
 
 // Config configures a Driver.
 type Config struct {
@@ -96,8 +85,8 @@ type Driver struct {
 
 var _ store.Driver[*sql.Tx] = (*Driver)(nil)
 
-// ErrInvalidConfig is wrapped by the errors of New, Migrations, OpenSQLite
-// and OpenMySQL for a configuration they refuse (invalid table names also
+// ErrInvalidConfig is wrapped by the errors of New, Migrations, sqlite.Open
+// and mysql.Open for a configuration they refuse (invalid table names also
 // wrap store.ErrInvalidTables; clientFoundRows=true ErrClientFoundRows).
 var ErrInvalidConfig = errors.New("sqlstore: invalid config")
 
@@ -105,7 +94,7 @@ var ErrInvalidConfig = errors.New("sqlstore: invalid config")
 // prepares every statement's text; it runs no SQL.
 func New(db *sql.DB, cfg *Config) (*Driver, error) {
 	if cfg == nil || cfg.Dialect.d == nil {
-		return nil, fmt.Errorf("%w: Config.Dialect is required (sqlstore.SQLite)", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: Config.Dialect is required (sqlite.Dialect, mysql.Dialect or postgres.Dialect of the packages under store/sqlstore)", ErrInvalidConfig)
 	}
 	d := cfg.Dialect.d
 	if err := checkTables(d, cfg.Tables); err != nil {
@@ -128,7 +117,7 @@ func New(db *sql.DB, cfg *Config) (*Driver, error) {
 		dialect:    d,
 		tables:     cfg.Tables,
 		txOpts:     d.TxOptions(db),
-		q:          render(d.Templates(), cfg.Tables, d.Quote),
+		q:          sqldialect.Render(d.Templates(), cfg.Tables, d.Quote),
 		migrations: migrations,
 		log:        log,
 	}, nil
@@ -285,7 +274,7 @@ func (d *Driver) stopPreparing(err error) {
 func (d *Driver) claimWith(ctx context.Context, tx *sql.Tx, p *store.ClaimParams, setLockTimeout, prepared bool) (*store.ClaimResult, error) {
 	query, args := d.q.Claim, []any{p.Consumer, p.MessageID, p.Type, nullBytes(p.Fingerprint)}
 	if setLockTimeout {
-		query, args = d.q.ClaimSettingLockTimeout, append(args, pgsql.LockTimeout(p.LockTimeout))
+		query, args = d.q.ClaimSettingLockTimeout, append(args, d.dialect.(interface{ LockTimeoutText(time.Duration) string }).LockTimeoutText(p.LockTimeout))
 	}
 	inserted, err := d.insertIfAbsent(ctx, d.stmt(ctx, tx, query, prepared), args...)
 	if err != nil {
@@ -486,9 +475,9 @@ func (d *Driver) DeadLetterAdd(ctx context.Context, tx *sql.Tx, p *store.DeadLet
 		}
 	}
 	if c, ok := d.dialect.(interface {
-		checkPacket(context.Context, *sql.Tx, ...[]byte) error
+		CheckPacket(context.Context, *sql.Tx, ...[]byte) error
 	}); ok {
-		if err := c.checkPacket(ctx, tx, p.Payload, p.Headers, []byte(p.Error), p.MessageID, p.Consumer, []byte(p.Type)); err != nil {
+		if err := c.CheckPacket(ctx, tx, p.Payload, p.Headers, []byte(p.Error), p.MessageID, p.Consumer, []byte(p.Type)); err != nil {
 			return false, d.fail("dead letter", err)
 		}
 	}

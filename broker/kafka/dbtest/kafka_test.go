@@ -389,3 +389,35 @@ func TestGroupSessionLostRejoins(t *testing.T) {
 	publish("after")
 	processed("after")
 }
+
+// A group session lost for a reason no rejoin fixes (an invalid session
+// timeout) stops Consume with that error.
+func TestGroupSessionRefusedIsTerminal(t *testing.T) {
+	t.Parallel()
+	topic := testenv.Name("inboxtest_")
+	c := fakeCluster(t, topic, 1)
+	c.ControlKey(int16(kmsg.JoinGroup), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		jr := req.(*kmsg.JoinGroupRequest)
+		resp := jr.ResponseKind().(*kmsg.JoinGroupResponse)
+		resp.Version = jr.Version
+		resp.ErrorCode = kerr.InvalidSessionTimeout.Code
+		return resp, nil, true
+	})
+	src, err := kafka.NewSource(context.Background(), &kafka.Config{Brokers: c.ListenAddrs(), Topic: topic, Group: "denied"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	f := brokertest.NewFixture(t, inbox.Config{})
+	done := make(chan error, 1)
+	go func() { done <- inbox.Consume(context.Background(), f.Inbox, src, f.Write, nil) }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, kerr.InvalidSessionTimeout) {
+			t.Fatalf("Consume returned %v, want INVALID_SESSION_TIMEOUT", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("Consume did not return when the group refused the member")
+	}
+}

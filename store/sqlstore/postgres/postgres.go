@@ -1,4 +1,4 @@
-package sqlstore
+package postgres
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/inboxkit/inbox/internal/pgsql"
 	"github.com/inboxkit/inbox/store"
+	"github.com/inboxkit/inbox/store/sqlstore"
 	"github.com/inboxkit/inbox/store/sqlstore/internal/sqldialect"
 )
 
@@ -22,8 +23,8 @@ import (
 // is faster: there BEGIN and the claim take one round trip, here
 // database/sql sends them apart (the claim sets the lock timeout itself).
 // sql.Open keeps 2 idle connections: call db.SetMaxIdleConns with at least
-// the consumer's Workers (see DefaultMaxIdleConns).
-var Postgres = Dialect{d: postgresDialect{}}
+// the consumer's Workers (see sqlstore.DefaultMaxIdleConns).
+var Dialect = sqlstore.NewDialect(postgresDialect{})
 
 type postgresDialect struct{}
 
@@ -106,11 +107,13 @@ func (postgresDialect) PrepareRefused(error) bool { return false }
 // savepointGone: PostgreSQL keeps an aborted transaction and its savepoints.
 func (postgresDialect) SavepointGone(error) bool { return false }
 
-// connBusy: pgx's stdlib reports its "conn busy" as driver.ErrBadConn, as
-// it does a connection lost before a statement was sent; after a handler
-// that returned nil, the first is by far the likelier.
+// TooLarge: program_limit_exceeded (54000).
 func (postgresDialect) TooLarge(err error) bool { return pgsql.TooLarge(err) }
 
+// ConnBusy: pgx's stdlib reports its "conn busy" as driver.ErrBadConn, as
+// it does a connection lost or closed before a statement was sent; after a
+// handler that returned nil, the first is by far the likelier (the other
+// is then counted as a handler failure too, as Process would).
 func (postgresDialect) ConnBusy(err error) bool  { return errors.Is(err, driver.ErrBadConn) }
 func (postgresDialect) ClaimDeadlock(error) bool { return false }
 
@@ -164,3 +167,16 @@ func (postgresDialect) DurabilityWarnings(ctx context.Context, conn *sql.Conn) (
 	}
 	return pgsql.DurabilityWarnings(sc, fsync), nil
 }
+
+// Script is the migration script of tables t, internal/pgsql's (the one
+// pgxstore prints too).
+func (postgresDialect) Script(t store.Tables) (string, error) {
+	q, err := pgsql.New(t)
+	if err != nil {
+		return "", err
+	}
+	return q.Script()
+}
+
+// LockTimeoutText is the argument of Queries.ClaimSettingLockTimeout.
+func (postgresDialect) LockTimeoutText(d time.Duration) string { return pgsql.LockTimeout(d) }

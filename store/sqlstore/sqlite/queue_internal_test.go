@@ -1,4 +1,4 @@
-package sqlstore
+package sqlite
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"modernc.org/sqlite"
+	msqlite "modernc.org/sqlite"
 )
 
 // A connection closed while it holds the write slot (database/sql closes
@@ -18,7 +18,7 @@ func TestQueuedConnCloseGivesTheSlotBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	base, err := sqlite.NewConnector(dsn)
+	base, err := msqlite.NewConnector(dsn)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package sqlstore_test
+package mysql_test
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package sqlstore_test
+package mysql_test
 
 import (
 	"context"
@@ -14,11 +14,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
+	gomysql "github.com/go-sql-driver/mysql"
 
 	"github.com/inboxkit/inbox"
 	"github.com/inboxkit/inbox/internal/testenv/mysqlenv"
 	"github.com/inboxkit/inbox/store/sqlstore"
+	"github.com/inboxkit/inbox/store/sqlstore/mysql"
 	"github.com/inboxkit/inbox/store/storetest"
 )
 
@@ -223,7 +224,7 @@ func TestMySQLPrepareRefused(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			cfg, err := mysql.ParseDSN(withParam(t, mysqlenv.Database(t), "interpolateParams=true"))
+			cfg, err := gomysql.ParseDSN(withParam(t, mysqlenv.Database(t), "interpolateParams=true"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -232,7 +233,7 @@ func TestMySQLPrepareRefused(t *testing.T) {
 				proxy.refuse.Store(nil)
 			}
 			cfg.Addr = proxy.addr
-			db, err := sqlstore.OpenMySQL(cfg.FormatDSN(), nil)
+			db, err := mysql.Open(cfg.FormatDSN(), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -296,7 +297,7 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 // The proxy's refusal is what go-sql-driver reports for the server's own.
 func TestPrepareRefuserReplies(t *testing.T) {
 	t.Parallel()
-	cfg, err := mysql.ParseDSN(mysqlenv.Database(t))
+	cfg, err := gomysql.ParseDSN(mysqlenv.Database(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -311,7 +312,7 @@ func TestPrepareRefuserReplies(t *testing.T) {
 		t.Fatalf("text query through the proxy: %d %v", one, err)
 	}
 	_, err = db.Prepare("SELECT ?")
-	var me *mysql.MySQLError
+	var me *gomysql.MySQLError
 	if !errors.As(err, &me) || me.Number != 1461 {
 		t.Fatalf("prepare through the proxy: %v, want MySQL error 1461", err)
 	}

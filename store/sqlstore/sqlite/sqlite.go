@@ -1,9 +1,10 @@
-package sqlstore
+package sqlite
 
 import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"embed"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -12,47 +13,51 @@ import (
 	"strings"
 	"time"
 
-	"modernc.org/sqlite"
+	msqlite "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/inboxkit/inbox/store"
+	"github.com/inboxkit/inbox/store/sqlstore"
 	"github.com/inboxkit/inbox/store/sqlstore/internal/sqldialect"
 )
 
+//go:embed migrations
+var migrationsFS embed.FS
+
 // SQLite is the dialect of SQLite through modernc.org/sqlite (driver name
-// "sqlite"). Open the database with OpenSQLite, or give its DSN the same
+// "sqlite"). Open the database with Open, or give its DSN the same
 // settings.
 //
 // SQLite has no lock timeout per transaction: BeginParams.LockTimeout and
 // ClaimParams.LockTimeout are not used; a writer waits for the database's
-// single write lock up to the connection's busy_timeout (SQLiteOptions) and
+// single write lock up to the connection's busy_timeout (Options) and
 // then fails with SQLITE_BUSY, which is retryable. Begin issues BEGIN
 // IMMEDIATE when the DSN says _txlock=immediate, so that writers queue at
 // BEGIN instead of failing when a read lock cannot be upgraded. SQLite has
 // no isolation levels to choose: its transactions are serializable.
 //
-// On a *sql.DB of OpenSQLite the pool's read-write transactions also queue
-// for the lock in the process, first come first served (see OpenSQLite).
-var SQLite = Dialect{d: sqliteDialect{}}
+// On a *sql.DB of Open the pool's read-write transactions also queue
+// for the lock in the process, first come first served (see Open).
+var Dialect = sqlstore.NewDialect(sqliteDialect{})
 
-// SQLiteOptions are the settings of OpenSQLite.
-type SQLiteOptions struct {
+// Options are the settings of Open.
+type Options struct {
 	// BusyTimeout is how long a writer waits for the write lock before it
 	// fails with SQLITE_BUSY: for the pool's other writers (then with
-	// ErrSQLiteBusy), and again for other processes' (busy_timeout).
+	// ErrBusy), and again for other processes' (busy_timeout).
 	// Default 5 s; negative means not at all.
 	BusyTimeout time.Duration
 	// MaxIdleConns is how many idle connections the pool keeps
-	// (sql.DB.SetMaxIdleConns). Default DefaultMaxIdleConns; negative
+	// (sql.DB.SetMaxIdleConns). Default sqlstore.DefaultMaxIdleConns; negative
 	// keeps none.
 	MaxIdleConns int
 }
 
-// OpenSQLite opens the SQLite database file at path (created if missing)
+// Open opens the SQLite database file at path (created if missing)
 // with the settings the inbox needs: WAL journal, synchronous=FULL (a
 // commit survives a power loss), the busy timeout, foreign keys on, and
 // BEGIN IMMEDIATE for every read-write transaction of the pool, and
-// DefaultMaxIdleConns idle connections kept. opts may be nil. It connects
+// sqlstore.DefaultMaxIdleConns idle connections kept. opts may be nil. It connects
 // once to report a bad path or setting now.
 //
 // The pool's read-write transactions (BeginTx without ReadOnly, the
@@ -64,17 +69,17 @@ type SQLiteOptions struct {
 // back, by any path (database/sql's own rollback when its context is done
 // included), or its connection closes; one that is never ended holds it
 // as it holds SQLite's lock. A writer that waited BusyTimeout for its turn
-// fails with ErrSQLiteBusy, retryable; one whose context ends stops
+// fails with ErrBusy, retryable; one whose context ends stops
 // waiting. Writes outside a transaction (db.Exec), read-only transactions
 // that write, other pools and other processes do not queue: they wait for
 // SQLite's lock up to busy_timeout, as before, against one writer of this
 // pool at a time.
-func OpenSQLite(path string, opts *SQLiteOptions) (*sql.DB, error) {
+func Open(path string, opts *Options) (*sql.DB, error) {
 	dsn, err := sqliteDSN(path, opts)
 	if err != nil {
 		return nil, err
 	}
-	base, err := sqlite.NewConnector(dsn)
+	base, err := msqlite.NewConnector(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: open %q: %w", path, err)
 	}
@@ -83,7 +88,7 @@ func OpenSQLite(path string, opts *SQLiteOptions) (*sql.DB, error) {
 	if opts != nil {
 		idle = opts.MaxIdleConns
 	}
-	setMaxIdleConns(db, idle)
+	sqldialect.SetMaxIdleConns(db, idle)
 	if err := db.Ping(); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("sqlstore: open %q: %w", path, err)
@@ -94,9 +99,9 @@ func OpenSQLite(path string, opts *SQLiteOptions) (*sql.DB, error) {
 // sqliteDSN is modernc's URI form: file:PATH?_pragma=...&_txlock=immediate.
 // modernc runs busy_timeout first, then the other _pragma values in
 // lexical order, on every new connection.
-func sqliteDSN(path string, opts *SQLiteOptions) (string, error) {
+func sqliteDSN(path string, opts *Options) (string, error) {
 	if path == "" {
-		return "", fmt.Errorf("%w: OpenSQLite: empty path", ErrInvalidConfig)
+		return "", fmt.Errorf("%w: Open: empty path", sqlstore.ErrInvalidConfig)
 	}
 	busy := sqliteBusyTimeout(opts)
 	q := url.Values{}
@@ -109,7 +114,7 @@ func sqliteDSN(path string, opts *SQLiteOptions) (string, error) {
 }
 
 // sqliteBusyTimeout is opts' busy timeout: default 5 s, 0 for none.
-func sqliteBusyTimeout(opts *SQLiteOptions) time.Duration {
+func sqliteBusyTimeout(opts *Options) time.Duration {
 	if opts != nil && opts.BusyTimeout != 0 {
 		return max(opts.BusyTimeout, 0)
 	}
@@ -202,7 +207,7 @@ type sqliteDialect struct{}
 func (sqliteDialect) Name() string                  { return "sqlite" }
 func (sqliteDialect) PrepareClaims() bool           { return false }
 func (sqliteDialect) Quote(ident string) string     { return store.QuoteDouble(ident) }
-func (sqliteDialect) Migrations() (fs.FS, string)   { return migrationsFS, "migrations/sqlite" }
+func (sqliteDialect) Migrations() (fs.FS, string)   { return migrationsFS, "migrations" }
 func (sqliteDialect) Templates() sqldialect.Queries { return sqliteQueries }
 
 func (sqliteDialect) CheckTables(t store.Tables) error {
@@ -224,7 +229,7 @@ func (sqliteDialect) SetLockTimeoutAndSavepoint(ctx context.Context, tx *sql.Tx,
 // sqliteCode returns the primary result code of a SQLite error, 0 if err
 // is not one.
 func sqliteCode(err error) int {
-	var e *sqlite.Error
+	var e *msqlite.Error
 	if errors.As(err, &e) {
 		return e.Code() & 0xff // extended codes carry the primary one in the low byte
 	}
@@ -262,7 +267,7 @@ func (sqliteDialect) TooLarge(err error) bool   { return sqliteCode(err) == sqli
 func (sqliteDialect) ClaimDeadlock(error) bool  { return false }
 
 func (sqliteDialect) Busy(err error) bool {
-	if errors.Is(err, ErrSQLiteBusy) {
+	if errors.Is(err, ErrBusy) {
 		return true
 	}
 	switch sqliteCode(err) {
@@ -274,7 +279,7 @@ func (sqliteDialect) Busy(err error) bool {
 
 // beginMigrate takes the write lock at BEGIN, whatever the pool's _txlock:
 // a second migrator waits (busy_timeout) and then sees the versions applied.
-// It queues for the pool's write slot first (OpenSQLite), which endMigrate
+// It queues for the pool's write slot first (Open), which endMigrate
 // gives back, or Migrate's closing of a connection it drops.
 func (sqliteDialect) BeginMigrate(ctx context.Context, conn *sql.Conn, _ store.Tables) error {
 	if err := conn.Raw(func(raw any) error { return slotOf(raw, func(c *queuedConn) error { return c.takeSlot(ctx) }) }); err != nil {
@@ -329,13 +334,13 @@ func (sqliteDialect) DurabilityWarnings(ctx context.Context, conn *sql.Conn) ([]
 	}
 	var w []string
 	if !strings.EqualFold(mode, "wal") {
-		w = append(w, fmt.Sprintf("SQLite journal_mode is %s, not WAL: writers block readers, and the inbox expects WAL with synchronous=FULL (use sqlstore.OpenSQLite)", mode))
+		w = append(w, fmt.Sprintf("SQLite journal_mode is %s, not WAL: writers block readers, and the inbox expects WAL with synchronous=FULL (use sqlstore.Open)", mode))
 	}
 	if sync < 2 {
-		w = append(w, fmt.Sprintf("SQLite synchronous is %d, below FULL (2): a committed claim can be lost in a power failure (use sqlstore.OpenSQLite)", sync))
+		w = append(w, fmt.Sprintf("SQLite synchronous is %d, below FULL (2): a committed claim can be lost in a power failure (use sqlstore.Open)", sync))
 	}
 	if busy == 0 {
-		w = append(w, "SQLite busy_timeout is 0: a writer fails with SQLITE_BUSY at once instead of waiting for the write lock (use sqlstore.OpenSQLite)")
+		w = append(w, "SQLite busy_timeout is 0: a writer fails with SQLITE_BUSY at once instead of waiting for the write lock (use sqlstore.Open)")
 	}
 	return w, nil
 }

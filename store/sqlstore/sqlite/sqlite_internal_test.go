@@ -1,4 +1,4 @@
-package sqlstore
+package sqlite
 
 import (
 	"testing"
@@ -9,16 +9,16 @@ func TestSQLiteDSN(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		path string
-		opts *SQLiteOptions
+		opts *Options
 		want string
 	}{
 		{"/var/lib/app/inbox.db", nil,
 			"file:/var/lib/app/inbox.db?_pragma=busy_timeout%285000%29&_pragma=journal_mode%28WAL%29&_pragma=synchronous%28FULL%29&_pragma=foreign_keys%281%29&_txlock=immediate"},
-		{"rel/a?b#c%d.db", &SQLiteOptions{BusyTimeout: 100 * time.Millisecond},
+		{"rel/a?b#c%d.db", &Options{BusyTimeout: 100 * time.Millisecond},
 			"file:rel/a%3Fb%23c%25d.db?_pragma=busy_timeout%28100%29&_pragma=journal_mode%28WAL%29&_pragma=synchronous%28FULL%29&_pragma=foreign_keys%281%29&_txlock=immediate"},
-		{"inbox.db", &SQLiteOptions{}, // zero: the default
+		{"inbox.db", &Options{}, // zero: the default
 			"file:inbox.db?_pragma=busy_timeout%285000%29&_pragma=journal_mode%28WAL%29&_pragma=synchronous%28FULL%29&_pragma=foreign_keys%281%29&_txlock=immediate"},
-		{"//srv/inbox.db", &SQLiteOptions{BusyTimeout: -1},
+		{"//srv/inbox.db", &Options{BusyTimeout: -1},
 			"file:///srv/inbox.db?_pragma=busy_timeout%280%29&_pragma=journal_mode%28WAL%29&_pragma=synchronous%28FULL%29&_pragma=foreign_keys%281%29&_txlock=immediate"},
 	} {
 		got, err := sqliteDSN(tc.path, tc.opts)

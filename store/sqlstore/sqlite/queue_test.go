@@ -1,4 +1,4 @@
-package sqlstore_test
+package sqlite_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/inboxkit/inbox/store"
 	"github.com/inboxkit/inbox/store/sqlstore"
+	"github.com/inboxkit/inbox/store/sqlstore/sqlite"
 )
 
 // slotFree fails the test unless a write transaction of db begins within
@@ -108,7 +109,7 @@ func TestSQLiteWriteSlotGivenBack(t *testing.T) {
 func TestSQLiteWriteSlotWait(t *testing.T) {
 	t.Parallel()
 	const busy = 200 * time.Millisecond
-	db := openSQLite(t, filepath.Join(t.TempDir(), "inbox.db"), &sqlstore.SQLiteOptions{BusyTimeout: busy})
+	db := openSQLite(t, filepath.Join(t.TempDir(), "inbox.db"), &sqlite.Options{BusyTimeout: busy})
 	d := newDriver(t, db)
 	ctx := t.Context()
 	if err := d.Migrate(ctx); err != nil {
@@ -124,13 +125,13 @@ func TestSQLiteWriteSlotWait(t *testing.T) {
 	_, err = d.Begin(ctx, nil)
 	waited := time.Since(start)
 	var re *store.RetryableError
-	if !errors.Is(err, sqlstore.ErrSQLiteBusy) || !errors.As(err, &re) || !d.Retryable(err) {
+	if !errors.Is(err, sqlite.ErrBusy) || !errors.As(err, &re) || !d.Retryable(err) {
 		t.Errorf("Begin while the pool's slot is held: %v; want a retryable error wrapping ErrSQLiteBusy", err)
 	}
 	if waited < busy*9/10 || waited > busy+time.Second {
 		t.Errorf("Begin gave up after %v; want about the busy timeout %v", waited, busy)
 	}
-	if err := d.Migrate(ctx); !errors.Is(err, sqlstore.ErrSQLiteBusy) {
+	if err := d.Migrate(ctx); !errors.Is(err, sqlite.ErrBusy) {
 		t.Errorf("Migrate while the pool's slot is held: %v; want it to queue and give up with ErrSQLiteBusy", err)
 	}
 	res, err := d.Prune(ctx, &store.PruneParams{Retention: time.Hour, Limit: 10})

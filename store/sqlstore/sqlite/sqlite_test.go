@@ -1,4 +1,4 @@
-package sqlstore_test
+package sqlite_test
 
 // What is specific to SQLite. The behaviour every store shares (claims,
 // duplicates, IDs, attempts, dead letters, pruning, migrations, table names)
@@ -15,17 +15,18 @@ import (
 	"testing"
 	"time"
 
-	"modernc.org/sqlite"
+	msqlite "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/inboxkit/inbox/store"
 	"github.com/inboxkit/inbox/store/sqlstore"
+	"github.com/inboxkit/inbox/store/sqlstore/sqlite"
 )
 
 // openSQLite opens path with OpenSQLite and closes it at the end of the test.
-func openSQLite(t *testing.T, path string, opts *sqlstore.SQLiteOptions) *sql.DB {
+func openSQLite(t *testing.T, path string, opts *sqlite.Options) *sql.DB {
 	t.Helper()
-	db, err := sqlstore.OpenSQLite(path, opts)
+	db, err := sqlite.Open(path, opts)
 	if err != nil {
 		t.Fatalf("OpenSQLite(%q): %v", path, err)
 	}
@@ -35,7 +36,7 @@ func openSQLite(t *testing.T, path string, opts *sqlstore.SQLiteOptions) *sql.DB
 
 func newDriver(t *testing.T, db *sql.DB) *sqlstore.Driver {
 	t.Helper()
-	d, err := sqlstore.New(db, &sqlstore.Config{Dialect: sqlstore.SQLite, Logger: slog.New(slog.DiscardHandler)})
+	d, err := sqlstore.New(db, &sqlstore.Config{Dialect: sqlite.Dialect, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -67,7 +68,7 @@ func TestOpenSQLitePaths(t *testing.T) {
 			if name == "//double-slash" { // "//tmp/..." is "/tmp/...", not a URI authority
 				path, want = "/"+dir+"/inbox.db", "inbox.db"
 			}
-			db, err := sqlstore.OpenSQLite(path, nil)
+			db, err := sqlite.Open(path, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -90,7 +91,7 @@ func TestOpenSQLitePaths(t *testing.T) {
 		})
 	}
 	for _, path := range []string{"", filepath.Join(t.TempDir(), "missing", "inbox.db")} {
-		if db, err := sqlstore.OpenSQLite(path, nil); err == nil {
+		if db, err := sqlite.Open(path, nil); err == nil {
 			_ = db.Close()
 			t.Errorf("OpenSQLite(%q): want an error", path)
 		}
@@ -125,13 +126,13 @@ func TestBusy(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			db := openSQLite(t, path, &sqlstore.SQLiteOptions{BusyTimeout: timeout})
+			db := openSQLite(t, path, &sqlite.Options{BusyTimeout: timeout})
 			start := time.Now()
 			err := tc.op(t, newDriver(t, db))
 			var re *store.RetryableError
-			var se *sqlite.Error
+			var se *msqlite.Error
 			if !errors.As(err, &re) || !errors.As(err, &se) || se.Code()&0xff != sqlite3.SQLITE_BUSY {
-				t.Fatalf("while another connection writes: %v (%T); want a *store.RetryableError wrapping a *sqlite.Error with code 5", err, err)
+				t.Fatalf("while another connection writes: %v (%T); want a *store.RetryableError wrapping a *msqlite.Error with code 5", err, err)
 			}
 			if waited := time.Since(start); waited < timeout*8/10 {
 				t.Errorf("gave up after %v, want about the busy timeout %v", waited, timeout)
@@ -154,9 +155,9 @@ func TestDurabilityWarnings(t *testing.T) {
 		{"plain sql.Open", func(p string) (*sql.DB, error) {
 			return sql.Open("sqlite", "file:"+p+"?_pragma=synchronous(NORMAL)")
 		}, all},
-		{"OpenSQLite", func(p string) (*sql.DB, error) { return sqlstore.OpenSQLite(p, nil) }, nil},
+		{"OpenSQLite", func(p string) (*sql.DB, error) { return sqlite.Open(p, nil) }, nil},
 		{"OpenSQLite without busy timeout", func(p string) (*sql.DB, error) {
-			return sqlstore.OpenSQLite(p, &sqlstore.SQLiteOptions{BusyTimeout: -1})
+			return sqlite.Open(p, &sqlite.Options{BusyTimeout: -1})
 		}, []string{"busy_timeout"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -183,7 +184,7 @@ func TestSchemaRejected(t *testing.T) {
 	t.Parallel()
 	db := openSQLite(t, filepath.Join(t.TempDir(), "inbox.db"), nil)
 	for _, tables := range []store.Tables{{Schema: "inbox"}, {Schema: "main", Prefix: "svc_"}} {
-		d, err := sqlstore.New(db, &sqlstore.Config{Dialect: sqlstore.SQLite, Tables: tables})
+		d, err := sqlstore.New(db, &sqlstore.Config{Dialect: sqlite.Dialect, Tables: tables})
 		if d != nil || !errors.Is(err, store.ErrInvalidTables) {
 			t.Errorf("New(%+v) = %v, %v; want nil and an error wrapping store.ErrInvalidTables", tables, d, err)
 		}
@@ -266,7 +267,7 @@ func TestBeginClaimDuplicate(t *testing.T) {
 	if n := db.Stats().InUse; n != 0 {
 		t.Errorf("%d connections in use after duplicates, want 0", n)
 	}
-	other := newDriver(t, openSQLite(t, path, &sqlstore.SQLiteOptions{BusyTimeout: -1}))
+	other := newDriver(t, openSQLite(t, path, &sqlite.Options{BusyTimeout: -1}))
 	tx, res, err := other.BeginClaim(ctx, claimParams("after", nil))
 	if err != nil || !res.Claimed || other.Commit(ctx, tx) != nil {
 		t.Fatalf("claim on another connection after the duplicates = %+v, %v; want the write lock free", res, err)

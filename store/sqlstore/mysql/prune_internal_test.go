@@ -1,16 +1,16 @@
-package sqlstore
+package mysql
 
 import (
 	"context"
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/inboxkit/inbox/internal/testenv/mysqlenv"
 	"github.com/inboxkit/inbox/store"
+	"github.com/inboxkit/inbox/store/sqlstore"
+	"github.com/inboxkit/inbox/store/sqlstore/internal/sqldialect"
 )
 
 // pruneRetentionMS, pruneLimit: the arguments the plans are explained
@@ -20,64 +20,11 @@ const pruneRetentionMS, pruneLimit = 3_600_000, 100
 
 // pruneTables are the tables a prune statement deletes from, their time
 // column and its index, and the statement of each.
-func pruneTables(d *Driver) []struct{ table, column, index, stmt string } {
+func pruneTables() []struct{ table, column, index, stmt string } {
+	q := sqldialect.Render(mysqlDialect{}.Templates(), store.Tables{}, mysqlDialect{}.Quote)
 	return []struct{ table, column, index, stmt string }{
-		{"inbox", "received_at", "inbox_received_at_idx", d.q.PruneInbox},
-		{"inbox_attempts", "last_failed_at", "inbox_attempts_last_failed_at_idx", d.q.PruneAttempts},
-	}
-}
-
-// TestPrunePlanSQLite checks that both prune statements read their batch
-// in index order: a search of the time column's index, no sort of the
-// expired rows, so that a batch costs the same on any table.
-func TestPrunePlanSQLite(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	db, err := OpenSQLite(filepath.Join(t.TempDir(), "inbox.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	d := migrated(t, db, SQLite)
-	for _, p := range pruneTables(d) {
-		table := d.tables.Name(p.table, store.QuoteDouble)
-		fill := `WITH RECURSIVE s(i) AS (SELECT %d UNION ALL SELECT i + 1 FROM s WHERE i < %d)
-INSERT INTO ` + table + ` (consumer, message_id, %s) SELECT x'63', CAST(i AS BLOB), %s FROM s`
-		cols, now := "received_at", "unixepoch() * 1000"
-		if p.table == "inbox_attempts" {
-			cols = "attempts, first_failed_at, last_failed_at"
-			now = "1, 0, unixepoch() * 1000"
-		}
-		for _, s := range []string{
-			fmt.Sprintf(fill, 1, 2000, cols, now),
-			fmt.Sprintf(fill, 2001, 5000, cols, now+" - 7200000"),
-			"ANALYZE",
-		} {
-			if _, err := db.ExecContext(ctx, s); err != nil {
-				t.Fatalf("%s: %v", s, err)
-			}
-		}
-		rows, err := db.QueryContext(ctx, "EXPLAIN QUERY PLAN "+p.stmt, pruneRetentionMS, pruneLimit)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var plan []string
-		for rows.Next() {
-			var id, parent, unused int
-			var detail string
-			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-				t.Fatal(err)
-			}
-			plan = append(plan, detail)
-		}
-		if err := rows.Err(); err != nil {
-			t.Fatal(err)
-		}
-		got := strings.Join(plan, "\n")
-		index := fmt.Sprintf("USING COVERING INDEX %s (%s<?)", p.index, p.column)
-		if !strings.Contains(got, index) || strings.Contains(got, "TEMP B-TREE") || strings.Contains(got, "SCAN ") {
-			t.Errorf("plan of the %s prune:\n%s\nwant a search %s, no scan, no temp b-tree", p.table, got, index)
-		}
+		{"inbox", "received_at", "inbox_received_at_idx", q.PruneInbox},
+		{"inbox_attempts", "last_failed_at", "inbox_attempts_last_failed_at_idx", q.PruneAttempts},
 	}
 }
 
@@ -87,14 +34,14 @@ INSERT INTO ` + table + ` (consumer, message_id, %s) SELECT x'63', CAST(i AS BLO
 func TestPrunePlanMySQL(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db, err := OpenMySQL(mysqlenv.Database(t), nil)
+	db, err := Open(mysqlenv.Database(t), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = db.Close() })
-	d := migrated(t, db, MySQL)
-	for _, p := range pruneTables(d) {
-		table := d.tables.Name(p.table, store.QuoteBacktick)
+	migrated(t, db)
+	for _, p := range pruneTables() {
+		table := store.Tables{}.Name(p.table, store.QuoteBacktick)
 		// Chunks of 1000 rows: MySQL's cte_max_recursion_depth.
 		fill := `INSERT INTO ` + table + ` (consumer, message_id, %s)
 WITH RECURSIVE s(i) AS (SELECT %d UNION ALL SELECT i + 1 FROM s WHERE i < %d) SELECT 'c', CONCAT('m', i), %s FROM s`
@@ -144,16 +91,15 @@ WITH RECURSIVE s(i) AS (SELECT %d UNION ALL SELECT i + 1 FROM s WHERE i < %d) SE
 }
 
 // migrated returns a Driver of dialect on db with its tables migrated.
-func migrated(t *testing.T, db *sql.DB, dialect Dialect) *Driver {
+func migrated(t *testing.T, db *sql.DB) {
 	t.Helper()
-	d, err := New(db, &Config{Dialect: dialect})
+	d, err := sqlstore.New(db, &sqlstore.Config{Dialect: Dialect})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := d.Migrate(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	return d
 }
 
 // walkJSON calls f on every object in v.

@@ -1,4 +1,4 @@
-package sqlstore_test
+package mysql_test
 
 import (
 	"context"
@@ -8,14 +8,12 @@ import (
 	"testing"
 
 	"github.com/inboxkit/inbox"
-	"github.com/inboxkit/inbox/internal/testenv"
-	"github.com/inboxkit/inbox/internal/testenv/pgenv"
 	"github.com/inboxkit/inbox/store/sqlstore"
+	"github.com/inboxkit/inbox/store/sqlstore/mysql"
 )
 
 // processTx claims msg in a transaction the service owns, credits an
-// account in it, and commits when the outcome says so. The suite's
-// ProcessTx case runs this flow against every dialect.
+// account in it, and commits when the outcome says so.
 func processTx(ctx context.Context, db *sql.DB, ib *inbox.Inbox[*sql.Tx], msg inbox.Message, credit string) (inbox.Outcome, error) {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
@@ -35,42 +33,17 @@ func processTx(ctx context.Context, db *sql.DB, ib *inbox.Inbox[*sql.Tx], msg in
 	return out, err // ack when out.Ack()
 }
 
-// ProcessTx with a *sql.Tx on PostgreSQL through pgx's stdlib driver
-// (import _ "github.com/jackc/pgx/v5/stdlib").
-func ExampleDriver_postgres() {
-	ctx := context.Background()
-	db, err := sql.Open("pgx", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer db.Close()
-	driver, err := sqlstore.New(db, &sqlstore.Config{Dialect: sqlstore.Postgres})
-	if err != nil {
-		log.Fatal(err)
-	}
-	if err := driver.Migrate(ctx); err != nil {
-		log.Fatal(err)
-	}
-	ib, err := inbox.New(ctx, driver, &inbox.Config{Consumer: "billing"})
-	if err != nil {
-		log.Fatal(err)
-	}
-	out, err := processTx(ctx, db, ib, inbox.Message{ID: "payment-1"},
-		`INSERT INTO credits (payment) VALUES ($1)`)
-	fmt.Println(out.Status, err)
-}
-
-// ProcessTx with a *sql.Tx on MySQL or MariaDB; OpenMySQL refuses
+// ProcessTx with a *sql.Tx on MySQL or MariaDB; mysql.Open refuses
 // clientFoundRows and sets READ COMMITTED and the lock wait timeout on
 // every connection.
-func ExampleDriver_mySQL() {
+func Example() {
 	ctx := context.Background()
-	db, err := sqlstore.OpenMySQL("root@tcp(127.0.0.1:3306)/test", nil)
+	db, err := mysql.Open("root@tcp(127.0.0.1:3306)/test", nil)
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer db.Close()
-	driver, err := sqlstore.New(db, &sqlstore.Config{Dialect: sqlstore.MySQL})
+	driver, err := sqlstore.New(db, &sqlstore.Config{Dialect: mysql.Dialect})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -86,7 +59,7 @@ func ExampleDriver_mySQL() {
 	fmt.Println(out.Status, err)
 }
 
-// The examples' flow, run on both servers.
+// The examples' flow, run on the server.
 func TestProcessTxFlow(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -94,26 +67,9 @@ func TestProcessTxFlow(t *testing.T) {
 		open   func(t *testing.T) (*sql.DB, sqlstore.Dialect)
 		credit string
 	}{
-		{"postgres", func(t *testing.T) (*sql.DB, sqlstore.Dialect) {
-			pgenv.Pool(t, 1)
-			db, err := sql.Open("pgx", pgenv.DSN())
-			if err != nil {
-				t.Fatal(err)
-			}
-			schema := testenv.Name("flow_")
-			if _, err := db.Exec("CREATE SCHEMA " + schema); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _, _ = db.Exec("DROP SCHEMA " + schema + " CASCADE"); db.Close() })
-			db.SetMaxOpenConns(1) // search_path below holds for the one connection
-			if _, err := db.Exec("SET search_path TO " + schema); err != nil {
-				t.Fatal(err)
-			}
-			return db, sqlstore.Postgres
-		}, `INSERT INTO credits (payment) VALUES ($1)`},
 		{"mysql", func(t *testing.T) (*sql.DB, sqlstore.Dialect) {
 			db := openMySQL(t, "")
-			return db, sqlstore.MySQL
+			return db, mysql.Dialect
 		}, `INSERT INTO credits (payment) VALUES (?)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,4 +1,4 @@
-package sqlstore_test
+package mysql_test
 
 import (
 	"context"
@@ -9,17 +9,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
+	gomysql "github.com/go-sql-driver/mysql"
 
 	"github.com/inboxkit/inbox"
 	"github.com/inboxkit/inbox/internal/testenv/mysqlenv"
 	"github.com/inboxkit/inbox/store/sqlstore"
+	"github.com/inboxkit/inbox/store/sqlstore/mysql"
 )
 
 // withParam adds a parameter to a go-sql-driver/mysql DSN.
 func withParam(t testing.TB, dsn, param string) string {
 	t.Helper()
-	if _, err := mysql.ParseDSN(dsn); err != nil {
+	if _, err := gomysql.ParseDSN(dsn); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(dsn, "?") {
@@ -38,7 +39,7 @@ func mysqlInbox(t *testing.T, db *sql.DB, cfg sqlstore.Config, icfg inbox.Config
 			t.Fatal(err)
 		}
 	}
-	cfg.Dialect = sqlstore.MySQL
+	cfg.Dialect = mysql.Dialect
 	d, err := sqlstore.New(db, &cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -59,15 +60,15 @@ func TestOpenMySQL(t *testing.T) {
 	tests := []struct {
 		name     string
 		dsn      string
-		opts     *sqlstore.MySQLOptions
+		opts     *mysql.Options
 		wantErr  error // errors.Is; nil: opens
 		wantWait int   // session innodb_lock_wait_timeout
 	}{
 		{"default 5 s", dsn, nil, nil, 5},
-		{"rounded up", dsn, &sqlstore.MySQLOptions{LockTimeout: 1500 * time.Millisecond}, nil, 2},
-		{"at least 1 s", dsn, &sqlstore.MySQLOptions{LockTimeout: 300 * time.Millisecond}, nil, 1},
+		{"rounded up", dsn, &mysql.Options{LockTimeout: 1500 * time.Millisecond}, nil, 2},
+		{"at least 1 s", dsn, &mysql.Options{LockTimeout: 300 * time.Millisecond}, nil, 1},
 		{"DSN parameter kept", withParam(t, dsn, "innodb_lock_wait_timeout=7"), nil, nil, 7},
-		{"option over DSN parameter", withParam(t, dsn, "innodb_lock_wait_timeout=7"), &sqlstore.MySQLOptions{LockTimeout: 3 * time.Second}, nil, 3},
+		{"option over DSN parameter", withParam(t, dsn, "innodb_lock_wait_timeout=7"), &mysql.Options{LockTimeout: 3 * time.Second}, nil, 3},
 		{"clientFoundRows=true refused", withParam(t, dsn, "clientFoundRows=true"), nil, sqlstore.ErrClientFoundRows, 0},
 		{"clientFoundRows=1 refused", withParam(t, dsn, "clientFoundRows=1"), nil, sqlstore.ErrClientFoundRows, 0},
 		{"clientFoundRows=false", withParam(t, dsn, "clientFoundRows=false"), nil, nil, 5},
@@ -75,7 +76,7 @@ func TestOpenMySQL(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			db, err := sqlstore.OpenMySQL(tc.dsn, tc.opts)
+			db, err := mysql.Open(tc.dsn, tc.opts)
 			if tc.wantErr != nil {
 				if !errors.Is(err, tc.wantErr) {
 					t.Fatalf("OpenMySQL: %v, want %v", err, tc.wantErr)
@@ -105,7 +106,7 @@ func TestOpenMySQL(t *testing.T) {
 		})
 	}
 	for _, bad := range []string{"not a dsn", withParam(t, dsn, "innodb_lock_wait_timeout=5;DROP")} {
-		if db, err := sqlstore.OpenMySQL(bad, nil); err == nil {
+		if db, err := mysql.Open(bad, nil); err == nil {
 			_ = db.Close()
 			t.Fatalf("OpenMySQL(%q) opened, want an error", bad)
 		}
@@ -204,7 +205,7 @@ func TestMySQLErrorClasses(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := openMySQL(t, "")
-	d, err := sqlstore.New(db, &sqlstore.Config{Dialect: sqlstore.MySQL})
+	d, err := sqlstore.New(db, &sqlstore.Config{Dialect: mysql.Dialect})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,11 +224,11 @@ func TestMySQLErrorClasses(t *testing.T) {
 	}{
 		{"lock wait timeout", lockErr, true, false},
 		{"wrapped", errors.Join(errors.New("handler"), lockErr), true, false},
-		{"deadlock", &mysql.MySQLError{Number: 1213}, true, false},
-		{"lost connection", mysql.ErrInvalidConn, true, false},
-		{"duplicate key", &mysql.MySQLError{Number: 1062}, false, false},
+		{"deadlock", &gomysql.MySQLError{Number: 1213}, true, false},
+		{"lost connection", gomysql.ErrInvalidConn, true, false},
+		{"duplicate key", &gomysql.MySQLError{Number: 1062}, false, false},
 		{"missing table", missing, false, true},
-		{"access denied", &mysql.MySQLError{Number: 1142}, false, true},
+		{"access denied", &gomysql.MySQLError{Number: 1142}, false, true},
 		{"context deadline", context.DeadlineExceeded, false, false},
 		{"other", errors.New("no"), false, false},
 	}
@@ -251,7 +252,7 @@ func TestMySQLHandlerLockWaitRetried(t *testing.T) {
 	holder := heldRow(t, db)
 	credit := func(ctx context.Context, tx *sql.Tx, m *inbox.Message) error {
 		_, err := tx.ExecContext(ctx, "UPDATE acct SET n = n + 1 WHERE id = 1")
-		return err // the *mysql.MySQLError as it is
+		return err // the *gomysql.MySQLError as it is
 	}
 	m := inbox.Message{ID: "m"}
 	for _, p := range []struct {
@@ -291,7 +292,7 @@ func TestMySQLHandlerLockWaitRetried(t *testing.T) {
 }
 
 func mysqlErrNumber(err error) uint16 {
-	var me *mysql.MySQLError
+	var me *gomysql.MySQLError
 	if errors.As(err, &me) {
 		return me.Number
 	}
@@ -308,7 +309,7 @@ func TestMySQLDurabilityWarnsAboutLockWait(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = db.Close() })
-	d, err := sqlstore.New(db, &sqlstore.Config{Dialect: sqlstore.MySQL})
+	d, err := sqlstore.New(db, &sqlstore.Config{Dialect: mysql.Dialect})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -330,7 +331,7 @@ func TestMySQLProcessTxOtherPool(t *testing.T) {
 	dsn := mysqlenv.Database(t)
 	var pools [2]*sql.DB
 	for i := range pools {
-		db, err := sqlstore.OpenMySQL(dsn, nil)
+		db, err := mysql.Open(dsn, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -404,7 +405,7 @@ func TestMySQLProcessTxDeadlockVictim(t *testing.T) {
 			// The failure was recorded: the next one adds to it.
 			next, _ := ib.Process(ctx, inbox.Message{ID: "m"}, func(ctx context.Context, tx *sql.Tx, _ *inbox.Message) error {
 				if tc.transient {
-					return &mysql.MySQLError{Number: 1213, Message: "Deadlock found"}
+					return &gomysql.MySQLError{Number: 1213, Message: "Deadlock found"}
 				}
 				return errors.New("ordinary")
 			})

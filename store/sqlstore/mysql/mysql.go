@@ -1,9 +1,10 @@
-package sqlstore
+package mysql
 
 import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"embed"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -15,28 +16,32 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/inboxkit/inbox/store"
+	"github.com/inboxkit/inbox/store/sqlstore"
 	"github.com/inboxkit/inbox/store/sqlstore/internal/sqldialect"
 )
 
+//go:embed migrations
+var migrationsFS embed.FS
+
 // MySQL is the dialect of MySQL (8.0 and later) and MariaDB (10.6 and
 // later) through github.com/go-sql-driver/mysql (driver name "mysql"), on
-// InnoDB tables. Open the database with OpenMySQL, or give its DSN the same
+// InnoDB tables. Open the database with Open, or give its DSN the same
 // settings.
 //
 //   - The claim is INSERT ... ON DUPLICATE KEY UPDATE, which reports a new
 //     row as one row affected and a duplicate as none; never INSERT IGNORE,
 //     which would turn every error into a warning. A connection with
-//     clientFoundRows=true counts a duplicate as one row too: OpenMySQL
+//     clientFoundRows=true counts a duplicate as one row too: Open
 //     refuses such a DSN, and on a pool opened otherwise the claim notices
 //     it on the first duplicate (which the statement marks with
 //     LAST_INSERT_ID(1)) and fails with an error instead of taking the
 //     duplicate for new. That marker is the connection's LAST_INSERT_ID()
 //     afterwards.
-//   - Transactions run at READ COMMITTED. A pool opened with OpenMySQL
+//   - Transactions run at READ COMMITTED. A pool opened with Open
 //     sets it once per connection; on another pool Begin sets it for each
 //     transaction, which costs one more round trip.
 //   - The lock timeout is the connection's innodb_lock_wait_timeout, which
-//     OpenMySQL sets on every connection (MySQLOptions.LockTimeout):
+//     Open sets on every connection (Options.LockTimeout):
 //     BeginParams.LockTimeout and ClaimParams.LockTimeout are not used, so
 //     that a transaction costs no extra SET. MySQL counts it in whole
 //     seconds. A claim that waits longer fails with the retryable error
@@ -68,10 +73,10 @@ import (
 //     DATETIME(6) columns.
 //
 // Config.Tables.Schema names a database; empty means the connection's.
-var MySQL = Dialect{d: mysqlDialect{}}
+var Dialect = sqlstore.NewDialect(mysqlDialect{})
 
-// MySQLOptions are the settings of OpenMySQL.
-type MySQLOptions struct {
+// Options are the settings of Open.
+type Options struct {
 	// LockTimeout is innodb_lock_wait_timeout on every connection: how
 	// long a statement waits for a row lock (a claim behind a racing
 	// delivery of the same message) before it fails with the retryable
@@ -80,56 +85,56 @@ type MySQLOptions struct {
 	// one, else 5 s.
 	LockTimeout time.Duration
 	// MaxIdleConns is how many idle connections the pool keeps
-	// (sql.DB.SetMaxIdleConns). Default DefaultMaxIdleConns; negative
+	// (sql.DB.SetMaxIdleConns). Default sqlstore.DefaultMaxIdleConns; negative
 	// keeps none.
 	MaxIdleConns int
 }
 
-// ErrClientFoundRows is returned by OpenMySQL for a DSN with
+// ErrClientFoundRows is returned by Open for a DSN with
 // clientFoundRows=true, and wrapped by a claim on a connection that counts
 // found rows: a duplicate would look new.
-var ErrClientFoundRows = errors.New("sqlstore: clientFoundRows=true makes a duplicate claim look new; remove it from the MySQL DSN")
+var ErrClientFoundRows = sqlstore.ErrClientFoundRows
 
-// OpenMySQL opens a pool on the MySQL or MariaDB database of dsn
+// Open opens a pool on the MySQL or MariaDB database of dsn
 // (go-sql-driver/mysql's format, user:password@tcp(host:3306)/database?...)
-// with the settings the inbox needs: it keeps DefaultMaxIdleConns idle
+// with the settings the inbox needs: it keeps sqlstore.DefaultMaxIdleConns idle
 // connections, refuses clientFoundRows=true
 // (ErrClientFoundRows), sets parseTime=true, and sets on every connection
-// innodb_lock_wait_timeout (see MySQLOptions) and READ COMMITTED as the
+// innodb_lock_wait_timeout (see Options) and READ COMMITTED as the
 // session's isolation level, which the application's own transactions on
 // the pool get too. opts may be nil. It connects once to report a bad DSN
 // or server now. The DSN's other settings are kept: with
 // interpolateParams=true a statement with arguments costs one round trip
 // instead of two, for the inbox and the handlers alike.
-func OpenMySQL(dsn string, opts *MySQLOptions) (*sql.DB, error) {
+func Open(dsn string, opts *Options) (*sql.DB, error) {
 	cfg, err := mysqlConfig(dsn, opts)
 	if err != nil {
 		return nil, err
 	}
 	conn, err := mysql.NewConnector(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("sqlstore: OpenMySQL: %w", err)
+		return nil, fmt.Errorf("sqlstore: Open: %w", err)
 	}
 	db := sql.OpenDB(mysqlConnector{conn})
 	idle := 0
 	if opts != nil {
 		idle = opts.MaxIdleConns
 	}
-	setMaxIdleConns(db, idle)
+	sqldialect.SetMaxIdleConns(db, idle)
 	if err := db.Ping(); err != nil {
 		_ = db.Close()
-		return nil, fmt.Errorf("sqlstore: OpenMySQL %s: %w", cfg.Addr, err)
+		return nil, fmt.Errorf("sqlstore: Open %s: %w", cfg.Addr, err)
 	}
 	return db, nil
 }
 
-func mysqlConfig(dsn string, opts *MySQLOptions) (*mysql.Config, error) {
+func mysqlConfig(dsn string, opts *Options) (*mysql.Config, error) {
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("%w: OpenMySQL: %w", ErrInvalidConfig, err)
+		return nil, fmt.Errorf("%w: Open: %w", sqlstore.ErrInvalidConfig, err)
 	}
 	if cfg.ClientFoundRows {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, ErrClientFoundRows)
+		return nil, fmt.Errorf("%w: %w", sqlstore.ErrInvalidConfig, ErrClientFoundRows)
 	}
 	cfg.ParseTime = true
 	if cfg.Params == nil {
@@ -140,12 +145,12 @@ func mysqlConfig(dsn string, opts *MySQLOptions) (*mysql.Config, error) {
 		timeout = opts.LockTimeout
 	} else if s, ok := cfg.Params["innodb_lock_wait_timeout"]; ok {
 		if _, err := strconv.ParseUint(s, 10, 32); err != nil {
-			return nil, fmt.Errorf("%w: OpenMySQL: innodb_lock_wait_timeout=%q, want whole seconds", ErrInvalidConfig, s)
+			return nil, fmt.Errorf("%w: Open: innodb_lock_wait_timeout=%q, want whole seconds", sqlstore.ErrInvalidConfig, s)
 		}
 		return cfg, nil
 	}
 	if timeout < 0 {
-		return nil, fmt.Errorf("%w: OpenMySQL: negative LockTimeout %v", ErrInvalidConfig, timeout)
+		return nil, fmt.Errorf("%w: Open: negative LockTimeout %v", sqlstore.ErrInvalidConfig, timeout)
 	}
 	cfg.Params["innodb_lock_wait_timeout"] = strconv.FormatInt(mysqlSeconds(timeout), 10)
 	return cfg, nil
@@ -177,7 +182,7 @@ func (c mysqlConnector) Connect(ctx context.Context) (driver.Conn, error) {
 
 func (c mysqlConnector) Driver() driver.Driver { return mysqlOpened{} }
 
-// mysqlOpened is the driver of the pools OpenMySQL opens.
+// mysqlOpened is the driver of the pools Open opens.
 type mysqlOpened struct{ mysql.MySQLDriver }
 
 // mysqlSeconds rounds d up to whole seconds, at least 1.
@@ -266,14 +271,14 @@ type mysqlDialect struct{}
 func (mysqlDialect) Name() string                  { return "mysql" }
 func (mysqlDialect) PrepareClaims() bool           { return true }
 func (mysqlDialect) Quote(ident string) string     { return store.QuoteBacktick(ident) }
-func (mysqlDialect) Migrations() (fs.FS, string)   { return migrationsFS, "migrations/mysql" }
+func (mysqlDialect) Migrations() (fs.FS, string)   { return migrationsFS, "migrations" }
 func (mysqlDialect) Templates() sqldialect.Queries { return mysqlQueries }
 
 func (mysqlDialect) CheckTables(store.Tables) error { return nil }
 
 var mysqlTxOptions = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 
-// txOptions: READ COMMITTED for each transaction, unless OpenMySQL opened
+// txOptions: READ COMMITTED for each transaction, unless Open opened
 // db and so set it for each connection.
 func (mysqlDialect) TxOptions(db *sql.DB) *sql.TxOptions {
 	if _, ok := db.Driver().(mysqlOpened); ok {
@@ -282,7 +287,7 @@ func (mysqlDialect) TxOptions(db *sql.DB) *sql.TxOptions {
 	return mysqlTxOptions
 }
 
-// setLockTimeout: innodb_lock_wait_timeout is set per connection (OpenMySQL).
+// setLockTimeout: innodb_lock_wait_timeout is set per connection (Open).
 func (mysqlDialect) SetLockTimeout(context.Context, *sql.Tx, time.Duration) error { return nil }
 
 // setLockTimeoutAndSavepoint: the savepoint alone (see setLockTimeout).
@@ -302,6 +307,7 @@ const (
 	mysqlErrMaxPreparedStmtCount = 1461
 
 	mysqlErrSavepointDoesNotExist = 1305
+	mysqlErrNetPacketTooLarge     = 1153
 )
 
 // mysqlNumber returns the error number of a MySQL error, 0 if err is not one.
@@ -330,13 +336,13 @@ var ErrTooLarge = errors.New("sqlstore: larger than the server's max_allowed_pac
 // against max_allowed_packet (1 MiB and more; the smallest default is 4 MiB).
 const packetCheckFrom = 1 << 20
 
-// checkPacket returns an error wrapping store.ErrTooLarge when a statement with
+// CheckPacket returns an error wrapping store.ErrTooLarge when a statement with
 // args would exceed max_allowed_packet. It counts every byte that
 // interpolateParams=true would escape into the statement's text twice, and
 // leaves packetMargin for the text and the protocol. Too large, the server
 // refuses the statement and closes the connection: from the client's side
 // a lost connection, which is transient, and would be tried again for ever.
-func (mysqlDialect) checkPacket(ctx context.Context, tx *sql.Tx, args ...[]byte) error {
+func (mysqlDialect) CheckPacket(ctx context.Context, tx *sql.Tx, args ...[]byte) error {
 	n := 0
 	for _, a := range args {
 		n += len(a)
@@ -376,20 +382,22 @@ func (mysqlDialect) Busy(err error) bool { return mysqlNumber(err) == mysqlErrLo
 // survivor's row like any duplicate.
 func (mysqlDialect) ClaimDeadlock(err error) bool { return mysqlNumber(err) == mysqlErrDeadlock }
 
-// prepareRefused: the server's prepared-statement limit is reached, the
-// statement cannot be prepared, or the connection no longer knows it.
-// savepointGone: InnoDB rolled back the whole transaction (a deadlock),
-// savepoints with it; nothing else removes the inbox's savepoint.
-// tooLarge: 1153, a packet larger than max_allowed_packet (the server
+// TooLarge: 1153, a packet larger than max_allowed_packet (the server
 // then closes the connection).
-func (mysqlDialect) TooLarge(err error) bool { return mysqlNumber(err) == 1153 }
+func (mysqlDialect) TooLarge(err error) bool { return mysqlNumber(err) == mysqlErrNetPacketTooLarge }
 
+// ConnBusy: go-sql-driver's buffer still holds a result set the handler
+// did not read to its end.
 func (mysqlDialect) ConnBusy(err error) bool { return errors.Is(err, mysql.ErrBusyBuffer) }
 
+// SavepointGone: InnoDB rolled back the whole transaction (a deadlock),
+// savepoints with it; nothing else removes the inbox's savepoint.
 func (mysqlDialect) SavepointGone(err error) bool {
 	return mysqlNumber(err) == mysqlErrSavepointDoesNotExist
 }
 
+// PrepareRefused: the server's prepared-statement limit is reached, the
+// statement cannot be prepared, or the connection no longer knows it.
 func (mysqlDialect) PrepareRefused(err error) bool {
 	switch mysqlNumber(err) {
 	case mysqlErrMaxPreparedStmtCount, mysqlErrUnsupportedPS, mysqlErrUnknownStmtHandler:
@@ -465,7 +473,7 @@ func (mysqlDialect) EndMigrate(ctx context.Context, conn *sql.Conn, t store.Tabl
 // scriptFrame: Migrate's GET_LOCK around the script; DDL commits by
 // itself, so every statement is idempotent, as for Migrate.
 func (mysqlDialect) ScriptFrame(t store.Tables) (sqldialect.ScriptFrame, error) {
-	lock, err := fillLiterals(mysqlLockName, "migrate", t.Schema, t.Schema, t.Prefix)
+	lock, err := sqldialect.FillLiterals(mysqlLockName, "migrate", t.Schema, t.Schema, t.Prefix)
 	if err != nil {
 		return sqldialect.ScriptFrame{}, err
 	}
@@ -523,7 +531,7 @@ func (mysqlDialect) UnlockPrune(ctx context.Context, conn *sql.Conn, t store.Tab
 }
 
 // mysqlDefaultLockWait is the server's default innodb_lock_wait_timeout:
-// a connection that still has it was not opened with OpenMySQL.
+// a connection that still has it was not opened with Open.
 const mysqlDefaultLockWait = 50
 
 func (mysqlDialect) DurabilityWarnings(ctx context.Context, conn *sql.Conn) ([]string, error) {
@@ -542,7 +550,7 @@ func (mysqlDialect) DurabilityWarnings(ctx context.Context, conn *sql.Conn) ([]s
 		w = append(w, fmt.Sprintf("MySQL sync_binlog is %d, not 1, with the binary log on: a committed claim can be missing from the binary log (and replicas) after a crash", syncBinlog))
 	}
 	if lockWait >= mysqlDefaultLockWait {
-		w = append(w, fmt.Sprintf("MySQL innodb_lock_wait_timeout is %d s: a racing duplicate's claim waits that long for the lock, and the inbox's LockTimeout is not used on MySQL (open the pool with sqlstore.OpenMySQL)", lockWait))
+		w = append(w, fmt.Sprintf("MySQL innodb_lock_wait_timeout is %d s: a racing duplicate's claim waits that long for the lock, and the inbox's LockTimeout is not used on MySQL (open the pool with sqlstore.Open)", lockWait))
 	}
 	return w, nil
 }

@@ -1,4 +1,4 @@
-package sqlstore_test
+package sqlite_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/inboxkit/inbox"
 	"github.com/inboxkit/inbox/store/sqlstore"
+	"github.com/inboxkit/inbox/store/sqlstore/sqlite"
 )
 
 // openExampleDB opens a fresh SQLite database with the inbox's tables and an
@@ -20,11 +21,11 @@ func openExampleDB() (*sql.DB, *sqlstore.Driver, func()) {
 	if err != nil {
 		log.Fatal(err)
 	}
-	db, err := sqlstore.OpenSQLite(filepath.Join(dir, "example.db"), nil)
+	db, err := sqlite.Open(filepath.Join(dir, "example.db"), nil)
 	if err != nil {
 		log.Fatal(err)
 	}
-	driver, err := sqlstore.New(db, &sqlstore.Config{Dialect: sqlstore.SQLite})
+	driver, err := sqlstore.New(db, &sqlstore.Config{Dialect: sqlite.Dialect})
 	if err != nil {
 		log.Fatal(err)
 	}

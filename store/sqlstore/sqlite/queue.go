@@ -1,4 +1,4 @@
-package sqlstore
+package sqlite
 
 import (
 	"context"
@@ -9,10 +9,10 @@ import (
 	"time"
 )
 
-// ErrSQLiteBusy is the error of a write transaction on a *sql.DB of
-// OpenSQLite that waited the busy timeout for the pool's other writers
-// (see OpenSQLite); Driver.Retryable reports it retryable, as SQLITE_BUSY.
-var ErrSQLiteBusy = errors.New("sqlstore: SQLite busy: waited the busy timeout for this pool's other writers")
+// ErrBusy is the error of a write transaction on a *sql.DB of
+// Open that waited the busy timeout for the pool's other writers
+// (see Open); Driver.Retryable reports it retryable, as SQLITE_BUSY.
+var ErrBusy = errors.New("sqlstore: SQLite busy: waited the busy timeout for this pool's other writers")
 
 // writeQueue lets the write transactions of one pool take SQLite's single
 // write lock one at a time, in the order they asked for it. SQLite's busy
@@ -49,7 +49,7 @@ func (q *writeQueue) take(ctx context.Context) error {
 	default:
 	}
 	if q.wait == 0 {
-		return ErrSQLiteBusy
+		return ErrBusy
 	}
 	t := time.NewTimer(q.wait)
 	defer t.Stop()
@@ -59,7 +59,7 @@ func (q *writeQueue) take(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-t.C:
-		return fmt.Errorf("%w (%v)", ErrSQLiteBusy, q.wait)
+		return fmt.Errorf("%w (%v)", ErrBusy, q.wait)
 	}
 }
 
@@ -178,7 +178,7 @@ func (t *queuedTx) Rollback() error {
 }
 
 // slotOf runs fn on the queuedConn under raw, a driver connection that
-// sql.Conn.Raw passes; not one (a pool not of OpenSQLite): nothing to do.
+// sql.Conn.Raw passes; not one (a pool not of Open): nothing to do.
 func slotOf(raw any, fn func(*queuedConn) error) error {
 	if c, ok := raw.(*queuedConn); ok {
 		return fn(c)

@@ -1,4 +1,4 @@
-package sqlstore_test
+package mysql_test
 
 import (
 	"context"
@@ -16,6 +16,8 @@ import (
 	"github.com/inboxkit/inbox/internal/testenv/mysqlenv"
 	"github.com/inboxkit/inbox/store"
 	"github.com/inboxkit/inbox/store/sqlstore"
+	"github.com/inboxkit/inbox/store/sqlstore/mysql"
+	"github.com/inboxkit/inbox/store/sqlstore/sqlite"
 )
 
 // BenchmarkMySQLIdleConns: bursts of 8 claims at once (a consumer's 8
@@ -33,12 +35,12 @@ func BenchmarkMySQLIdleConns(b *testing.B) {
 		idle int
 	}{{"idle=2", 2}, {"idle=default", 0}} {
 		b.Run(tc.name, func(b *testing.B) {
-			db, err := sqlstore.OpenMySQL(dsn, &sqlstore.MySQLOptions{MaxIdleConns: tc.idle})
+			db, err := mysql.Open(dsn, &mysql.Options{MaxIdleConns: tc.idle})
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer db.Close()
-			d, err := sqlstore.New(db, &sqlstore.Config{Dialect: sqlstore.MySQL, Tables: store.Tables{Prefix: testenv.Name("idle_")}, Logger: slog.New(slog.DiscardHandler)})
+			d, err := sqlstore.New(db, &sqlstore.Config{Dialect: mysql.Dialect, Tables: store.Tables{Prefix: testenv.Name("idle_")}, Logger: slog.New(slog.DiscardHandler)})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -99,9 +101,9 @@ func TestOpenKeepsIdleConns(t *testing.T) {
 			var db *sql.DB
 			var err error
 			if strings.HasPrefix(tc.name, "mysql") {
-				db, err = sqlstore.OpenMySQL(mysqlenv.Database(t), &sqlstore.MySQLOptions{MaxIdleConns: tc.idle})
+				db, err = mysql.Open(mysqlenv.Database(t), &mysql.Options{MaxIdleConns: tc.idle})
 			} else {
-				db, err = sqlstore.OpenSQLite(filepath.Join(t.TempDir(), "idle.db"), &sqlstore.SQLiteOptions{MaxIdleConns: tc.idle})
+				db, err = sqlite.Open(filepath.Join(t.TempDir(), "idle.db"), &sqlite.Options{MaxIdleConns: tc.idle})
 			}
 			if err != nil {
 				t.Fatal(err)

@@ -1,18 +1,20 @@
-package sqlstore_test
+package mysql_test
 
 import (
 	"context"
 	"database/sql"
+	"github.com/inboxkit/inbox/store/sqlstore/internal/sqltest"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
+	gomysql "github.com/go-sql-driver/mysql"
 
 	"github.com/inboxkit/inbox/internal/testenv/mysqlenv"
 	"github.com/inboxkit/inbox/store"
 	"github.com/inboxkit/inbox/store/sqlstore"
+	"github.com/inboxkit/inbox/store/sqlstore/mysql"
 	"github.com/inboxkit/inbox/store/storetest"
 )
 
@@ -31,7 +33,7 @@ func mysqlHarnessVia(params string, via func(tb testing.TB, addr string) string)
 		if _, err := db.Exec("CREATE TABLE ledger (k VARCHAR(4100) NOT NULL, at DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)) ENGINE=InnoDB"); err != nil {
 			tb.Fatal(err)
 		}
-		d, err := sqlstore.New(db, &sqlstore.Config{Dialect: sqlstore.MySQL, Tables: tables})
+		d, err := sqlstore.New(db, &sqlstore.Config{Dialect: mysql.Dialect, Tables: tables})
 		if err != nil {
 			return nil, err
 		}
@@ -50,14 +52,14 @@ func openMySQLVia(tb testing.TB, params string, via func(tb testing.TB, addr str
 		dsn = withParam(tb, dsn, params)
 	}
 	if via != nil {
-		cfg, err := mysql.ParseDSN(dsn)
+		cfg, err := gomysql.ParseDSN(dsn)
 		if err != nil {
 			tb.Fatal(err)
 		}
 		cfg.Addr = via(tb, cfg.Addr)
 		dsn = cfg.FormatDSN()
 	}
-	db, err := sqlstore.OpenMySQL(dsn, &sqlstore.MySQLOptions{LockTimeout: time.Second})
+	db, err := mysql.Open(dsn, &mysql.Options{LockTimeout: time.Second})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -73,11 +75,11 @@ func mysqlEnv(db *sql.DB, d *sqlstore.Driver, tables store.Tables) *storetest.En
 	if tables.Schema == "" {
 		_ = db.QueryRow("SELECT DATABASE()").Scan(&tables.Schema)
 	}
-	env := ledgerEnv(db, d, tables, ledgerSQL{
-		insert:   "INSERT INTO ledger (k) VALUES (?)",
-		count:    "SELECT COUNT(*) FROM ledger WHERE k = ?",
-		backdate: "UPDATE " + tables.Name("inbox", store.QuoteBacktick) + " SET received_at = UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND WHERE consumer = ? AND message_id = ?",
-		age:      func(d time.Duration) any { return d.Microseconds() },
+	env := sqltest.LedgerEnv(db, d, tables, sqltest.LedgerSQL{
+		Insert:   "INSERT INTO ledger (k) VALUES (?)",
+		Count:    "SELECT COUNT(*) FROM ledger WHERE k = ?",
+		Backdate: "UPDATE " + tables.Name("inbox", store.QuoteBacktick) + " SET received_at = UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND WHERE consumer = ? AND message_id = ?",
+		Age:      func(d time.Duration) any { return d.Microseconds() },
 	})
 	env.MaxConns = mysqlMaxConns
 	env.Transient = func(ctx context.Context, tx *sql.Tx) error {

@@ -1,4 +1,4 @@
-package sqlstore_test
+package sqlite_test
 
 import (
 	"fmt"
@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/inboxkit/inbox/store"
-	"github.com/inboxkit/inbox/store/sqlstore"
+	"github.com/inboxkit/inbox/store/sqlstore/sqlite"
 )
 
 // A writer of the pool that asked for the write lock first gets it first:
@@ -19,7 +19,7 @@ import (
 func TestSQLiteWritersTakeTurns(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	db := openSQLite(t, filepath.Join(t.TempDir(), "inbox.db"), &sqlstore.SQLiteOptions{BusyTimeout: 2 * time.Second})
+	db := openSQLite(t, filepath.Join(t.TempDir(), "inbox.db"), &sqlite.Options{BusyTimeout: 2 * time.Second})
 	d := newDriver(t, db)
 	if err := d.Migrate(ctx); err != nil {
 		t.Fatal(err)

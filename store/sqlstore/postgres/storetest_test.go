@@ -1,8 +1,9 @@
-package sqlstore_test
+package postgres_test
 
 import (
 	"context"
 	"database/sql"
+	"github.com/inboxkit/inbox/store/sqlstore/internal/sqltest"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/inboxkit/inbox/internal/testenv/pgenv"
 	"github.com/inboxkit/inbox/store"
 	"github.com/inboxkit/inbox/store/sqlstore"
+	"github.com/inboxkit/inbox/store/sqlstore/postgres"
 	"github.com/inboxkit/inbox/store/storetest"
 )
 
@@ -38,16 +40,16 @@ var postgresHarness = storetest.Harness[*sql.Tx]{Open: func(tb testing.TB, table
 	if tables.Schema == "" {
 		tables.Schema = schema
 	}
-	d, err := sqlstore.New(db, &sqlstore.Config{Dialect: sqlstore.Postgres, Tables: tables})
+	d, err := sqlstore.New(db, &sqlstore.Config{Dialect: postgres.Dialect, Tables: tables})
 	if err != nil {
 		return nil, err
 	}
 	inboxTable := tables.Name("inbox", store.QuoteDouble)
-	env := ledgerEnv(db, d, tables, ledgerSQL{
-		insert:   "INSERT INTO " + ledger + " (key) VALUES ($1)",
-		count:    "SELECT count(*) FROM " + ledger + " WHERE key = $1",
-		backdate: "UPDATE " + inboxTable + " SET received_at = now() - $1::bigint * interval '1 millisecond' WHERE consumer = $2 AND message_id = $3",
-		age:      func(d time.Duration) any { return d.Milliseconds() },
+	env := sqltest.LedgerEnv(db, d, tables, sqltest.LedgerSQL{
+		Insert:   "INSERT INTO " + ledger + " (key) VALUES ($1)",
+		Count:    "SELECT count(*) FROM " + ledger + " WHERE key = $1",
+		Backdate: "UPDATE " + inboxTable + " SET received_at = now() - $1::bigint * interval '1 millisecond' WHERE consumer = $2 AND message_id = $3",
+		Age:      func(d time.Duration) any { return d.Milliseconds() },
 	})
 	env.MaxConns = 20
 	env.Transient = func(ctx context.Context, tx *sql.Tx) error {

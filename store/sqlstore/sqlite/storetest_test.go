@@ -1,0 +1,78 @@
+package sqlite_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"github.com/inboxkit/inbox/store/sqlstore/internal/sqltest"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/inboxkit/inbox/store"
+	"github.com/inboxkit/inbox/store/sqlstore"
+	"github.com/inboxkit/inbox/store/sqlstore/sqlite"
+	"github.com/inboxkit/inbox/store/storetest"
+)
+
+// sqliteHarness opens a fresh SQLite file per test. The busy timeout is the
+// SQLite lock timeout: 1 s keeps LockTimeoutIsRetryable short while racing
+// writers still queue.
+var sqliteHarness = storetest.Harness[*sql.Tx]{
+	Open: func(tb testing.TB, tables store.Tables) (*storetest.Env[*sql.Tx], error) {
+		tb.Helper()
+		file := filepath.Join(tb.TempDir(), "inbox.db")
+		db, err := sqlite.Open(file, &sqlite.Options{BusyTimeout: time.Second})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(func() { _ = db.Close() })
+		if _, err := db.Exec("CREATE TABLE ledger (key TEXT NOT NULL, at INTEGER)"); err != nil {
+			tb.Fatal(err)
+		}
+		d, err := sqlstore.New(db, &sqlstore.Config{Dialect: sqlite.Dialect, Tables: tables})
+		if err != nil {
+			return nil, err
+		}
+		env := sqltest.LedgerEnv(db, d, tables, sqltest.LedgerSQL{
+			Insert:   "INSERT INTO ledger (key) VALUES (?)",
+			Count:    "SELECT count(*) FROM ledger WHERE key = ?",
+			Backdate: "UPDATE " + tables.Name("inbox", store.QuoteDouble) + " SET received_at = CAST(ROUND(unixepoch('now', 'subsec') * 1000) AS INTEGER) - ? WHERE consumer = ? AND message_id = ?",
+			Age:      func(d time.Duration) any { return d.Milliseconds() },
+		})
+		// SQLite counts milliseconds: a thousand rows share each.
+		expire := `WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < ?3)
+INSERT INTO ` + tables.Name("inbox", store.QuoteDouble) + ` (consumer, message_id, received_at, message_type, fingerprint)
+SELECT ?1, CAST(?2 || i AS BLOB), CAST(ROUND(unixepoch('now', 'subsec') * 1000) AS INTEGER) - ?4 - (?3 - i) / 1000,
+	'bench', randomblob(32) FROM s`
+		env.Expire = func(ctx context.Context, consumer, prefix string, n int, age time.Duration) error {
+			_, err := db.ExecContext(ctx, expire, []byte(consumer), prefix, n, age.Milliseconds())
+			return err
+		}
+		env.SingleWriter = true // no lock table: LockWaits stays nil
+		env.Settle = func(ctx context.Context) error {
+			_, err := db.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)")
+			return err
+		}
+		// SQLITE_BUSY, as a second writer gets it while tx writes.
+		env.Transient = func(ctx context.Context, _ *sql.Tx) error {
+			other, err := sqlite.Open(file, &sqlite.Options{BusyTimeout: time.Millisecond})
+			if err != nil {
+				return err
+			}
+			defer other.Close()
+			tx, err := other.BeginTx(ctx, nil)
+			if err == nil {
+				_ = tx.Rollback()
+				return errors.New("a second writer began while the handler's transaction writes")
+			}
+			return err
+		}
+		return env, nil
+	},
+}
+
+func TestSQLiteStore(t *testing.T) { storetest.Run(t, sqliteHarness) }
+
+func BenchmarkSQLiteStore(b *testing.B) { storetest.Bench(b, sqliteHarness) }
+func BenchmarkSQLitePrune(b *testing.B) { storetest.BenchPrune(b, sqliteHarness) }
