@@ -3,14 +3,16 @@
 // packages, each of which links only its own database driver:
 //
 //   - sqlstore/sqlite: SQLite on modernc.org/sqlite (pure Go);
+//
 //   - sqlstore/mysql: MySQL and MariaDB on github.com/go-sql-driver/mysql;
+//
 //   - sqlstore/postgres: PostgreSQL on pgx's stdlib driver.
 //
-//	db, err := sqlite.Open("inbox.db", nil) // or mysql.Open(dsn, nil), or sql.Open("pgx", dsn)
-//	...
-//	driver, err := sqlstore.New(db, &sqlstore.Config{Dialect: sqlite.Dialect}) // or mysql.Dialect, postgres.Dialect
-//	...
-//	err = driver.Migrate(ctx)
+//     db, err := sqlite.Open("inbox.db", nil) // or mysql.Open(dsn, nil), or sql.Open("pgx", dsn)
+//     ...
+//     driver, err := sqlstore.New(db, &sqlstore.Config{Dialect: sqlite.Dialect}) // or mysql.Dialect, postgres.Dialect
+//     ...
+//     err = driver.Migrate(ctx)
 //
 // This package imports no database driver. Each dialect keeps its SQL in
 // one file (PostgreSQL's is internal/pgsql's, shared with store/pgxstore)
