@@ -4,9 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"github.com/inboxkit/inbox/store/sqlstore/internal/sqltest"
 	"log/slog"
-	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,7 +16,6 @@ import (
 	"github.com/inboxkit/inbox/store"
 	"github.com/inboxkit/inbox/store/sqlstore"
 	"github.com/inboxkit/inbox/store/sqlstore/mysql"
-	"github.com/inboxkit/inbox/store/sqlstore/sqlite"
 )
 
 // BenchmarkMySQLIdleConns: bursts of 8 claims at once (a consumer's 8
@@ -78,52 +76,11 @@ func BenchmarkMySQLIdleConns(b *testing.B) {
 	}
 }
 
-// TestOpenKeepsIdleConns: the pools of OpenMySQL and OpenSQLite keep the
-// connections of a burst of 8 (DefaultMaxIdleConns), where database/sql
-// would close all but 2; MaxIdleConns changes it, negative keeps none.
+// TestOpenKeepsIdleConns: Open's pool keeps the connections of a burst
+// (sqlstore.DefaultMaxIdleConns), where database/sql would close all but 2.
 func TestOpenKeepsIdleConns(t *testing.T) {
 	t.Parallel()
-	const burst = 8
-	for _, tc := range []struct {
-		name     string
-		idle     int // the option
-		wantIdle int
-	}{
-		{"mysql default", 0, burst},
-		{"mysql 3", 3, 3},
-		{"mysql none", -1, 0},
-		{"sqlite default", 0, burst},
-		{"sqlite 3", 3, 3},
-		{"sqlite none", -1, 0},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			var db *sql.DB
-			var err error
-			if strings.HasPrefix(tc.name, "mysql") {
-				db, err = mysql.Open(mysqlenv.Database(t), &mysql.Options{MaxIdleConns: tc.idle})
-			} else {
-				db, err = sqlite.Open(filepath.Join(t.TempDir(), "idle.db"), &sqlite.Options{MaxIdleConns: tc.idle})
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer db.Close()
-			ctx := context.Background()
-			before := db.Stats().MaxIdleClosed // Open's ping
-			conns := make([]*sql.Conn, burst)
-			for i := range conns {
-				if conns[i], err = db.Conn(ctx); err != nil {
-					t.Fatal(err)
-				}
-			}
-			for _, c := range conns {
-				_ = c.Close()
-			}
-			if s := db.Stats(); s.Idle != tc.wantIdle || s.MaxIdleClosed-before != int64(burst-tc.wantIdle) {
-				t.Fatalf("after a burst of %d connections: %d idle, %d closed; want %d idle, %d closed",
-					burst, s.Idle, s.MaxIdleClosed-before, tc.wantIdle, burst-tc.wantIdle)
-			}
-		})
-	}
+	sqltest.IdleConns(t, func(t *testing.T, idle int) (*sql.DB, error) {
+		return mysql.Open(mysqlenv.Database(t), &mysql.Options{MaxIdleConns: idle})
+	})
 }

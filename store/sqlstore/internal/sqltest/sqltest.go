@@ -6,6 +6,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"testing"
 	"time"
 
 	"github.com/inboxkit/inbox/store"
@@ -57,5 +58,45 @@ func LedgerEnv(db *sql.DB, d *sqlstore.Driver, tables store.Tables, q LedgerSQL)
 			return nil
 		},
 		BeginPlain: func(ctx context.Context) (*sql.Tx, error) { return db.BeginTx(ctx, nil) },
+	}
+}
+
+// IdleConns checks that a pool opened by open with MaxIdleConns idle keeps
+// the connections of a burst of 8 (sqlstore.DefaultMaxIdleConns for 0),
+// where database/sql would close all but 2; negative keeps none.
+func IdleConns(t *testing.T, open func(t *testing.T, idle int) (*sql.DB, error)) {
+	const burst = 8
+	for _, tc := range []struct {
+		name     string
+		idle     int // the option
+		wantIdle int
+	}{
+		{"default", 0, burst},
+		{"3", 3, 3},
+		{"none", -1, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			db, err := open(t, tc.idle)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			ctx := context.Background()
+			before := db.Stats().MaxIdleClosed // Open's ping
+			conns := make([]*sql.Conn, burst)
+			for i := range conns {
+				if conns[i], err = db.Conn(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, c := range conns {
+				_ = c.Close()
+			}
+			if s := db.Stats(); s.Idle != tc.wantIdle || s.MaxIdleClosed-before != int64(burst-tc.wantIdle) {
+				t.Fatalf("after a burst of %d connections: %d idle, %d closed; want %d idle, %d closed",
+					burst, s.Idle, s.MaxIdleClosed-before, tc.wantIdle, burst-tc.wantIdle)
+			}
+		})
 	}
 }
