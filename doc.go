@@ -68,8 +68,8 @@
 //
 // An Inbox is generic over the transaction type its store uses:
 // store/pgxstore (PostgreSQL, pgx.Tx) and store/sqlstore (database/sql,
-// *sql.Tx: PostgreSQL through pgx's stdlib, MySQL/MariaDB, SQLite through
-// modernc.org/sqlite). Create the tables with Migrate, or apply yourself
+// *sql.Tx, with a dialect from store/sqlstore/postgres, .../mysql or
+// .../sqlite, each linking only its own driver). Create the tables with Migrate, or apply yourself
 // the script of pgxstore.MigrationScript or sqlstore.MigrationScript
 // (inbox migrate -print), which records the versions as Migrate does.
 //
