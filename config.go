@@ -6,11 +6,13 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"time"
+
+	"github.com/inboxkit/inbox/store"
 )
 
 // Defaults of Config and PrunerConfig.
 const (
-	DefaultLockTimeout = 5 * time.Second
+	DefaultLockTimeout = store.DefaultLockTimeout
 	DefaultMaxAttempts = 10
 	// DefaultMaxTransientFailures: with the default backoff, about 8 hours
 	// of failing transiently.

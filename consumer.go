@@ -11,15 +11,24 @@ import (
 	"github.com/inboxkit/inbox/broker"
 )
 
+// The defaults of ConsumerConfig.
+const (
+	DefaultWorkers         = 4
+	DefaultShutdownTimeout = 30 * time.Second
+	DefaultAckTimeout      = 10 * time.Second
+)
+
 // ConsumerConfig configures Consume. Zero values mean the defaults.
 type ConsumerConfig struct {
-	// Workers is the number of deliveries processed at once. Default 4.
+	// Workers is the number of deliveries processed at once. Default
+	// DefaultWorkers (4).
 	// Give the broker a prefetch (QoS, MaxAckPending) of at least this.
 	Workers int
 
 	// ShutdownTimeout is how long deliveries in flight may take to finish
 	// after Consume's context is done. Then their handlers' contexts are
-	// canceled, and what did not commit is not acked. Default 30 s.
+	// canceled, and what did not commit is not acked. Default
+	// DefaultShutdownTimeout (30 s).
 	ShutdownTimeout time.Duration
 
 	// ID extracts the message ID from a delivered message. Default: the
@@ -33,7 +42,7 @@ type ConsumerConfig struct {
 	// broker.LeaseSource), or never. Negative: never.
 	LeaseInterval time.Duration
 
-	// AckTimeout bounds each Ack and Nack. Default 10 s.
+	// AckTimeout bounds each Ack and Nack. Default DefaultAckTimeout (10 s).
 	AckTimeout time.Duration
 
 	// Logger receives failed acks and nacks and the error that stops
@@ -48,10 +57,10 @@ func (c *ConsumerConfig) withDefaults(src broker.Source) ConsumerConfig {
 		out = *c
 	}
 	if out.Workers <= 0 {
-		out.Workers = 4
+		out.Workers = DefaultWorkers
 	}
 	if out.ShutdownTimeout <= 0 {
-		out.ShutdownTimeout = 30 * time.Second
+		out.ShutdownTimeout = DefaultShutdownTimeout
 	}
 	if out.ID == nil {
 		out.ID = func(m *broker.Message) string { return m.ID }
@@ -60,7 +69,7 @@ func (c *ConsumerConfig) withDefaults(src broker.Source) ConsumerConfig {
 		out.LeaseInterval = ls.LeaseInterval()
 	}
 	if out.AckTimeout <= 0 {
-		out.AckTimeout = 10 * time.Second
+		out.AckTimeout = DefaultAckTimeout
 	}
 	if out.Logger == nil {
 		out.Logger = slog.Default()

@@ -16,6 +16,13 @@ import (
 	"time"
 )
 
+// The header names the adapters use by default, where the broker has no
+// field of its own for the message's type (NATS, Kafka) or ID (Kafka).
+const (
+	DefaultTypeHeader = "Inbox-Type"
+	DefaultIDHeader   = "Inbox-Id"
+)
+
 // Message is a message as a broker delivered it, or as it is published.
 type Message struct {
 	// ID is the producer's ID of the message, the same on every delivery:

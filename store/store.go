@@ -267,6 +267,12 @@ type Migration struct {
 	SQL     string
 }
 
+// DefaultLockTimeout is how long the inbox's statements wait for a lock
+// (a claim behind a racing delivery of the same message) unless told
+// otherwise: inbox.DefaultLockTimeout, MySQL's innodb_lock_wait_timeout of
+// the pools its Open makes, SQLite's busy timeout.
+const DefaultLockTimeout = 5 * time.Second
+
 // ErrNotFound is returned when a row that was asked for does not exist.
 var ErrNotFound = errors.New("inbox store: not found")
 

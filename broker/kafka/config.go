@@ -18,10 +18,10 @@ type Config struct {
 	// Group is the consumer group; use one per logical consumer.
 	Group string
 	// IDHeader names the record header holding the message's ID. Default
-	// "Inbox-Id".
+	// broker.DefaultIDHeader ("Inbox-Id").
 	IDHeader string
 	// TypeHeader names the header holding the message type. Default
-	// "Inbox-Type".
+	// broker.DefaultTypeHeader ("Inbox-Type").
 	TypeHeader string
 	// IDFromOffset gives a record without the ID header the ID
 	// "topic/partition/offset". It is stable across redeliveries of that
@@ -31,7 +31,7 @@ type Config struct {
 	IDFromOffset bool
 	// CommitInterval is how often acked offsets are committed. A crash
 	// loses at most that much progress (redelivered, then skipped as
-	// duplicates). Default 500 ms.
+	// duplicates). Default DefaultCommitInterval (500 ms).
 	CommitInterval time.Duration
 	// Options are more franz-go options (TLS, SASL, timeouts). Those the
 	// Source sets (seed brokers, group, topic, reset offset, no
@@ -42,6 +42,9 @@ type Config struct {
 	// Default slog.Default().
 	Logger *slog.Logger
 }
+
+// DefaultCommitInterval is Config.CommitInterval's default.
+const DefaultCommitInterval = 500 * time.Millisecond
 
 // ErrInvalidConfig is wrapped by NewSource's error for a missing field or
 // an option franz-go refuses.

@@ -19,14 +19,14 @@ type Publisher struct {
 var _ broker.Publisher = (*Publisher)(nil)
 
 // NewPublisher returns a Publisher on cl (a producer client); idHeader and
-// typeHeader default to "Inbox-Id" and "Inbox-Type", and must match the
+// typeHeader default to broker.DefaultIDHeader and broker.DefaultTypeHeader, and must match the
 // consumers' Config.
 func NewPublisher(cl *kgo.Client, idHeader, typeHeader string) *Publisher {
 	if idHeader == "" {
-		idHeader = "Inbox-Id"
+		idHeader = broker.DefaultIDHeader
 	}
 	if typeHeader == "" {
-		typeHeader = "Inbox-Type"
+		typeHeader = broker.DefaultTypeHeader
 	}
 	return &Publisher{cl: cl, idHeader: idHeader, typeHeader: typeHeader}
 }

@@ -79,13 +79,13 @@ func newSource(ctx context.Context, cfg *Config, afterPoll func(n int)) (*Source
 	}
 	c := *cfg
 	if c.IDHeader == "" {
-		c.IDHeader = "Inbox-Id"
+		c.IDHeader = broker.DefaultIDHeader
 	}
 	if c.TypeHeader == "" {
-		c.TypeHeader = "Inbox-Type"
+		c.TypeHeader = broker.DefaultTypeHeader
 	}
 	if c.CommitInterval <= 0 {
-		c.CommitInterval = 500 * time.Millisecond
+		c.CommitInterval = DefaultCommitInterval
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -26,6 +26,12 @@ import (
 
 // Config configures a Source. Stream and Durable are required; zero
 // values of the others mean the defaults.
+//
+// The defaults of Config:
+//   - AckWait: DefaultAckWait;
+//   - MaxAckPending: DefaultMaxAckPending;
+//   - PullBatch: DefaultPullBatch;
+//   - TypeHeader: broker.DefaultTypeHeader.
 type Config struct {
 	// Stream is the JetStream stream to consume.
 	Stream string
@@ -36,7 +42,7 @@ type Config struct {
 	// the stream's.
 	FilterSubjects []string
 	// AckWait is how long the server waits for an ack before redelivering.
-	// Default 30 s. The consumer runtime reports long handlers InProgress
+	// Default DefaultAckWait (30 s). The consumer runtime reports long handlers InProgress
 	// every AckWait/3.
 	AckWait time.Duration
 	// MaxDeliver bounds the deliveries of a message, after which JetStream
@@ -45,19 +51,27 @@ type Config struct {
 	// errors are not attempts. Default 0: unlimited (the inbox dead-letters
 	// failing messages itself).
 	MaxDeliver int
-	// MaxAckPending bounds the deliveries in flight. Default 1000.
+	// MaxAckPending bounds the deliveries in flight. Default
+	// DefaultMaxAckPending (1000).
 	MaxAckPending int
 	// PullBatch is the number of messages pulled ahead of the workers.
 	// They wait in the client with their AckWait running and no lease, so
-	// keep it near the consumer runtime's Workers. Default 8.
+	// keep it near the consumer runtime's Workers. Default DefaultPullBatch (8).
 	PullBatch int
 	// TypeHeader names the header holding the message type. Default
-	// "Inbox-Type".
+	// broker.DefaultTypeHeader ("Inbox-Type").
 	TypeHeader string
 	// Logger receives transient consumer errors (missed heartbeats while
 	// the server restarts). Default slog.Default().
 	Logger *slog.Logger
 }
+
+// The defaults of Config.
+const (
+	DefaultAckWait       = 30 * time.Second
+	DefaultMaxAckPending = 1000
+	DefaultPullBatch     = 8
+)
 
 // Source is a broker.Source on a durable JetStream pull consumer.
 type Source struct {
@@ -84,19 +98,19 @@ func NewSource(ctx context.Context, js jetstream.JetStream, cfg *Config) (*Sourc
 	}
 	c := *cfg
 	if c.AckWait <= 0 {
-		c.AckWait = 30 * time.Second
+		c.AckWait = DefaultAckWait
 	}
 	if c.MaxDeliver <= 0 {
 		c.MaxDeliver = -1
 	}
 	if c.PullBatch <= 0 {
-		c.PullBatch = 8
+		c.PullBatch = DefaultPullBatch
 	}
 	if c.MaxAckPending <= 0 {
-		c.MaxAckPending = 1000
+		c.MaxAckPending = DefaultMaxAckPending
 	}
 	if c.TypeHeader == "" {
-		c.TypeHeader = "Inbox-Type"
+		c.TypeHeader = broker.DefaultTypeHeader
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -222,10 +236,10 @@ type Publisher struct {
 var _ broker.Publisher = (*Publisher)(nil)
 
 // NewPublisher returns a Publisher on js; typeHeader names the header for
-// Message.Type (default "Inbox-Type").
+// Message.Type (default broker.DefaultTypeHeader).
 func NewPublisher(js jetstream.JetStream, typeHeader string) *Publisher {
 	if typeHeader == "" {
-		typeHeader = "Inbox-Type"
+		typeHeader = broker.DefaultTypeHeader
 	}
 	return &Publisher{js: js, typeHeader: typeHeader}
 }

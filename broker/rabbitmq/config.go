@@ -10,7 +10,13 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
-const defaultURL = "amqp://guest:guest@localhost:5672/"
+// The defaults of Config (and of PublisherConfig's URL).
+const (
+	DefaultURL               = "amqp://guest:guest@localhost:5672/"
+	DefaultPrefetch          = 16
+	DefaultReconnectDelay    = 100 * time.Millisecond
+	DefaultReconnectMaxDelay = 10 * time.Second
+)
 
 // QueueType is the type of the queues NewSource declares.
 type QueueType string
@@ -52,8 +58,8 @@ var (
 // Config configures a Source. Queue is required; zero values of the other
 // fields mean the defaults.
 type Config struct {
-	// URL is the broker's AMQP URI. Default
-	// "amqp://guest:guest@localhost:5672/".
+	// URL is the broker's AMQP URI. Default DefaultURL
+	// ("amqp://guest:guest@localhost:5672/").
 	URL string
 	// AMQP configures the connections (TLS, SASL, vhost, properties).
 	// Default heartbeat 10 s. Its Recovery must be nil: the Source
@@ -88,7 +94,7 @@ type Config struct {
 
 	// Prefetch is the channel's QoS prefetch count: the unacked
 	// deliveries the broker sends ahead. Set it to at least the consumer
-	// runtime's Workers. Default 16.
+	// runtime's Workers. Default DefaultPrefetch (16).
 	Prefetch int
 	// DelayBuckets are the delays of the delay queues, one queue per
 	// bucket; Nack's delay is rounded up to the next bucket, or down to the
@@ -96,9 +102,11 @@ type Config struct {
 	DelayBuckets []time.Duration
 
 	// ReconnectDelay is the wait before the first reconnect attempt; it
-	// doubles on each failed attempt, with ±20 % jitter. Default 100 ms.
+	// doubles on each failed attempt, with ±20 % jitter. Default
+	// DefaultReconnectDelay (100 ms).
 	ReconnectDelay time.Duration
-	// ReconnectMaxDelay caps the wait between attempts. Default 10 s.
+	// ReconnectMaxDelay caps the wait between attempts. Default
+	// DefaultReconnectMaxDelay (10 s).
 	ReconnectMaxDelay time.Duration
 	// MaxReconnects is how many reconnect attempts in a row may fail
 	// before Next returns ErrReconnectFailed. Default 0: never give up.
@@ -115,7 +123,7 @@ func (cfg *Config) withDefaults() (Config, error) {
 	}
 	c := *cfg
 	if c.URL == "" {
-		c.URL = defaultURL
+		c.URL = DefaultURL
 	}
 	if c.AMQP.Recovery != nil {
 		return Config{}, fmt.Errorf("%w: Config.AMQP.Recovery must be nil: the Source reconnects by itself", ErrInvalidConfig)
@@ -131,7 +139,7 @@ func (cfg *Config) withDefaults() (Config, error) {
 		return Config{}, fmt.Errorf("%w: unknown QueueType %q", ErrInvalidConfig, c.QueueType)
 	}
 	if c.Prefetch <= 0 {
-		c.Prefetch = 16
+		c.Prefetch = DefaultPrefetch
 	}
 	if len(c.DelayBuckets) == 0 {
 		c.DelayBuckets = DefaultDelayBuckets
@@ -143,10 +151,10 @@ func (cfg *Config) withDefaults() (Config, error) {
 		return Config{}, fmt.Errorf("%w: delay bucket %v is below 1 ms", ErrInvalidConfig, c.DelayBuckets[0])
 	}
 	if c.ReconnectDelay <= 0 {
-		c.ReconnectDelay = 100 * time.Millisecond
+		c.ReconnectDelay = DefaultReconnectDelay
 	}
 	if c.ReconnectMaxDelay <= 0 {
-		c.ReconnectMaxDelay = 10 * time.Second
+		c.ReconnectMaxDelay = DefaultReconnectMaxDelay
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

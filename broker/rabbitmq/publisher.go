@@ -14,8 +14,7 @@ import (
 
 // PublisherConfig configures a Publisher. Zero values mean the defaults.
 type PublisherConfig struct {
-	// URL is the broker's AMQP URI. Default
-	// "amqp://guest:guest@localhost:5672/".
+	// URL is the broker's AMQP URI. Default DefaultURL.
 	URL string
 	// AMQP configures the connection (TLS, heartbeat, vhost, properties).
 	// Its Recovery must be nil.
@@ -50,7 +49,7 @@ func NewPublisher(ctx context.Context, cfg *PublisherConfig) (*Publisher, error)
 		c = *cfg
 	}
 	if c.URL == "" {
-		c.URL = defaultURL
+		c.URL = DefaultURL
 	}
 	if c.ConnectionName == "" {
 		c.ConnectionName = "inbox publisher"

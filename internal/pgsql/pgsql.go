@@ -359,7 +359,7 @@ func LockTimeout(d time.Duration) string {
 }
 
 const (
-	defaultLockTimeout     = 5 * time.Second
+	defaultLockTimeout     = store.DefaultLockTimeout
 	defaultLockTimeoutText = "5000ms"
 )
 

@@ -140,7 +140,7 @@ func mysqlConfig(dsn string, opts *Options) (*mysql.Config, error) {
 	if cfg.Params == nil {
 		cfg.Params = map[string]string{}
 	}
-	timeout := 5 * time.Second
+	timeout := store.DefaultLockTimeout
 	if opts != nil && opts.LockTimeout != 0 {
 		timeout = opts.LockTimeout
 	} else if s, ok := cfg.Params["innodb_lock_wait_timeout"]; ok {

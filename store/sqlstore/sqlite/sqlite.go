@@ -113,12 +113,13 @@ func sqliteDSN(path string, opts *Options) (string, error) {
 	return "file:" + sqliteURIPath(path) + "?" + q.Encode(), nil
 }
 
-// sqliteBusyTimeout is opts' busy timeout: default 5 s, 0 for none.
+// sqliteBusyTimeout is opts' busy timeout: default store.DefaultLockTimeout
+// (5 s), 0 for none.
 func sqliteBusyTimeout(opts *Options) time.Duration {
 	if opts != nil && opts.BusyTimeout != 0 {
 		return max(opts.BusyTimeout, 0)
 	}
-	return 5 * time.Second
+	return store.DefaultLockTimeout
 }
 
 // sqliteURIPath escapes what a file: URI would read as its query, fragment
