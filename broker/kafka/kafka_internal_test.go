@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -34,7 +35,11 @@ func newFake(t *testing.T, topic string) *fake {
 		t.Fatal(err)
 	}
 	t.Cleanup(prod.Close)
-	return &fake{addrs: c.ListenAddrs(), topic: topic, pub: NewPublisher(prod, "", "")}
+	pub, err := NewPublisher(prod, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &fake{addrs: c.ListenAddrs(), topic: topic, pub: pub}
 }
 
 // publish publishes records with the IDs from..to-1.
@@ -181,4 +186,11 @@ func TestRebalanceWaitsForThePolledBatch(t *testing.T) {
 	time.Sleep(300 * time.Millisecond) // past the commit interval
 	_ = a.Close()
 	f.resumesAt(t, "g", "0")
+}
+
+func TestNewPublisherRejectsNilClient(t *testing.T) {
+	t.Parallel()
+	if _, err := NewPublisher(nil, &PublisherConfig{IDHeader: "X-Id"}); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("NewPublisher(nil): %v, want ErrInvalidConfig", err)
+	}
 }

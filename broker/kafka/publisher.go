@@ -3,6 +3,7 @@ package kafka
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -18,17 +19,35 @@ type Publisher struct {
 
 var _ broker.Publisher = (*Publisher)(nil)
 
-// NewPublisher returns a Publisher on cl (a producer client); idHeader and
-// typeHeader default to broker.DefaultIDHeader and broker.DefaultTypeHeader, and must match the
-// consumers' Config.
-func NewPublisher(cl *kgo.Client, idHeader, typeHeader string) *Publisher {
-	if idHeader == "" {
-		idHeader = broker.DefaultIDHeader
+// PublisherConfig configures a Publisher. Zero values mean the defaults.
+// Its header names must match the consumers' Config.
+type PublisherConfig struct {
+	// IDHeader names the header for the message's ID. Default
+	// broker.DefaultIDHeader.
+	IDHeader string
+	// TypeHeader names the header for Message.Type. Default
+	// broker.DefaultTypeHeader.
+	TypeHeader string
+}
+
+// NewPublisher returns a Publisher on cl, a producer client the caller
+// owns (and closes). cfg may be nil. A nil cl is an error wrapping
+// ErrInvalidConfig.
+func NewPublisher(cl *kgo.Client, cfg *PublisherConfig) (*Publisher, error) {
+	if cl == nil {
+		return nil, fmt.Errorf("%w: nil *kgo.Client", ErrInvalidConfig)
 	}
-	if typeHeader == "" {
-		typeHeader = broker.DefaultTypeHeader
+	var c PublisherConfig
+	if cfg != nil {
+		c = *cfg
 	}
-	return &Publisher{cl: cl, idHeader: idHeader, typeHeader: typeHeader}
+	if c.IDHeader == "" {
+		c.IDHeader = broker.DefaultIDHeader
+	}
+	if c.TypeHeader == "" {
+		c.TypeHeader = broker.DefaultTypeHeader
+	}
+	return &Publisher{cl: cl, idHeader: c.IDHeader, typeHeader: c.TypeHeader}, nil
 }
 
 // Publish produces msg to the topic msg.Subject and waits for the broker's

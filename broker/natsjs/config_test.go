@@ -28,3 +28,10 @@ func TestNewSourceRejects(t *testing.T) {
 		})
 	}
 }
+
+func TestNewPublisherRejectsNilJetStream(t *testing.T) {
+	t.Parallel()
+	if _, err := natsjs.NewPublisher(nil, nil); !errors.Is(err, natsjs.ErrInvalidConfig) {
+		t.Fatalf("NewPublisher(nil, nil): %v, want natsjs.ErrInvalidConfig", err)
+	}
+}

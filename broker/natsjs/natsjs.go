@@ -235,13 +235,27 @@ type Publisher struct {
 
 var _ broker.Publisher = (*Publisher)(nil)
 
-// NewPublisher returns a Publisher on js; typeHeader names the header for
-// Message.Type (default broker.DefaultTypeHeader).
-func NewPublisher(js jetstream.JetStream, typeHeader string) *Publisher {
-	if typeHeader == "" {
-		typeHeader = broker.DefaultTypeHeader
+// PublisherConfig configures a Publisher. Zero values mean the defaults.
+type PublisherConfig struct {
+	// TypeHeader names the header for Message.Type; it must match the
+	// consumers' Config.TypeHeader. Default broker.DefaultTypeHeader.
+	TypeHeader string
+}
+
+// NewPublisher returns a Publisher on js, which the caller owns. cfg may
+// be nil. A nil js is an error wrapping ErrInvalidConfig.
+func NewPublisher(js jetstream.JetStream, cfg *PublisherConfig) (*Publisher, error) {
+	if js == nil {
+		return nil, fmt.Errorf("%w: nil JetStream", ErrInvalidConfig)
 	}
-	return &Publisher{js: js, typeHeader: typeHeader}
+	var c PublisherConfig
+	if cfg != nil {
+		c = *cfg
+	}
+	if c.TypeHeader == "" {
+		c.TypeHeader = broker.DefaultTypeHeader
+	}
+	return &Publisher{js: js, typeHeader: c.TypeHeader}, nil
 }
 
 // Publish publishes msg to msg.Subject and waits for the stream's ack.

@@ -113,7 +113,10 @@ func demo(ctx context.Context, args []string, out, stderr io.Writer) error {
 	}
 
 	// Publish the payments, each with its ID.
-	pub := natsjs.NewPublisher(js, "")
+	pub, err := natsjs.NewPublisher(js, nil)
+	if err != nil {
+		return err
+	}
 	expected := map[int]int{}
 	for i := range *n {
 		account, amount := i%10, 1+i%7

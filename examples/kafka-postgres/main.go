@@ -92,7 +92,10 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return fmt.Errorf("creating topic %s: %w", *topic, err)
 	}
 	if *publish > 0 {
-		pub := kafka.NewPublisher(cl, "", "")
+		pub, err := kafka.NewPublisher(cl, nil)
+		if err != nil {
+			return err
+		}
 		run := time.Now().UnixNano() // new payment IDs on every run
 		for i := range *publish {
 			body, _ := json.Marshal(payment{Account: fmt.Sprintf("acct-%d", i%5), Amount: 10})

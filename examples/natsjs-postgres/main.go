@@ -93,7 +93,10 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	if *publish > 0 {
-		pub := natsjs.NewPublisher(js, "")
+		pub, err := natsjs.NewPublisher(js, nil)
+		if err != nil {
+			return err
+		}
 		run := time.Now().UnixNano() // new payment IDs on every run
 		for i := range *publish {
 			body, _ := json.Marshal(payment{Account: fmt.Sprintf("acct-%d", i%5), Amount: 10})

@@ -102,7 +102,11 @@ func destination(t *testing.T, brokerName string) (string, broker.Publisher, []s
 			t.Fatal(err)
 		}
 		t.Cleanup(cl.Close)
-		return topic, kafka.NewPublisher(cl, "", ""), []string{"INBOX_CRASH_KAFKA=" + strings.Join(c.ListenAddrs(), ",")}
+		pub, err := kafka.NewPublisher(cl, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return topic, pub, []string{"INBOX_CRASH_KAFKA=" + strings.Join(c.ListenAddrs(), ",")}
 	case "nats":
 		nc, err := nats.Connect(testenv.NATSURL(), nats.Timeout(2*time.Second))
 		if err != nil {
@@ -118,7 +122,11 @@ func destination(t *testing.T, brokerName string) (string, broker.Publisher, []s
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = js.DeleteStream(context.Background(), stream) })
-		return stream, natsjs.NewPublisher(js, ""), nil
+		pub, err := natsjs.NewPublisher(js, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return stream, pub, nil
 	default:
 		queue := testenv.Name("crash_")
 		cfg := &rabbitmq.Config{URL: testenv.AMQPURL(), Queue: queue}

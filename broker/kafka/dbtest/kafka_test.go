@@ -69,6 +69,10 @@ func openWithAddrs(tb testing.TB, partitions int32) (*brokertest.Env, []string) 
 	topic := testenv.Name("inboxtest_")
 	addrs := cluster(tb, topic, partitions)
 	cl := producer(tb, addrs)
+	pub, err := kafka.NewPublisher(cl, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
 	return &brokertest.Env{
 		Source: func(tb testing.TB) broker.Source {
 			src, err := kafka.NewSource(context.Background(), &kafka.Config{Brokers: addrs, Topic: topic, Group: "consumer",
@@ -79,7 +83,7 @@ func openWithAddrs(tb testing.TB, partitions int32) (*brokertest.Env, []string) 
 			tb.Cleanup(func() { src.Close() })
 			return src
 		},
-		Publisher:  kafka.NewPublisher(cl, "", ""),
+		Publisher:  pub,
 		Subject:    topic,
 		Partitions: int(partitions),
 		PublishNoID: func(ctx context.Context, payload []byte) error {
@@ -358,7 +362,10 @@ func TestGroupSessionLostRejoins(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- inbox.Consume(ctx, f.Inbox, src, f.Write, nil) }()
 	defer src.Close()
-	pub := kafka.NewPublisher(cl, "", "")
+	pub, err := kafka.NewPublisher(cl, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	publish := func(id string) {
 		if err := pub.Publish(ctx, &broker.Message{ID: id, Subject: topic, Payload: []byte(id)}); err != nil {
 			t.Fatal(err)

@@ -41,6 +41,10 @@ func openOn(tb testing.TB, js jetstream.JetStream, ackWait time.Duration) *broke
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { _ = js.DeleteStream(context.Background(), name) })
+	pub, err := natsjs.NewPublisher(js, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
 	return &brokertest.Env{
 		Source: func(tb testing.TB) broker.Source {
 			src, err := natsjs.NewSource(ctx, js, &natsjs.Config{Stream: name, Durable: "consumer", AckWait: ackWait})
@@ -50,7 +54,7 @@ func openOn(tb testing.TB, js jetstream.JetStream, ackWait time.Duration) *broke
 			tb.Cleanup(func() { src.Close() })
 			return src
 		},
-		Publisher: natsjs.NewPublisher(js, ""),
+		Publisher: pub,
 		Subject:   subject,
 		PublishNoID: func(ctx context.Context, payload []byte) error {
 			_, err := js.Publish(ctx, subject, payload)
