@@ -46,9 +46,7 @@ func MigrationScript(dialect Dialect, t store.Tables) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if sc, ok := d.(interface {
-		Script(store.Tables) (string, error)
-	}); ok { // PostgreSQL's is internal/pgsql's, shared with pgxstore
+	if sc, ok := d.(sqldialect.Scripter); ok { // PostgreSQL's is internal/pgsql's, shared with pgxstore
 		return sc.Script(t)
 	}
 	fsys, dir := d.Migrations()

@@ -276,7 +276,7 @@ func (d *Driver) stopPreparing(err error) {
 func (d *Driver) claimWith(ctx context.Context, tx *sql.Tx, p *store.ClaimParams, setLockTimeout, prepared bool) (*store.ClaimResult, error) {
 	query, args := d.q.Claim, []any{p.Consumer, p.MessageID, p.Type, nullBytes(p.Fingerprint)}
 	if setLockTimeout {
-		query, args = d.q.ClaimSettingLockTimeout, append(args, d.dialect.(interface{ LockTimeoutText(time.Duration) string }).LockTimeoutText(p.LockTimeout))
+		query, args = d.q.ClaimSettingLockTimeout, append(args, d.q.LockTimeoutText(p.LockTimeout))
 	}
 	inserted, err := d.insertIfAbsent(ctx, d.stmt(ctx, tx, query, prepared), args...)
 	if err != nil {
@@ -476,9 +476,7 @@ func (d *Driver) DeadLetterAdd(ctx context.Context, tx *sql.Tx, p *store.DeadLet
 			return false, nil
 		}
 	}
-	if c, ok := d.dialect.(interface {
-		CheckPacket(context.Context, *sql.Tx, ...[]byte) error
-	}); ok {
+	if c, ok := d.dialect.(sqldialect.PacketChecker); ok {
 		if err := c.CheckPacket(ctx, tx, p.Payload, p.Headers, []byte(p.Error), p.MessageID, p.Consumer, []byte(p.Type)); err != nil {
 			return false, d.fail("dead letter", err)
 		}

@@ -26,10 +26,10 @@ func TestOpenRejects(t *testing.T) {
 		call func() error
 		also error // a second sentinel the error wraps, if any
 	}{
-		{"OpenMySQL bad DSN", openMySQL("not a dsn", nil), nil},
-		{"OpenMySQL clientFoundRows", openMySQL("root@tcp(127.0.0.1:1)/test?clientFoundRows=true", nil), sqlstore.ErrClientFoundRows},
-		{"OpenMySQL negative LockTimeout", openMySQL("root@tcp(127.0.0.1:1)/test", &mysql.Options{LockTimeout: -1}), nil},
-		{"OpenMySQL innodb_lock_wait_timeout not seconds", openMySQL("root@tcp(127.0.0.1:1)/test?innodb_lock_wait_timeout=1.5", nil), nil},
+		{"Open: bad DSN", openMySQL("not a dsn", nil), nil},
+		{"Open: clientFoundRows", openMySQL("root@tcp(127.0.0.1:1)/test?clientFoundRows=true", nil), sqlstore.ErrClientFoundRows},
+		{"Open: negative LockTimeout", openMySQL("root@tcp(127.0.0.1:1)/test", &mysql.Options{LockTimeout: -1}), nil},
+		{"Open: innodb_lock_wait_timeout not seconds", openMySQL("root@tcp(127.0.0.1:1)/test?innodb_lock_wait_timeout=1.5", nil), nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

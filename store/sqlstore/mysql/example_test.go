@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"github.com/inboxkit/inbox/store/sqlstore/internal/sqltest"
 	"log"
 	"testing"
 
@@ -62,44 +63,5 @@ func Example() {
 // The examples' flow, run on the server.
 func TestProcessTxFlow(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
-		name   string
-		open   func(t *testing.T) (*sql.DB, sqlstore.Dialect)
-		credit string
-	}{
-		{"mysql", func(t *testing.T) (*sql.DB, sqlstore.Dialect) {
-			db := openMySQL(t, "")
-			return db, mysql.Dialect
-		}, `INSERT INTO credits (payment) VALUES (?)`},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			ctx := context.Background()
-			db, dialect := tc.open(t)
-			if _, err := db.Exec(`CREATE TABLE credits (payment VARCHAR(100) NOT NULL)`); err != nil {
-				t.Fatal(err)
-			}
-			driver, err := sqlstore.New(db, &sqlstore.Config{Dialect: dialect})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := driver.Migrate(ctx); err != nil {
-				t.Fatal(err)
-			}
-			ib, err := inbox.New(ctx, driver, &inbox.Config{Consumer: "billing"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i, want := range []inbox.Status{inbox.Processed, inbox.Duplicate} {
-				out, err := processTx(ctx, db, ib, inbox.Message{ID: "payment-1"}, tc.credit)
-				if err != nil || out.Status != want {
-					t.Fatalf("delivery %d: %v %v, want %v", i+1, out.Status, err, want)
-				}
-			}
-			var n int
-			if err := db.QueryRow(`SELECT count(*) FROM credits`).Scan(&n); err != nil || n != 1 {
-				t.Fatalf("%d credits (%v), want 1", n, err)
-			}
-		})
-	}
+	sqltest.ProcessTxFlow(t, openMySQL(t, ""), mysql.Dialect, `INSERT INTO credits (payment) VALUES (?)`, processTx)
 }

@@ -1,3 +1,9 @@
+// Package mysql is the MySQL and MariaDB dialect of package sqlstore, on
+// github.com/go-sql-driver/mysql: Open opens a pool with the settings the
+// inbox needs, and Dialect goes into sqlstore.Config.
+//
+//	db, err := mysql.Open("user:password@tcp(host:3306)/db", nil)
+//	driver, err := sqlstore.New(db, &sqlstore.Config{Dialect: mysql.Dialect})
 package mysql
 
 import (
@@ -23,7 +29,7 @@ import (
 //go:embed migrations
 var migrationsFS embed.FS
 
-// MySQL is the dialect of MySQL (8.0 and later) and MariaDB (10.6 and
+// Dialect is the dialect of MySQL (8.0 and later) and MariaDB (10.6 and
 // later) through github.com/go-sql-driver/mysql (driver name "mysql"), on
 // InnoDB tables. Open the database with Open, or give its DSN the same
 // settings.
@@ -74,6 +80,8 @@ var migrationsFS embed.FS
 //
 // Config.Tables.Schema names a database; empty means the connection's.
 var Dialect = sqlstore.NewDialect(mysqlDialect{})
+
+var _ sqldialect.PacketChecker = mysqlDialect{} // checked before a dead letter is sent
 
 // Options are the settings of Open.
 type Options struct {

@@ -79,7 +79,7 @@ func TestOpenMySQL(t *testing.T) {
 			db, err := mysql.Open(tc.dsn, tc.opts)
 			if tc.wantErr != nil {
 				if !errors.Is(err, tc.wantErr) {
-					t.Fatalf("OpenMySQL: %v, want %v", err, tc.wantErr)
+					t.Fatalf("Open: %v, want %v", err, tc.wantErr)
 				}
 				return
 			}
@@ -108,12 +108,12 @@ func TestOpenMySQL(t *testing.T) {
 	for _, bad := range []string{"not a dsn", withParam(t, dsn, "innodb_lock_wait_timeout=5;DROP")} {
 		if db, err := mysql.Open(bad, nil); err == nil {
 			_ = db.Close()
-			t.Fatalf("OpenMySQL(%q) opened, want an error", bad)
+			t.Fatalf("Open(%q) opened, want an error", bad)
 		}
 	}
 }
 
-// A pool opened around OpenMySQL with clientFoundRows=true counts a
+// A pool opened around Open with clientFoundRows=true counts a
 // duplicate claim as one row affected, like a new one: the claim must
 // fail rather than run the handler a second time.
 func TestMySQLClientFoundRowsRefused(t *testing.T) {
@@ -299,7 +299,7 @@ func mysqlErrNumber(err error) uint16 {
 	return 0
 }
 
-// A pool that was not opened with OpenMySQL keeps the server's 50 s lock
+// A pool that was not opened with Open keeps the server's 50 s lock
 // wait: the inbox says so at start.
 func TestMySQLDurabilityWarnsAboutLockWait(t *testing.T) {
 	t.Parallel()

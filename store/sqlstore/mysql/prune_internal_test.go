@@ -2,31 +2,14 @@ package mysql
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"testing"
 
 	"github.com/inboxkit/inbox/internal/testenv/mysqlenv"
 	"github.com/inboxkit/inbox/store"
-	"github.com/inboxkit/inbox/store/sqlstore"
-	"github.com/inboxkit/inbox/store/sqlstore/internal/sqldialect"
+	"github.com/inboxkit/inbox/store/sqlstore/internal/sqltest"
 )
-
-// pruneRetentionMS, pruneLimit: the arguments the plans are explained
-// with, 1 h and a batch of 100, on 2000 young rows (inserted first) and
-// 3000 expired ones.
-const pruneRetentionMS, pruneLimit = 3_600_000, 100
-
-// pruneTables are the tables a prune statement deletes from, their time
-// column and its index, and the statement of each.
-func pruneTables() []struct{ table, column, index, stmt string } {
-	q := sqldialect.Render(mysqlDialect{}.Templates(), store.Tables{}, mysqlDialect{}.Quote)
-	return []struct{ table, column, index, stmt string }{
-		{"inbox", "received_at", "inbox_received_at_idx", q.PruneInbox},
-		{"inbox_attempts", "last_failed_at", "inbox_attempts_last_failed_at_idx", q.PruneAttempts},
-	}
-}
 
 // TestPrunePlanMySQL checks that both prune statements delete through a
 // range of the time column's index, without a filesort of the expired
@@ -39,14 +22,14 @@ func TestPrunePlanMySQL(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = db.Close() })
-	migrated(t, db)
-	for _, p := range pruneTables() {
-		table := store.Tables{}.Name(p.table, store.QuoteBacktick)
+	sqltest.Migrate(t, db, Dialect)
+	for _, p := range sqltest.PruneStatements(mysqlDialect{}) {
+		table := store.Tables{}.Name(p.Table, store.QuoteBacktick)
 		// Chunks of 1000 rows: MySQL's cte_max_recursion_depth.
 		fill := `INSERT INTO ` + table + ` (consumer, message_id, %s)
 WITH RECURSIVE s(i) AS (SELECT %d UNION ALL SELECT i + 1 FROM s WHERE i < %d) SELECT 'c', CONCAT('m', i), %s FROM s`
 		cols, now := "received_at", "UTC_TIMESTAMP(6)"
-		if p.table == "inbox_attempts" {
+		if p.Table == "inbox_attempts" {
 			cols = "attempts, first_failed_at, last_failed_at, last_error"
 			now = "1, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6)"
 		}
@@ -56,7 +39,7 @@ WITH RECURSIVE s(i) AS (SELECT %d UNION ALL SELECT i + 1 FROM s WHERE i < %d) SE
 			if from > 2000 {
 				ts += " - INTERVAL 2 HOUR"
 			}
-			if p.table == "inbox_attempts" {
+			if p.Table == "inbox_attempts" {
 				ts += ", ''"
 			}
 			stmts = append(stmts, fmt.Sprintf(fill, cols, from, from+999, ts))
@@ -67,14 +50,14 @@ WITH RECURSIVE s(i) AS (SELECT %d UNION ALL SELECT i + 1 FROM s WHERE i < %d) SE
 			}
 		}
 		var out string
-		if err := db.QueryRowContext(ctx, "EXPLAIN FORMAT=JSON "+p.stmt, pruneRetentionMS, pruneLimit).Scan(&out); err != nil {
+		if err := db.QueryRowContext(ctx, "EXPLAIN FORMAT=JSON "+p.Stmt, sqltest.PruneRetentionMS, sqltest.PruneLimit).Scan(&out); err != nil {
 			t.Fatal(err)
 		}
 		var plan any
 		if err := json.Unmarshal([]byte(out), &plan); err != nil {
 			t.Fatalf("explain output %s: %v", out, err)
 		}
-		index := p.index
+		index := p.Index
 		ranged, sorted := false, false
 		walkJSON(plan, func(m map[string]any) {
 			if m["access_type"] == "range" && m["key"] == index {
@@ -85,20 +68,8 @@ WITH RECURSIVE s(i) AS (SELECT %d UNION ALL SELECT i + 1 FROM s WHERE i < %d) SE
 			}
 		})
 		if !ranged || sorted {
-			t.Errorf("plan of the %s prune:\n%s\nwant a range of %s and no filesort", p.table, out, index)
+			t.Errorf("plan of the %s prune:\n%s\nwant a range of %s and no filesort", p.Table, out, index)
 		}
-	}
-}
-
-// migrated returns a Driver of dialect on db with its tables migrated.
-func migrated(t *testing.T, db *sql.DB) {
-	t.Helper()
-	d, err := sqlstore.New(db, &sqlstore.Config{Dialect: Dialect})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
 	}
 }
 

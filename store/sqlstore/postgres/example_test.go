@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"github.com/inboxkit/inbox/store/sqlstore/internal/sqltest"
 	"log"
 	"testing"
 
@@ -63,57 +64,19 @@ func Example() {
 // The examples' flow, run on the server.
 func TestProcessTxFlow(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
-		name   string
-		open   func(t *testing.T) (*sql.DB, sqlstore.Dialect)
-		credit string
-	}{
-		{"postgres", func(t *testing.T) (*sql.DB, sqlstore.Dialect) {
-			pgenv.Pool(t, 1)
-			db, err := sql.Open("pgx", pgenv.DSN())
-			if err != nil {
-				t.Fatal(err)
-			}
-			schema := testenv.Name("flow_")
-			if _, err := db.Exec("CREATE SCHEMA " + schema); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _, _ = db.Exec("DROP SCHEMA " + schema + " CASCADE"); db.Close() })
-			db.SetMaxOpenConns(1) // search_path below holds for the one connection
-			if _, err := db.Exec("SET search_path TO " + schema); err != nil {
-				t.Fatal(err)
-			}
-			return db, postgres.Dialect
-		}, `INSERT INTO credits (payment) VALUES ($1)`},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			ctx := context.Background()
-			db, dialect := tc.open(t)
-			if _, err := db.Exec(`CREATE TABLE credits (payment VARCHAR(100) NOT NULL)`); err != nil {
-				t.Fatal(err)
-			}
-			driver, err := sqlstore.New(db, &sqlstore.Config{Dialect: dialect})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := driver.Migrate(ctx); err != nil {
-				t.Fatal(err)
-			}
-			ib, err := inbox.New(ctx, driver, &inbox.Config{Consumer: "billing"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i, want := range []inbox.Status{inbox.Processed, inbox.Duplicate} {
-				out, err := processTx(ctx, db, ib, inbox.Message{ID: "payment-1"}, tc.credit)
-				if err != nil || out.Status != want {
-					t.Fatalf("delivery %d: %v %v, want %v", i+1, out.Status, err, want)
-				}
-			}
-			var n int
-			if err := db.QueryRow(`SELECT count(*) FROM credits`).Scan(&n); err != nil || n != 1 {
-				t.Fatalf("%d credits (%v), want 1", n, err)
-			}
-		})
+	pgenv.Pool(t, 1)
+	db, err := sql.Open("pgx", pgenv.DSN())
+	if err != nil {
+		t.Fatal(err)
 	}
+	schema := testenv.Name("flow_")
+	if _, err := db.Exec("CREATE SCHEMA " + schema); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = db.Exec("DROP SCHEMA " + schema + " CASCADE"); db.Close() })
+	db.SetMaxOpenConns(1) // search_path below holds for the one connection
+	if _, err := db.Exec("SET search_path TO " + schema); err != nil {
+		t.Fatal(err)
+	}
+	sqltest.ProcessTxFlow(t, db, postgres.Dialect, `INSERT INTO credits (payment) VALUES ($1)`, processTx)
 }

@@ -1,3 +1,9 @@
+// Package postgres is the PostgreSQL dialect of package sqlstore, for
+// services on database/sql; it registers pgx's stdlib driver ("pgx").
+// (Services on pgx itself use store/pgxstore.)
+//
+//	db, err := sql.Open("pgx", dsn)
+//	driver, err := sqlstore.New(db, &sqlstore.Config{Dialect: postgres.Dialect})
 package postgres
 
 import (
@@ -16,8 +22,8 @@ import (
 	"github.com/inboxkit/inbox/store/sqlstore/internal/sqldialect"
 )
 
-// Postgres is PostgreSQL through database/sql with pgx's stdlib driver
-// (import _ "github.com/jackc/pgx/v5/stdlib"; sql.Open("pgx", dsn)), for a
+// Dialect is PostgreSQL through database/sql with pgx's stdlib driver
+// (imported by this package; sql.Open("pgx", dsn)), for a
 // service that owns *sql.Tx transactions (sqlx, sqlc, GORM's *sql.DB, ent).
 // It shares the schema, migrations and statements of store/pgxstore, which
 // is faster: there BEGIN and the claim take one round trip, here
@@ -25,6 +31,8 @@ import (
 // sql.Open keeps 2 idle connections: call db.SetMaxIdleConns with at least
 // the consumer's Workers (see sqlstore.DefaultMaxIdleConns).
 var Dialect = sqlstore.NewDialect(postgresDialect{})
+
+var _ sqldialect.Scripter = postgresDialect{}
 
 type postgresDialect struct{}
 
@@ -51,6 +59,7 @@ func (postgresDialect) Templates() sqldialect.Queries {
 		Returning:               true,
 		Claim:                   s.Claim,
 		ClaimSettingLockTimeout: s.ClaimSettingLockTimeout,
+		LockTimeoutText:         pgsql.LockTimeout,
 		ClaimLookup:             s.ClaimLookup,
 		RollbackToSavepoint:     "ROLLBACK TO SAVEPOINT ",
 		AttemptAdd:              s.AttemptAdd,
@@ -177,6 +186,3 @@ func (postgresDialect) Script(t store.Tables) (string, error) {
 	}
 	return q.Script()
 }
-
-// LockTimeoutText is the argument of Queries.ClaimSettingLockTimeout.
-func (postgresDialect) LockTimeoutText(d time.Duration) string { return pgsql.LockTimeout(d) }

@@ -2,31 +2,14 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/inboxkit/inbox/store"
-	"github.com/inboxkit/inbox/store/sqlstore"
-	"github.com/inboxkit/inbox/store/sqlstore/internal/sqldialect"
+	"github.com/inboxkit/inbox/store/sqlstore/internal/sqltest"
 )
-
-// pruneRetentionMS, pruneLimit: the arguments the plans are explained
-// with, 1 h and a batch of 100, on 2000 young rows (inserted first) and
-// 3000 expired ones.
-const pruneRetentionMS, pruneLimit = 3_600_000, 100
-
-// pruneTables are the tables a prune statement deletes from, their time
-// column and its index, and the statement of each.
-func pruneTables() []struct{ table, column, index, stmt string } {
-	q := sqldialect.Render(sqliteDialect{}.Templates(), store.Tables{}, sqliteDialect{}.Quote)
-	return []struct{ table, column, index, stmt string }{
-		{"inbox", "received_at", "inbox_received_at_idx", q.PruneInbox},
-		{"inbox_attempts", "last_failed_at", "inbox_attempts_last_failed_at_idx", q.PruneAttempts},
-	}
-}
 
 // TestPrunePlanSQLite checks that both prune statements read their batch
 // in index order: a search of the time column's index, no sort of the
@@ -39,13 +22,13 @@ func TestPrunePlanSQLite(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = db.Close() })
-	migrated(t, db)
-	for _, p := range pruneTables() {
-		table := store.Tables{}.Name(p.table, store.QuoteDouble)
+	sqltest.Migrate(t, db, Dialect)
+	for _, p := range sqltest.PruneStatements(sqliteDialect{}) {
+		table := store.Tables{}.Name(p.Table, store.QuoteDouble)
 		fill := `WITH RECURSIVE s(i) AS (SELECT %d UNION ALL SELECT i + 1 FROM s WHERE i < %d)
 INSERT INTO ` + table + ` (consumer, message_id, %s) SELECT x'63', CAST(i AS BLOB), %s FROM s`
 		cols, now := "received_at", "unixepoch() * 1000"
-		if p.table == "inbox_attempts" {
+		if p.Table == "inbox_attempts" {
 			cols = "attempts, first_failed_at, last_failed_at"
 			now = "1, 0, unixepoch() * 1000"
 		}
@@ -58,7 +41,7 @@ INSERT INTO ` + table + ` (consumer, message_id, %s) SELECT x'63', CAST(i AS BLO
 				t.Fatalf("%s: %v", s, err)
 			}
 		}
-		rows, err := db.QueryContext(ctx, "EXPLAIN QUERY PLAN "+p.stmt, pruneRetentionMS, pruneLimit)
+		rows, err := db.QueryContext(ctx, "EXPLAIN QUERY PLAN "+p.Stmt, sqltest.PruneRetentionMS, sqltest.PruneLimit)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -75,21 +58,9 @@ INSERT INTO ` + table + ` (consumer, message_id, %s) SELECT x'63', CAST(i AS BLO
 			t.Fatal(err)
 		}
 		got := strings.Join(plan, "\n")
-		index := fmt.Sprintf("USING COVERING INDEX %s (%s<?)", p.index, p.column)
+		index := fmt.Sprintf("USING COVERING INDEX %s (%s<?)", p.Index, p.Column)
 		if !strings.Contains(got, index) || strings.Contains(got, "TEMP B-TREE") || strings.Contains(got, "SCAN ") {
-			t.Errorf("plan of the %s prune:\n%s\nwant a search %s, no scan, no temp b-tree", p.table, got, index)
+			t.Errorf("plan of the %s prune:\n%s\nwant a search %s, no scan, no temp b-tree", p.Table, got, index)
 		}
-	}
-}
-
-// migrated returns a Driver of dialect on db with its tables migrated.
-func migrated(t *testing.T, db *sql.DB) {
-	t.Helper()
-	d, err := sqlstore.New(db, &sqlstore.Config{Dialect: Dialect})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
 	}
 }

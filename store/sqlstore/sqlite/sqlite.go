@@ -1,3 +1,9 @@
+// Package sqlite is the SQLite dialect of package sqlstore, on
+// modernc.org/sqlite (pure Go, no cgo): Open opens a database file with the
+// settings the inbox needs, and Dialect goes into sqlstore.Config.
+//
+//	db, err := sqlite.Open("inbox.db", nil)
+//	driver, err := sqlstore.New(db, &sqlstore.Config{Dialect: sqlite.Dialect})
 package sqlite
 
 import (
@@ -24,7 +30,7 @@ import (
 //go:embed migrations
 var migrationsFS embed.FS
 
-// SQLite is the dialect of SQLite through modernc.org/sqlite (driver name
+// Dialect is the dialect of SQLite through modernc.org/sqlite (driver name
 // "sqlite"). Open the database with Open, or give its DSN the same
 // settings.
 //

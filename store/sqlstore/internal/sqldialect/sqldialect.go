@@ -119,9 +119,12 @@ type Queries struct {
 	// Args: consumer, message_id, message_type, fingerprint.
 	Claim string
 	// ClaimSettingLockTimeout, when set, is claim with a fifth argument, the
-	// lock timeout ("5000ms"), which it sets for the rest of the
-	// transaction itself, so that BeginClaim skips setLockTimeout.
+	// lock timeout as LockTimeoutText formats it ("5000ms"), which it sets
+	// for the rest of the transaction itself, so that BeginClaim skips
+	// setLockTimeout.
 	ClaimSettingLockTimeout string
+	// LockTimeoutText formats ClaimSettingLockTimeout's argument; set with it.
+	LockTimeoutText func(time.Duration) string
 	// ClaimLookup reads a duplicate's fingerprint and message type.
 	// Args: consumer, message_id.
 	ClaimLookup string
@@ -265,4 +268,18 @@ func FillLiterals(stmt string, args ...any) (string, error) {
 	}
 	b.WriteString(parts[len(args)])
 	return b.String(), nil
+}
+
+// PacketChecker is implemented by a dialect whose server refuses, and then
+// drops the connection for, a statement larger than a limit (MySQL's
+// max_allowed_packet): CheckPacket returns an error wrapping
+// store.ErrTooLarge before such a statement with args is sent.
+type PacketChecker interface {
+	CheckPacket(ctx context.Context, tx *sql.Tx, args ...[]byte) error
+}
+
+// Scripter is implemented by a dialect whose migration script is made
+// elsewhere (PostgreSQL's: internal/pgsql's, shared with pgxstore).
+type Scripter interface {
+	Script(t store.Tables) (string, error)
 }

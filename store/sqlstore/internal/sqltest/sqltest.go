@@ -6,11 +6,13 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"github.com/inboxkit/inbox"
 	"testing"
 	"time"
 
 	"github.com/inboxkit/inbox/store"
 	"github.com/inboxkit/inbox/store/sqlstore"
+	"github.com/inboxkit/inbox/store/sqlstore/internal/sqldialect"
 	"github.com/inboxkit/inbox/store/storetest"
 )
 
@@ -98,5 +100,72 @@ func IdleConns(t *testing.T, open func(t *testing.T, idle int) (*sql.DB, error))
 					burst, s.Idle, s.MaxIdleClosed-before, tc.wantIdle, burst-tc.wantIdle)
 			}
 		})
+	}
+}
+
+// PruneRetentionMS and PruneLimit are the arguments the prune plan tests
+// explain the statements with: 1 h and a batch of 100, on 2000 young rows
+// (inserted first) and 3000 expired ones.
+const PruneRetentionMS, PruneLimit = 3_600_000, 100
+
+// PruneStatement is a prune statement of a dialect, on the default tables:
+// the table it deletes from, its time column and that column's index.
+type PruneStatement struct{ Table, Column, Index, Stmt string }
+
+// PruneStatements returns d's two prune statements, on the default tables.
+func PruneStatements(d sqldialect.Dialect) []PruneStatement {
+	q := sqldialect.Render(d.Templates(), store.Tables{}, d.Quote)
+	return []PruneStatement{
+		{"inbox", "received_at", "inbox_received_at_idx", q.PruneInbox},
+		{"inbox_attempts", "last_failed_at", "inbox_attempts_last_failed_at_idx", q.PruneAttempts},
+	}
+}
+
+// Migrate migrates the default tables of dialect on db.
+func Migrate(t *testing.T, db *sql.DB, dialect sqlstore.Dialect) {
+	t.Helper()
+	d, err := sqlstore.New(db, &sqlstore.Config{Dialect: dialect})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// ProcessTxFunc is the examples' flow: claim msg in a transaction the
+// service owns, credit with the statement credit in it, commit when the
+// outcome says so.
+type ProcessTxFunc func(ctx context.Context, db *sql.DB, ib *inbox.Inbox[*sql.Tx], msg inbox.Message, credit string) (inbox.Outcome, error)
+
+// ProcessTxFlow runs processTx twice for one message on db, migrated for
+// dialect, with a credits table: the first delivery is Processed, the
+// second a Duplicate, and one credit is written.
+func ProcessTxFlow(t *testing.T, db *sql.DB, dialect sqlstore.Dialect, credit string, processTx ProcessTxFunc) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := db.Exec(`CREATE TABLE credits (payment VARCHAR(100) NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	driver, err := sqlstore.New(db, &sqlstore.Config{Dialect: dialect})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := driver.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ib, err := inbox.New(ctx, driver, &inbox.Config{Consumer: "billing"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []inbox.Status{inbox.Processed, inbox.Duplicate} {
+		out, err := processTx(ctx, db, ib, inbox.Message{ID: "payment-1"}, credit)
+		if err != nil || out.Status != want {
+			t.Fatalf("delivery %d: %v %v, want %v", i+1, out.Status, err, want)
+		}
+	}
+	var n int
+	if err := db.QueryRow(`SELECT count(*) FROM credits`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("%d credits (%v), want 1", n, err)
 	}
 }
