@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"sync/atomic"
 	"time"
 )
 
@@ -63,6 +64,40 @@ type (
 		OnPruned(ctx context.Context, e *PruneEvent)
 	}
 )
+
+// Counts is a ready-made hook that counts outcomes, for logs, tests and
+// programs that print a summary: put a *Counts in Config.Hooks (one Counts
+// may serve several inboxes) and read its fields at any time. A fingerprint
+// conflict is counted in FingerprintConflicts and, being a duplicate, in
+// Duplicates too. For metrics, see the OpenTelemetry package.
+type Counts struct {
+	Processed, Duplicates, Retries, DeadLettered, FingerprintConflicts atomic.Int64
+}
+
+func (c *Counts) OnProcessed(context.Context, *Event)    { c.Processed.Add(1) }
+func (c *Counts) OnDuplicate(context.Context, *Event)    { c.Duplicates.Add(1) }
+func (c *Counts) OnRetry(context.Context, *Event)        { c.Retries.Add(1) }
+func (c *Counts) OnDeadLettered(context.Context, *Event) { c.DeadLettered.Add(1) }
+func (c *Counts) OnFingerprintConflict(context.Context, *Event) {
+	c.FingerprintConflicts.Add(1)
+}
+
+// Outcomes is the number of outcomes counted: processed, duplicates,
+// retries and dead letters.
+func (c *Counts) Outcomes() int64 {
+	return c.Processed.Load() + c.Duplicates.Load() + c.Retries.Load() + c.DeadLettered.Load()
+}
+
+// String reads "processed 3, duplicates 1, retries 0, dead-lettered 0",
+// with ", fingerprint conflicts N" when there were any.
+func (c *Counts) String() string {
+	s := fmt.Sprintf("processed %d, duplicates %d, retries %d, dead-lettered %d",
+		c.Processed.Load(), c.Duplicates.Load(), c.Retries.Load(), c.DeadLettered.Load())
+	if n := c.FingerprintConflicts.Load(); n > 0 {
+		s += fmt.Sprintf(", fingerprint conflicts %d", n)
+	}
+	return s
+}
 
 type hookSet struct {
 	processed []ProcessedHook

@@ -219,20 +219,12 @@ func publish(t *testing.T, env *Env, id string) {
 	}
 }
 
-// statusHooks counts outcomes.
-type statusHooks struct{ processed, duplicate, retry, dead atomic.Int32 }
-
-func (s *statusHooks) OnProcessed(context.Context, *inbox.Event)    { s.processed.Add(1) }
-func (s *statusHooks) OnDuplicate(context.Context, *inbox.Event)    { s.duplicate.Add(1) }
-func (s *statusHooks) OnRetry(context.Context, *inbox.Event)        { s.retry.Add(1) }
-func (s *statusHooks) OnDeadLettered(context.Context, *inbox.Event) { s.dead.Add(1) }
-
 // A consumer that dies after its commit, before its ack: the broker
 // redelivers the message, and the inbox skips it as a duplicate.
 func testRedeliveryAfterCrash(t *testing.T, h Harness) {
 	ctx := context.Background()
 	env := h.Open(t, time.Second)
-	hooks := &statusHooks{}
+	hooks := &inbox.Counts{}
 	f := NewFixture(t, inbox.Config{Hooks: []any{hooks}})
 	publish(t, env, "m-1")
 
@@ -250,13 +242,13 @@ func testRedeliveryAfterCrash(t *testing.T, h Harness) {
 	first.Close() // dies before its ack
 
 	stop := f.Consume(t, env.Source(t), f.Write, nil)
-	Eventually(t, 15*time.Second, "the redelivery was not skipped as a duplicate", func() bool { return hooks.duplicate.Load() >= 1 })
+	Eventually(t, 15*time.Second, "the redelivery was not skipped as a duplicate", func() bool { return hooks.Duplicates.Load() >= 1 })
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
 	requireAcked(t, h, env, time.Second) // the duplicate
-	if n := f.Effects(t, "m-1"); n != 1 || hooks.duplicate.Load() != 1 {
-		t.Fatalf("%d effects, %d duplicates; want 1 and 1", n, hooks.duplicate.Load())
+	if n := f.Effects(t, "m-1"); n != 1 || hooks.Duplicates.Load() != 1 {
+		t.Fatalf("%d effects, %d duplicates; want 1 and 1", n, hooks.Duplicates.Load())
 	}
 }
 
@@ -379,7 +371,7 @@ func testPoison(t *testing.T, h Harness) {
 func testMissingID(t *testing.T, h Harness) {
 	ctx := context.Background()
 	env := h.Open(t, time.Second)
-	hooks := &statusHooks{}
+	hooks := &inbox.Counts{}
 	f := NewFixture(t, inbox.Config{Hooks: []any{hooks}})
 	var calls atomic.Int32
 	handler := func(context.Context, *sql.Tx, *inbox.Message) error { calls.Add(1); return nil }
@@ -387,15 +379,15 @@ func testMissingID(t *testing.T, h Harness) {
 		t.Fatal(err)
 	}
 	stop := f.Consume(t, env.Source(t), handler, nil)
-	Eventually(t, 15*time.Second, "the message without ID was never dead-lettered", func() bool { return hooks.dead.Load() >= 1 })
+	Eventually(t, 15*time.Second, "the message without ID was never dead-lettered", func() bool { return hooks.DeadLettered.Load() >= 1 })
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
 	requireAcked(t, h, env, time.Second) // a redelivery's ID would be "" in the failure
 	dls, err := f.Inbox.DeadLetters(ctx, nil)
-	if err != nil || len(dls) != 1 || string(dls[0].Message.Payload) != "no id here" || hooks.dead.Load() != 1 || calls.Load() != 0 {
+	if err != nil || len(dls) != 1 || string(dls[0].Message.Payload) != "no id here" || hooks.DeadLettered.Load() != 1 || calls.Load() != 0 {
 		t.Fatalf("dead letters %+v (%v), %d dead-lettered, handler ran %d times; want one dead letter with the payload",
-			dls, err, hooks.dead.Load(), calls.Load())
+			dls, err, hooks.DeadLettered.Load(), calls.Load())
 	}
 }
 
@@ -526,7 +518,7 @@ func testLongHandler(t *testing.T, h Harness) {
 	case !h.Features.AckWait:
 		t.Fatal("Features.Lease without Features.AckWait: a lease is the AckWait started again")
 	}
-	hooks := &statusHooks{}
+	hooks := &inbox.Counts{}
 	f := NewFixture(t, inbox.Config{Hooks: []any{hooks}})
 	var calls atomic.Int32
 	slow := func(ctx context.Context, tx *sql.Tx, m *inbox.Message) error {
@@ -541,9 +533,9 @@ func testLongHandler(t *testing.T, h Harness) {
 		t.Fatal(err)
 	}
 	requireAcked(t, h, env, time.Second)
-	if calls.Load() != 1 || hooks.duplicate.Load() != 0 || hooks.retry.Load() != 0 {
+	if calls.Load() != 1 || hooks.Duplicates.Load() != 0 || hooks.Retries.Load() != 0 {
 		t.Fatalf("handler ran %d times, %d duplicates, %d retries: the delivery was redelivered while in progress",
-			calls.Load(), hooks.duplicate.Load(), hooks.retry.Load())
+			calls.Load(), hooks.Duplicates.Load(), hooks.Retries.Load())
 	}
 }
 
@@ -551,7 +543,7 @@ func testLongHandler(t *testing.T, h Harness) {
 // context is done is committed and acked: it does not come back.
 func testShutdownGrace(t *testing.T, h Harness) {
 	env := h.Open(t, time.Second)
-	hooks := &statusHooks{}
+	hooks := &inbox.Counts{}
 	f := NewFixture(t, inbox.Config{Hooks: []any{hooks}})
 	started := make(chan struct{}, 1)
 	slow := func(ctx context.Context, tx *sql.Tx, m *inbox.Message) error {
@@ -565,8 +557,8 @@ func testShutdownGrace(t *testing.T, h Harness) {
 	if err := stop(); err != nil { // cancels while the handler runs
 		t.Fatal(err)
 	}
-	if n := f.Effects(t, "grace"); n != 1 || hooks.processed.Load() != 1 {
-		t.Fatalf("%d effects, %d processed after a graceful shutdown, want 1 and 1", n, hooks.processed.Load())
+	if n := f.Effects(t, "grace"); n != 1 || hooks.Processed.Load() != 1 {
+		t.Fatalf("%d effects, %d processed after a graceful shutdown, want 1 and 1", n, hooks.Processed.Load())
 	}
 	requireAcked(t, h, env, time.Second)
 }
@@ -576,7 +568,7 @@ func testShutdownGrace(t *testing.T, h Harness) {
 func testCustomID(t *testing.T, h Harness) {
 	ctx := context.Background()
 	env := h.Open(t, time.Second)
-	hooks := &statusHooks{}
+	hooks := &inbox.Counts{}
 	f := NewFixture(t, inbox.Config{Hooks: []any{hooks}})
 	id := func(m *broker.Message) string {
 		if string(m.Payload) == "payload of boom" {
@@ -588,7 +580,7 @@ func testCustomID(t *testing.T, h Harness) {
 	publish(t, env, "fine")
 	stop := f.Consume(t, env.Source(t), f.Write, &inbox.ConsumerConfig{ID: id, Workers: 1})
 	Eventually(t, 15*time.Second, "the two messages were not settled", func() bool {
-		return hooks.processed.Load() == 1 && hooks.dead.Load() == 1
+		return hooks.Processed.Load() == 1 && hooks.DeadLettered.Load() == 1
 	})
 	if err := stop(); err != nil {
 		t.Fatal(err)
@@ -658,13 +650,13 @@ func (panickingHook) OnDuplicate(context.Context, *inbox.Event) { panic("hook bo
 func testPanickingHook(t *testing.T, h Harness) {
 	env := h.Open(t, time.Second)
 	logs := &logtest.Buffer{}
-	hooks := &statusHooks{}
+	hooks := &inbox.Counts{}
 	f := NewFixture(t, inbox.Config{Logger: logs.Logger(), Hooks: []any{panickingHook{}, hooks}})
 	publish(t, env, "m-hook-1")
 	stop := f.Consume(t, env.Source(t), f.Write, &inbox.ConsumerConfig{Workers: 1})
-	Eventually(t, 15*time.Second, "the first message was never processed", func() bool { return hooks.processed.Load() == 1 })
+	Eventually(t, 15*time.Second, "the first message was never processed", func() bool { return hooks.Processed.Load() == 1 })
 	publish(t, env, "m-hook-2")
-	Eventually(t, 15*time.Second, "the worker did not survive the hook's panic", func() bool { return hooks.processed.Load() == 2 })
+	Eventually(t, 15*time.Second, "the worker did not survive the hook's panic", func() bool { return hooks.Processed.Load() == 2 })
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}

@@ -101,11 +101,11 @@ func demo(ctx context.Context, args []string, out, stderr io.Writer) error {
 			return err
 		}
 	}
-	var processed, duplicates, retries atomic.Int64
+	counts := &inbox.Counts{}
 	ib, err := inbox.New(ctx, driver, &inbox.Config{
 		Consumer: "demo-" + time.Now().Format("150405.000000"),
 		Backoff:  inbox.Backoff{Initial: 20 * time.Millisecond, Max: 100 * time.Millisecond},
-		Hooks:    []any{counter{&processed, &duplicates, &retries}},
+		Hooks:    []any{counts},
 		Logger:   quiet,
 	})
 	if err != nil {
@@ -172,12 +172,12 @@ func demo(ctx context.Context, args []string, out, stderr io.Writer) error {
 		}()
 	}
 	deadline := time.After(2*time.Minute + time.Duration(*n)*10*time.Millisecond)
-	for processed.Load() < int64(*n) {
+	for counts.Processed.Load() < int64(*n) {
 		select {
 		case err := <-errs:
 			return fmt.Errorf("a consumer stopped: %w", err)
 		case <-deadline:
-			return fmt.Errorf("only %d of %d payments processed", processed.Load(), *n)
+			return fmt.Errorf("only %d of %d payments processed", counts.Processed.Load(), *n)
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
@@ -195,7 +195,7 @@ func demo(ctx context.Context, args []string, out, stderr io.Writer) error {
 	fmt.Fprintf(out, "faults:     %d acks lost after the commit, %d handler failures, %d handlers slower than AckWait (redelivered while running)\n",
 		lost.Load(), (*n+24)/25, slow.Load())
 	fmt.Fprintf(out, "processed:  %d\nduplicates: %d (redeliveries skipped)\nretries:    %d (redelivered after a failure)\n",
-		processed.Load(), duplicates.Load(), retries.Load())
+		counts.Processed.Load(), counts.Duplicates.Load(), counts.Retries.Load())
 	got := map[int]int{}
 	rows, err := db.QueryContext(ctx, `SELECT id, balance FROM demo_accounts`)
 	if err != nil {
@@ -217,20 +217,13 @@ func demo(ctx context.Context, args []string, out, stderr io.Writer) error {
 			return fmt.Errorf("account %d has balance %d, want %d: a payment was lost or applied twice", account, got[account], want)
 		}
 	}
-	if processed.Load() != int64(*n) {
-		return fmt.Errorf("%d payments processed, want %d", processed.Load(), *n)
+	if counts.Processed.Load() != int64(*n) {
+		return fmt.Errorf("%d payments processed, want %d", counts.Processed.Load(), *n)
 	}
 	fmt.Fprintf(out, "balances:   all %d accounts match: every payment credited exactly once (%v)\n",
 		len(expected), elapsed.Round(time.Millisecond))
 	return nil
 }
-
-// counter counts outcomes through the inbox's hooks.
-type counter struct{ processed, duplicates, retries *atomic.Int64 }
-
-func (c counter) OnProcessed(context.Context, *inbox.Event) { c.processed.Add(1) }
-func (c counter) OnDuplicate(context.Context, *inbox.Event) { c.duplicates.Add(1) }
-func (c counter) OnRetry(context.Context, *inbox.Event)     { c.retries.Add(1) }
 
 // lossySource loses a fraction p of acks: the message committed, the ack
 // never reaches the broker, which redelivers it after AckWait.

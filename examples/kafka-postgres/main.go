@@ -17,7 +17,6 @@ import (
 	"os"
 	"os/signal"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -75,10 +74,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err := inbox.Migrate(ctx, driver); err != nil {
 		return err
 	}
-	var processed, duplicates, deadLettered atomic.Int64
-	ib, err := inbox.New(ctx, driver, &inbox.Config{Consumer: "example-billing", Hooks: []any{
-		counter{&processed, &duplicates, &deadLettered},
-	}})
+	counts := &inbox.Counts{}
+	ib, err := inbox.New(ctx, driver, &inbox.Config{Consumer: "example-billing", Hooks: []any{counts}})
 	if err != nil {
 		return err
 	}
@@ -124,12 +121,12 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if *idle > 0 {
-		go stopWhenIdle(cctx, cancel, *idle, func() int64 { return processed.Load() + duplicates.Load() + deadLettered.Load() })
+		go stopWhenIdle(cctx, cancel, *idle, counts.Outcomes)
 	}
 	if err := inbox.Consume(cctx, ib, src, credit, nil); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "processed %d, duplicates %d, dead-lettered %d\n", processed.Load(), duplicates.Load(), deadLettered.Load())
+	fmt.Fprintln(out, counts)
 	return nil
 }
 
@@ -145,9 +142,3 @@ func stopWhenIdle(ctx context.Context, cancel func(), idle time.Duration, count 
 		}
 	}
 }
-
-type counter struct{ processed, duplicates, dead *atomic.Int64 }
-
-func (c counter) OnProcessed(context.Context, *inbox.Event)    { c.processed.Add(1) }
-func (c counter) OnDuplicate(context.Context, *inbox.Event)    { c.duplicates.Add(1) }
-func (c counter) OnDeadLettered(context.Context, *inbox.Event) { c.dead.Add(1) }

@@ -30,7 +30,7 @@ func TestExample(t *testing.T) {
 	if err := run(context.Background(), args, &out); err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
-	if !strings.Contains(out.String(), "processed 20, duplicates 0, dead-lettered 0") {
+	if !strings.Contains(out.String(), "processed 20, duplicates 0, retries 0, dead-lettered 0") {
 		t.Fatalf("output:\n%s", out.String())
 	}
 }

@@ -174,8 +174,8 @@ func (c *conflictHook) OnFingerprintConflict(_ context.Context, e *inbox.Event) 
 func testFingerprintConflict[TTx any](t *testing.T, h Harness[TTx]) {
 	ctx := context.Background()
 	env := open(t, h)
-	hook := &conflictHook{}
-	ib := newInbox(t, env, inbox.Config{Hooks: []any{hook}})
+	hook, counts := &conflictHook{}, &inbox.Counts{}
+	ib := newInbox(t, env, inbox.Config{Hooks: []any{hook, counts}})
 	m := msg("fp")
 	if _, err := ib.Process(ctx, m, writer(env)); err != nil {
 		t.Fatal(err)
@@ -197,6 +197,9 @@ func testFingerprintConflict[TTx any](t *testing.T, h Harness[TTx]) {
 	}
 	if n := count(t, env, "fp"); n != 1 {
 		t.Fatalf("%d effects, want 1", n)
+	}
+	if got, want := counts.String(), "processed 1, duplicates 2, retries 0, dead-lettered 0, fingerprint conflicts 1"; got != want {
+		t.Fatalf("inbox.Counts: %q, want %q", got, want)
 	}
 }
 

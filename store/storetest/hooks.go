@@ -39,8 +39,8 @@ func (o *outcomeHooks) OnDeadLettered(_ context.Context, e *inbox.Event) {
 func testHooks[TTx any](t *testing.T, h Harness[TTx]) {
 	ctx := context.Background()
 	env := open(t, h)
-	hooks := &outcomeHooks{}
-	ib := newInbox(t, env, inbox.Config{MaxAttempts: 2, Hooks: []any{hooks}})
+	hooks, counts := &outcomeHooks{}, &inbox.Counts{}
+	ib := newInbox(t, env, inbox.Config{MaxAttempts: 2, Hooks: []any{hooks, counts}})
 	failing := func(context.Context, TTx, *inbox.Message) error { return errors.New("no") }
 	_, _ = ib.Process(ctx, msg("h-1"), writer(env))  // processed
 	_, _ = ib.Process(ctx, msg("h-1"), writer(env))  // duplicate
@@ -50,6 +50,9 @@ func testHooks[TTx any](t *testing.T, h Harness[TTx]) {
 	want := map[inbox.Status]int{inbox.Processed: 1, inbox.Duplicate: 1, inbox.Retry: 1, inbox.DeadLettered: 2}
 	if fmt.Sprint(hooks.counts) != fmt.Sprint(want) || len(hooks.bad) > 0 {
 		t.Fatalf("hooks saw %v (%v), want %v", hooks.counts, hooks.bad, want)
+	}
+	if got, want := counts.String(), "processed 1, duplicates 1, retries 1, dead-lettered 2"; got != want || counts.Outcomes() != 5 {
+		t.Fatalf("inbox.Counts: %q (%d outcomes), want %q (5)", got, counts.Outcomes(), want)
 	}
 }
 

@@ -128,7 +128,7 @@ func TestRetryHoldsTheOffset(t *testing.T) {
 		}
 		return -1
 	}
-	hooks := &outcomes{}
+	hooks := &inbox.Counts{}
 	f := brokertest.NewFixture(t, inbox.Config{Hooks: []any{hooks}})
 	var failedOnce atomic.Bool
 	handler := func(ctx context.Context, tx *sql.Tx, m *inbox.Message) error {
@@ -158,7 +158,7 @@ func TestRetryHoldsTheOffset(t *testing.T) {
 	}
 	stop = f.Consume(t, env.Source(t), handler, nil)
 	brokertest.Eventually(t, 15*time.Second, "the record waiting for its retry was lost", func() bool { return f.Effects(t, "first") == 1 })
-	brokertest.Eventually(t, 5*time.Second, "second and third did not come back", func() bool { return hooks.duplicate.Load() == 2 })
+	brokertest.Eventually(t, 5*time.Second, "second and third did not come back", func() bool { return hooks.Duplicates.Load() == 2 })
 	brokertest.Eventually(t, 5*time.Second, "the offset was not committed past the three records", func() bool { return committed() == 3 })
 	if err := stop(); err != nil {
 		t.Fatal(err)
@@ -218,10 +218,6 @@ func TestRebalance(t *testing.T) {
 	}
 	t.Logf("%d messages, %d handler runs across the rebalances", n, handled.Load())
 }
-
-type outcomes struct{ duplicate atomic.Int32 }
-
-func (o *outcomes) OnDuplicate(context.Context, *inbox.Event) { o.duplicate.Add(1) }
 
 // What a record carries reaches the Message: the ID and type headers, the
 // other headers, the topic; without the ID header the ID is empty, or
