@@ -32,6 +32,10 @@ type Message struct {
 	// Subject is where the message was published: a NATS subject, an AMQP
 	// routing key, a Kafka topic.
 	Subject string
+	// Key orders and partitions messages where the broker has such a
+	// thing: a Kafka record's key (the same key, the same partition, in
+	// order). Optional; brokers without one (NATS, RabbitMQ) ignore it.
+	Key string
 	// Type names the kind of message, from a header the adapter is told of;
 	// optional.
 	Type    string
