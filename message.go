@@ -4,10 +4,11 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/inboxkit/inbox/internal/headers"
 )
 
 // Limits on what a message and a consumer may be.
@@ -167,34 +168,13 @@ func IdempotencyKey(msg Message, purpose string) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// encodeHeaders stores headers losslessly for a dead letter: values as
-// base64 (JSON's encoding of []byte), so that binary values survive.
-func encodeHeaders(h map[string]string) []byte {
-	if len(h) == 0 {
-		return nil
-	}
-	m := make(map[string][]byte, len(h))
-	for k, v := range h {
-		m[k] = []byte(v)
-	}
-	b, err := json.Marshal(m)
-	if err != nil { // cannot happen for map[string][]byte
-		return nil
-	}
-	return b
-}
+// encodeHeaders stores headers losslessly for a dead letter.
+func encodeHeaders(h map[string]string) []byte { return headers.Encode(h) }
 
 func decodeHeaders(b []byte) (map[string]string, error) {
-	if len(b) == 0 {
-		return nil, nil
-	}
-	var m map[string][]byte
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, fmt.Errorf("decoding dead letter headers: %w", err)
-	}
-	h := make(map[string]string, len(m))
-	for k, v := range m {
-		h[k] = string(v)
+	h, err := headers.Decode(b)
+	if err != nil {
+		return nil, fmt.Errorf("dead letter: %w", err)
 	}
 	return h, nil
 }

@@ -25,10 +25,10 @@ import (
 // Names are the table names the statements use: quoted names, or
 // internal/migrate's tokens ({inbox}, ...) for a store that fills them in
 // itself.
-type Names struct{ Inbox, Attempts, DeadLetters, Migrations string }
+type Names struct{ Inbox, Attempts, DeadLetters, Migrations, Outbox string }
 
 // Tokens are internal/migrate's tokens for the table names.
-var Tokens = Names{Inbox: "{inbox}", Attempts: "{attempts}", DeadLetters: "{dead_letters}", Migrations: "{migrations}"}
+var Tokens = Names{Inbox: "{inbox}", Attempts: "{attempts}", DeadLetters: "{dead_letters}", Migrations: "{migrations}", Outbox: "{outbox}"}
 
 // Queries are the statements of one set of tables, for pgxstore and for
 // sqlstore's PostgreSQL dialect alike. Times come back as unix
@@ -44,6 +44,8 @@ type Queries struct {
 	MigrateLockKey int64
 	// CreateSchema creates Tables.Schema if set; empty otherwise.
 	CreateSchema string
+	// OutboxChannel is the LISTEN/NOTIFY channel of the outbox table.
+	OutboxChannel string
 
 	Statements
 }
@@ -115,6 +117,52 @@ type Statements struct {
 	SchemaVersion string
 	// RecordMigration: $1 version, $2 name.
 	RecordMigration string
+
+	// OutboxWrite inserts rows from arrays in order, skipping IDs already
+	// there, and notifies the relays (at COMMIT): $1 message_id bytea[],
+	// $2 destination text[], $3 msg_key bytea[] (null: none), $4
+	// message_type text[], $5 headers bytea[], $6 payload bytea[], $7 the
+	// channel. Returns the number of rows inserted.
+	OutboxWrite string
+	// OutboxWriteQuiet is OutboxWrite without the notification ($7).
+	OutboxWriteQuiet string
+	// OutboxClaim, OutboxClaimOrdered: $1 limit, $2 lease in milliseconds,
+	// $3 token. Return OutboxColumns.
+	OutboxClaim, OutboxClaimOrdered string
+	// OutboxDelete: $1 seqs bigint[], $2 token. Its tag counts the rows.
+	OutboxDelete string
+	// OutboxFail: $1 token, $2 seqs bigint[], $3 errors text[], $4 delays
+	// in milliseconds bigint[], $5 park bool[], $6 released bool[].
+	OutboxFail string
+	// OutboxParked: $1 after seq, $2 limit. Returns OutboxColumns.
+	OutboxParked string
+	// OutboxUnpark: $1 seq. Its tag counts the row.
+	OutboxUnpark string
+}
+
+// OutboxColumns is the column order of the outbox reads: created_at and
+// parked_at in unix milliseconds (parked_at null when not parked).
+const OutboxColumns = `seq, message_id, destination, msg_key, message_type, headers, payload, attempts, last_error,
+	(extract(epoch FROM created_at) * 1000)::bigint, (extract(epoch FROM parked_at) * 1000)::bigint`
+
+// outboxClaim leases the oldest due rows of table o, skipping those other
+// relays are claiming, through the partial index of due rows; ordered
+// takes a row only when its key has no older row.
+func outboxClaim(o string, ordered bool) string {
+	cond := ""
+	if ordered {
+		cond = `
+		AND (d.msg_key IS NULL OR NOT EXISTS (SELECT 1 FROM ` + o + ` p WHERE p.msg_key = d.msg_key AND p.seq < d.seq))`
+	}
+	return `WITH due AS (
+	SELECT seq FROM ` + o + ` d
+	WHERE parked_at IS NULL AND available_at <= now()` + cond + `
+	ORDER BY available_at, seq LIMIT $1
+	FOR UPDATE SKIP LOCKED
+)
+UPDATE ` + o + ` o SET available_at = now() + $2::bigint * interval '1 millisecond', lease_token = $3
+FROM due WHERE o.seq = due.seq
+RETURNING ` + strings.ReplaceAll(strings.ReplaceAll(OutboxColumns, "seq,", "o.seq,"), "(extract(epoch FROM ", "(extract(epoch FROM o.")
 }
 
 // DeadLetterColumns is the column order of the dead letter reads:
@@ -146,7 +194,9 @@ func New(t store.Tables) (*Queries, error) {
 			Attempts:    t.Name("inbox_attempts", store.QuoteDouble),
 			DeadLetters: t.Name("inbox_dead_letters", store.QuoteDouble),
 			Migrations:  t.Name("inbox_migrations", store.QuoteDouble),
+			Outbox:      t.Name("outbox", store.QuoteDouble),
 		}),
+		OutboxChannel: OutboxChannel(t),
 	}
 	q.CreateSchema = CreateSchema(t)
 	return q, nil
@@ -158,6 +208,12 @@ func CreateSchema(t store.Tables) string {
 		return ""
 	}
 	return `CREATE SCHEMA IF NOT EXISTS ` + store.QuoteDouble(t.Schema)
+}
+
+// OutboxChannel is the NOTIFY channel of t's outbox: a hash, because a
+// channel name is cut at 63 bytes and a schema and prefix may be longer.
+func OutboxChannel(t store.Tables) string {
+	return fmt.Sprintf("inbox_outbox_%016x", uint64(lockKey("outbox", t.Schema, t.Prefix)))
 }
 
 // PruneLockKey and MigrateLockKey are the advisory lock keys of tables t.
@@ -209,14 +265,44 @@ RETURNING 1`,
 		PruneInbox: `WITH d AS (` + pruneOldest(inbox, "received_at", `received_at >= coalesce($3::timestamptz, '-infinity') AND `) + `
 	RETURNING received_at)
 SELECT count(*), max(received_at) FROM d`,
-		PruneAttempts:    pruneOldest(attempts, "last_failed_at", ""),
-		Durability:       `SELECT current_setting('synchronous_commit'), current_setting('fsync')`,
-		CreateMigrations: `CREATE TABLE IF NOT EXISTS ` + migrations + ` (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`,
-		AppliedVersions:  `SELECT version FROM ` + migrations,
-		SchemaVersion:    `SELECT coalesce(max(version), 0) FROM ` + migrations,
-		RecordMigration:  `INSERT INTO ` + migrations + ` (version, name) VALUES ($1, $2)`,
+		PruneAttempts:      pruneOldest(attempts, "last_failed_at", ""),
+		Durability:         `SELECT current_setting('synchronous_commit'), current_setting('fsync')`,
+		CreateMigrations:   `CREATE TABLE IF NOT EXISTS ` + migrations + ` (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`,
+		AppliedVersions:    `SELECT version FROM ` + migrations,
+		SchemaVersion:      `SELECT coalesce(max(version), 0) FROM ` + migrations,
+		RecordMigration:    `INSERT INTO ` + migrations + ` (version, name) VALUES ($1, $2)`,
+		OutboxWrite:        strings.Replace(outboxWrite, "{outbox}", n.Outbox, 1) + ` FROM (SELECT pg_notify($7, '')) AS notify`,
+		OutboxWriteQuiet:   strings.Replace(outboxWrite, "{outbox}", n.Outbox, 1),
+		OutboxClaim:        outboxClaim(n.Outbox, false),
+		OutboxClaimOrdered: outboxClaim(n.Outbox, true),
+		OutboxDelete:       `DELETE FROM ` + n.Outbox + ` WHERE seq = ANY($1) AND lease_token = $2`,
+		OutboxFail: `UPDATE ` + n.Outbox + ` o SET
+	attempts = o.attempts + CASE WHEN f.released THEN 0 ELSE 1 END,
+	last_error = CASE WHEN f.released THEN o.last_error ELSE f.error END,
+	available_at = now() + f.delay * interval '1 millisecond',
+	parked_at = CASE WHEN f.park THEN now() END,
+	lease_token = NULL
+FROM unnest($2::bigint[], $3::text[], $4::bigint[], $5::boolean[], $6::boolean[]) AS f(seq, error, delay, park, released)
+WHERE o.seq = f.seq AND o.lease_token = $1`,
+		OutboxParked: `SELECT ` + OutboxColumns + ` FROM ` + n.Outbox + `
+WHERE parked_at IS NOT NULL AND seq > $1 ORDER BY seq LIMIT $2`,
+		OutboxUnpark: `UPDATE ` + n.Outbox + ` SET parked_at = NULL, attempts = 0, available_at = now(), lease_token = NULL
+WHERE seq = $1 AND parked_at IS NOT NULL`,
 	}
 }
+
+// outboxWrite inserts the rows of the arrays in their order (WITH
+// ORDINALITY), so that their sequence numbers follow it.
+const outboxWrite = `WITH ins AS (
+	INSERT INTO {outbox} (message_id, destination, msg_key, message_type, headers, payload)
+	SELECT id, dest, k, typ, h, p
+	FROM unnest($1::bytea[], $2::text[], $3::bytea[], $4::text[], $5::bytea[], $6::bytea[])
+		WITH ORDINALITY AS r(id, dest, k, typ, h, p, n)
+	ORDER BY n
+	ON CONFLICT (message_id) DO NOTHING
+	RETURNING 1
+)
+SELECT (SELECT count(*) FROM ins)`
 
 // pruneOldest deletes the oldest rows of table, at most $2, whose column
 // is older than $1 milliseconds by the database's clock, and that match

@@ -44,6 +44,12 @@ type Config struct {
 	// lock_timeout on each connection the first time it uses it, and other
 	// queries on that connection are bound by it too.
 	LockTimeoutPerTransaction bool
+
+	// QuietOutbox makes the outbox's Write send no NOTIFY, so that relays
+	// find new rows by polling only. Default false: Write notifies the
+	// relays listening on the outbox's channel, which PostgreSQL does at
+	// COMMIT (it then holds a lock on the notification queue briefly).
+	QuietOutbox bool
 }
 
 // Driver is a store.Driver[pgx.Tx] on a pgxpool.Pool.
@@ -51,6 +57,8 @@ type Driver struct {
 	pool  *pgxpool.Pool
 	q     *pgsql.Queries
 	perTx bool
+
+	quietOutbox bool
 }
 
 var _ store.Driver[pgx.Tx] = (*Driver)(nil)
@@ -75,7 +83,7 @@ func New(pool *pgxpool.Pool, cfg *Config) (*Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pgxstore: %w", err)
 	}
-	return &Driver{pool: pool, q: q, perTx: c.LockTimeoutPerTransaction}, nil
+	return &Driver{pool: pool, q: q, perTx: c.LockTimeoutPerTransaction, quietOutbox: c.QuietOutbox}, nil
 }
 
 // Dialect returns "postgres".

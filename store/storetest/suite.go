@@ -57,6 +57,18 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"Prefix", testPrefix[TTx]},
 		{"SchemaChecked", testSchemaChecked[TTx]},
 		{"Durability", testDurability[TTx]},
+		// outbox.go: the transactional outbox and its relay
+		{"OutboxWriteRelay", testOutboxWriteRelay[TTx]},
+		{"OutboxDuplicateID", testOutboxDuplicateID[TTx]},
+		{"OutboxInvalid", testOutboxInvalid[TTx]},
+		{"OutboxRetryAndPark", testOutboxRetryAndPark[TTx]},
+		{"OutboxLease", testOutboxLease[TTx]},
+		{"OutboxCommitOrder", testOutboxCommitOrder[TTx]},
+		{"OutboxRelaysShare", testOutboxRelaysShare[TTx]},
+		{"OutboxOrdered", testOutboxOrdered[TTx]},
+		{"OutboxFromHandler", testOutboxFromHandler[TTx]},
+		{"OutboxSchemaChecked", testOutboxSchemaChecked[TTx]},
+		{"OutboxRunWakes", testOutboxRunWakes[TTx]},
 		// hooks.go
 		{"Hooks", testHooks[TTx]},
 		{"HookPanics", testHookPanics[TTx]},

@@ -1,0 +1,370 @@
+package outbox
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/inboxkit/inbox"
+	"github.com/inboxkit/inbox/broker"
+	"github.com/inboxkit/inbox/store"
+)
+
+// The relay's defaults.
+const (
+	DefaultBatch          = 100
+	DefaultLease          = 30 * time.Second
+	DefaultPollInterval   = time.Second
+	DefaultMaxAttempts    = 10
+	DefaultPublishTimeout = 10 * time.Second
+	// releaseTimeout bounds the statements that give rows back at
+	// shutdown, after ctx is done.
+	releaseTimeout = 5 * time.Second
+)
+
+// PublishFunc publishes one message and returns once the receiver has it
+// (a broker's publish ack or confirm, an HTTP 2xx). Its error counts one
+// attempt: the row is published again after a backoff, and parked after
+// MaxAttempts; an error marked with inbox.Permanent parks it at once. The
+// message's ID is the same on every attempt: use it as the idempotency key
+// of an external call.
+type PublishFunc func(ctx context.Context, m *Message) error
+
+// ToBroker publishes through p: the Destination is the broker message's
+// Subject (a NATS subject, an AMQP routing key, a Kafka topic), the ID,
+// Key, Type, Headers and Payload are passed on as they are.
+func ToBroker(p broker.Publisher) PublishFunc {
+	return func(ctx context.Context, m *Message) error {
+		return p.Publish(ctx, &broker.Message{ID: m.ID, Subject: m.Destination, Key: m.Key, Type: m.Type,
+			Headers: m.Headers, Payload: m.Payload})
+	}
+}
+
+// RelayConfig configures a Relay. Publish is required; for every other
+// field the zero value means its default.
+type RelayConfig struct {
+	// Publish publishes a message: ToBroker(publisher), or a function of
+	// your own (an HTTP call, an email). Required.
+	Publish PublishFunc
+	// Batch is the most rows claimed at once. Default DefaultBatch (100).
+	Batch int
+	// Lease is how long claimed rows stay with this relay before another
+	// may take them: a relay that dies holding rows delays them by up to
+	// Lease, and then they are published again. At least twice
+	// PublishTimeout. Default DefaultLease (30 s).
+	Lease time.Duration
+	// PollInterval is how often the relay looks for rows when it is not
+	// told of new ones (LISTEN/NOTIFY on PostgreSQL wakes it at once; the
+	// poll then only catches what a lost connection missed, and rows due
+	// after a backoff). Default DefaultPollInterval (1 s).
+	PollInterval time.Duration
+	// MaxAttempts is the number of failed publications after which a row
+	// is parked: kept, no longer published, listed by Parked until
+	// Unpark. Default DefaultMaxAttempts (10).
+	MaxAttempts int
+	// PublishTimeout bounds one Publish call. Default
+	// DefaultPublishTimeout (10 s).
+	PublishTimeout time.Duration
+	// Backoff spaces the publications of a failing row. Default:
+	// inbox.Backoff's defaults (1 s doubling to 5 min, ±10 % jitter).
+	Backoff inbox.Backoff
+	// Ordered publishes each key's messages one at a time, in the order
+	// they were written (their sequence numbers): a key's next message
+	// waits until the previous one is published, or while it is parked.
+	// Rows without a key are not held back. Default false: rows are
+	// published oldest first, but a failed row is retried after younger
+	// ones.
+	Ordered bool
+	// NoListen makes the relay poll even where the database can tell it
+	// of new rows. Default false.
+	NoListen bool
+	// Logger receives failed publications (WARN), parked rows (ERROR) and
+	// database errors (WARN). Default slog.Default().
+	Logger *slog.Logger
+}
+
+func (c *RelayConfig) withDefaults() (RelayConfig, error) {
+	var out RelayConfig
+	if c != nil {
+		out = *c
+	}
+	if out.Publish == nil {
+		return out, fmt.Errorf("%w: RelayConfig.Publish is required (outbox.ToBroker(publisher), or a function)", ErrInvalidConfig)
+	}
+	if out.Batch == 0 {
+		out.Batch = DefaultBatch
+	}
+	if out.Lease == 0 {
+		out.Lease = DefaultLease
+	}
+	if out.PollInterval == 0 {
+		out.PollInterval = DefaultPollInterval
+	}
+	if out.MaxAttempts == 0 {
+		out.MaxAttempts = DefaultMaxAttempts
+	}
+	if out.PublishTimeout == 0 {
+		out.PublishTimeout = DefaultPublishTimeout
+	}
+	if out.Logger == nil {
+		out.Logger = slog.Default()
+	}
+	switch {
+	case out.Batch < 0, out.Lease < 0, out.PollInterval < 0, out.MaxAttempts < 0, out.PublishTimeout < 0:
+		return out, fmt.Errorf("%w: negative setting in %+v", ErrInvalidConfig, out)
+	case out.Lease < 2*out.PublishTimeout:
+		return out, fmt.Errorf("%w: Lease %v is shorter than twice PublishTimeout %v", ErrInvalidConfig, out.Lease, out.PublishTimeout)
+	}
+	return out, nil
+}
+
+// Relay publishes the outbox's rows: it claims a batch of due rows with a
+// lease, publishes each outside the claiming transaction, then deletes
+// the published ones. A relay that dies between a publication and the
+// delete leaves rows that are published again, with the same ID, after
+// the lease: at least once, never lost. Several relays on one table share
+// the rows (FOR UPDATE SKIP LOCKED; SQLite's single writer).
+type Relay struct {
+	d   store.OutboxRelayer
+	cfg RelayConfig
+}
+
+// NewRelay returns a Relay on driver (pgxstore's or sqlstore's Driver). It
+// checks that the tables are migrated.
+func NewRelay(ctx context.Context, driver store.OutboxRelayer, cfg *RelayConfig) (*Relay, error) {
+	if driver == nil {
+		return nil, fmt.Errorf("%w: nil driver", ErrInvalidConfig)
+	}
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if err := checkSchema(ctx, driver); err != nil {
+		return nil, err
+	}
+	return &Relay{d: driver, cfg: c}, nil
+}
+
+// RelayResult is what one round of RelayOnce did.
+type RelayResult struct {
+	// Claimed rows, of which Published were published and deleted, Failed
+	// failed (to be retried) and Parked were parked; the rest, if any,
+	// were given back unpublished (the lease or ctx ran out).
+	Claimed, Published, Failed, Parked int
+}
+
+// Run relays until ctx is done (it then returns nil, after giving back the
+// rows it had claimed and not published) or a database error that no
+// retry fixes (missing tables, permission denied). Other errors are
+// logged and retried.
+func (r *Relay) Run(ctx context.Context) error {
+	wake := make(chan struct{}, 1)
+	if l, ok := r.d.(store.OutboxListener); ok && !r.cfg.NoListen {
+		lctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		go r.listen(lctx, l, wake)
+	}
+	failures := 0
+	for {
+		res, err := r.RelayOnce(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		wait := r.cfg.PollInterval
+		switch {
+		case err != nil && r.d.Unrecoverable(err):
+			return err
+		case err != nil:
+			failures++
+			wait = r.cfg.Backoff.Delay(failures)
+			r.cfg.Logger.WarnContext(ctx, "outbox: relay round failed; trying again", "error", err, "after", wait)
+		case res.Claimed == r.cfg.Batch:
+			failures = 0
+			continue // a backlog: no waiting
+		default:
+			failures = 0
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-wake:
+			t.Stop()
+		case <-t.C:
+		}
+	}
+}
+
+// listen signals wake on every notification of new rows, listening again
+// after a broken connection; a missed one costs at most PollInterval.
+func (r *Relay) listen(ctx context.Context, l store.OutboxListener, wake chan<- struct{}) {
+	signal := func() {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	}
+	for ctx.Err() == nil {
+		n, err := l.OutboxListen(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				r.cfg.Logger.WarnContext(ctx, "outbox: cannot listen for new rows; polling", "error", err, "every", r.cfg.PollInterval)
+				sleep(ctx, r.cfg.PollInterval)
+			}
+			continue
+		}
+		signal() // rows committed before LISTEN took effect
+		for n.Wait(ctx) == nil {
+			signal()
+		}
+		n.Close()
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// RelayOnce claims one batch of due rows, publishes them and deletes the
+// published ones. Run calls it in a loop; a program that relays from a
+// cron job may call it itself until Claimed is 0.
+func (r *Relay) RelayOnce(ctx context.Context) (RelayResult, error) {
+	token := make([]byte, 16)
+	_, _ = rand.Read(token) // never fails
+	start := time.Now()
+	recs, err := r.d.OutboxClaim(ctx, &store.OutboxClaimParams{Limit: r.cfg.Batch, Lease: r.cfg.Lease, Token: token, Ordered: r.cfg.Ordered})
+	res := RelayResult{Claimed: len(recs)}
+	if err != nil || len(recs) == 0 {
+		return res, err
+	}
+	var published []int64
+	var fails []store.OutboxFailure
+	for _, rec := range recs {
+		// Stop while the lease certainly covers the publication and the
+		// delete, and at shutdown; give the rest back.
+		if ctx.Err() != nil || time.Since(start) > r.cfg.Lease/2 {
+			fails = append(fails, store.OutboxFailure{Seq: rec.Seq, Released: true})
+			continue
+		}
+		err := r.publish(ctx, rec)
+		if err == nil {
+			published = append(published, rec.Seq)
+			continue
+		}
+		if ctx.Err() != nil { // shutting down: not the row's fault
+			fails = append(fails, store.OutboxFailure{Seq: rec.Seq, Released: true})
+			continue
+		}
+		fails = append(fails, r.failure(ctx, rec, err, &res))
+	}
+	// The rows are ours until the lease ends, whatever ctx says.
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	var errs []error
+	if len(published) > 0 {
+		n, err := r.d.OutboxDelete(fctx, token, published)
+		res.Published = n
+		if err != nil {
+			errs = append(errs, fmt.Errorf("outbox: deleting %d published rows (they will be published again after the lease): %w", len(published), err))
+		} else if n < len(published) {
+			r.cfg.Logger.WarnContext(ctx, "outbox: the lease ran out before the delete; another relay publishes those rows again",
+				"published", len(published), "deleted", n)
+		}
+	}
+	if len(fails) > 0 {
+		if err := r.d.OutboxFail(fctx, token, fails); err != nil {
+			errs = append(errs, fmt.Errorf("outbox: recording %d failed publications: %w", len(fails), err))
+		}
+	}
+	return res, errors.Join(errs...)
+}
+
+func (r *Relay) publish(ctx context.Context, rec *store.OutboxRecord) (err error) {
+	m, err := message(rec)
+	if err != nil {
+		return inbox.Permanent(err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, r.cfg.PublishTimeout)
+	defer cancel()
+	defer func() {
+		if v := recover(); v != nil {
+			err = inbox.Permanent(fmt.Errorf("outbox: Publish panicked: %v", v))
+		}
+	}()
+	return r.cfg.Publish(pctx, m)
+}
+
+// failure decides what a failed publication makes of its row.
+func (r *Relay) failure(ctx context.Context, rec *store.OutboxRecord, err error, res *RelayResult) store.OutboxFailure {
+	attempts := rec.Attempts + 1
+	f := store.OutboxFailure{Seq: rec.Seq, Error: storable(err.Error()), Delay: r.cfg.Backoff.Delay(attempts)}
+	attrs := []any{"id", fmt.Sprintf("%q", rec.ID), "destination", rec.Destination, "seq", rec.Seq, "attempts", attempts, "error", err}
+	if inbox.IsPermanent(err) || attempts >= r.cfg.MaxAttempts {
+		f.Park = true
+		res.Parked++
+		r.cfg.Logger.ErrorContext(ctx, "outbox: message parked: it is no longer published until unparked", attrs...)
+	} else {
+		res.Failed++
+		r.cfg.Logger.WarnContext(ctx, "outbox: publication failed; retrying", append(attrs, "retry_in", f.Delay)...)
+	}
+	return f
+}
+
+// storable makes an error text valid UTF-8 without NUL bytes, at most
+// 4 KiB.
+func storable(s string) string {
+	s = strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", "\uFFFD"), "\uFFFD")
+	if len(s) > 4096 {
+		s = strings.ToValidUTF8(s[:4096], "")
+	}
+	return s
+}
+
+// Parked lists parked messages, in the order they were written, after
+// afterSeq (0: from the first), at most limit.
+func (r *Relay) Parked(ctx context.Context, afterSeq int64, limit int) ([]*Parked, error) {
+	recs, err := r.d.OutboxParked(ctx, &store.OutboxListParams{AfterSeq: afterSeq, Limit: max(limit, 1)})
+	if err != nil {
+		return nil, fmt.Errorf("outbox: listing parked messages: %w", err)
+	}
+	out := make([]*Parked, 0, len(recs))
+	for _, rec := range recs {
+		m, err := message(rec)
+		if err != nil {
+			m = &Message{ID: string(rec.ID), Destination: rec.Destination, Key: string(rec.Key), Type: rec.Type, Payload: rec.Payload}
+		}
+		out = append(out, &Parked{Seq: rec.Seq, Message: m, Attempts: rec.Attempts, Error: rec.LastError,
+			CreatedAt: rec.CreatedAt, ParkedAt: rec.ParkedAt})
+	}
+	return out, nil
+}
+
+// Parked is a message the relay gave up on.
+type Parked struct {
+	// Seq identifies it for Unpark.
+	Seq      int64
+	Message  *Message
+	Attempts int
+	// Error is the last publication's error.
+	Error               string
+	CreatedAt, ParkedAt time.Time
+}
+
+// Unpark makes a parked message due again, with its attempts reset.
+// store.ErrNotFound when no parked message has that Seq.
+func (r *Relay) Unpark(ctx context.Context, seq int64) error {
+	if err := r.d.OutboxUnpark(ctx, seq); err != nil {
+		return fmt.Errorf("outbox: unpark %d: %w", seq, err)
+	}
+	return nil
+}

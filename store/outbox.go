@@ -1,0 +1,150 @@
+package store
+
+import (
+	"context"
+	"time"
+)
+
+// The outbox's table, Tables.Prefix+"outbox", holds the messages a
+// transaction wrote to be published, until a relay has published them:
+// published rows are deleted, so that the table stays as small as the
+// backlog. A row is due when its available_at (database clock) has passed
+// and it is not parked; a relay leases due rows by moving available_at
+// past the lease and stamping its token, so that rows whose relay died
+// become due again when the lease runs out.
+
+// Schema tells the schema version the tables are at and the one the code
+// needs (the last of Migrations).
+type Schema interface {
+	// SchemaVersion returns the highest migration version applied, 0 when
+	// the tables were never migrated.
+	SchemaVersion(ctx context.Context) (int, error)
+	// Migrations returns the migrations, in order.
+	Migrations() []Migration
+}
+
+// OutboxWriter writes outbox rows in the caller's transaction.
+type OutboxWriter[TTx any] interface {
+	Schema
+	// OutboxWrite inserts rows in tx, available at once (database clock),
+	// in their order (their sequence numbers increase). A row whose ID is
+	// already in the table is skipped: it returns how many it inserted.
+	OutboxWrite(ctx context.Context, tx TTx, rows []*OutboxRow) (int, error)
+}
+
+// OutboxRelayer is what the relay needs; each method runs in a transaction
+// of its own.
+type OutboxRelayer interface {
+	Schema
+	// Unrecoverable reports whether err, returned by one of these
+	// methods, is one that no retry fixes (see Driver.Unrecoverable).
+	Unrecoverable(err error) bool
+	// OutboxClaim leases up to p.Limit due rows, oldest available first,
+	// skipping rows another relay is claiming at the same moment (SKIP
+	// LOCKED, or the database's single writer): it sets their available_at
+	// to now + p.Lease and their token to p.Token, and returns them.
+	// With p.Ordered it returns a row only if no row of the same
+	// non-empty key has a lower sequence number (published rows are
+	// deleted, so that is the key's oldest unpublished row; a parked or
+	// leased older row holds it back).
+	OutboxClaim(ctx context.Context, p *OutboxClaimParams) ([]*OutboxRecord, error)
+	// OutboxDelete deletes the rows of seqs that are still leased by
+	// token, after their publication, and returns how many it deleted.
+	// A row whose lease ran out and that another relay claimed is left to
+	// that relay, which publishes it again.
+	OutboxDelete(ctx context.Context, token []byte, seqs []int64) (int, error)
+	// OutboxFail records failed publications of rows still leased by
+	// token: each counts one attempt, keeps the error and becomes due
+	// after its Delay, or is parked (never claimed again until unparked).
+	// A Released row is made due at once without counting an attempt.
+	OutboxFail(ctx context.Context, token []byte, fails []OutboxFailure) error
+	// OutboxParked lists parked rows in sequence order, after p.AfterSeq.
+	OutboxParked(ctx context.Context, p *OutboxListParams) ([]*OutboxRecord, error)
+	// OutboxUnpark makes a parked row due again with its attempts reset;
+	// ErrNotFound when no parked row has that sequence number.
+	OutboxUnpark(ctx context.Context, seq int64) error
+}
+
+// OutboxListener is implemented by drivers whose database can tell a relay
+// that rows were committed (PostgreSQL's LISTEN/NOTIFY, which fires at
+// COMMIT), so that the relay need not poll.
+type OutboxListener interface {
+	// OutboxListen starts listening. Wait on the result returns when rows
+	// may have been committed since the last Wait, or when ctx is done.
+	OutboxListen(ctx context.Context) (OutboxNotifications, error)
+}
+
+// OutboxNotifications delivers the notifications of OutboxListen.
+type OutboxNotifications interface {
+	// Wait blocks until a notification (nil), ctx's end (its error) or a
+	// broken connection (an error: listen again).
+	Wait(ctx context.Context) error
+	// Close stops listening and gives the connection back.
+	Close() error
+}
+
+// OutboxRow is one message to publish, as written.
+type OutboxRow struct {
+	// ID is the message's ID, unique in the table (1..1024 bytes).
+	ID []byte
+	// Destination is where to publish: a topic, subject, queue or
+	// routing key. Valid UTF-8 without NUL bytes.
+	Destination string
+	// Key orders (with OutboxClaimParams.Ordered) and partitions; empty
+	// means none. Opaque bytes.
+	Key []byte
+	// Type is the message type, valid UTF-8 without NUL bytes; optional.
+	Type string
+	// Headers are encoded by package outbox; nil when there are none.
+	Headers []byte
+	Payload []byte
+}
+
+// OutboxRecord is a stored outbox row.
+type OutboxRecord struct {
+	OutboxRow
+	// Seq is the row's sequence number.
+	Seq int64
+	// Attempts counts the failed publications so far.
+	Attempts int
+	// LastError is the last failure's error, empty if none.
+	LastError string
+	// CreatedAt is when the row was written (database clock).
+	CreatedAt time.Time
+	// ParkedAt is when the row was parked; zero if it is not.
+	ParkedAt time.Time
+}
+
+// OutboxClaimParams are the parameters of OutboxRelayer.OutboxClaim.
+type OutboxClaimParams struct {
+	// Limit is the most rows returned; at least 1.
+	Limit int
+	// Lease is how long the rows stay with this relay; at least 1 ms.
+	Lease time.Duration
+	// Token identifies this claim (16 random bytes).
+	Token []byte
+	// Ordered keeps each key's rows in sequence order.
+	Ordered bool
+}
+
+// OutboxFailure is one row's failed publication.
+type OutboxFailure struct {
+	Seq int64
+	// Error is the failure, valid UTF-8 without NUL bytes.
+	Error string
+	// Delay is how long until the row is due again.
+	Delay time.Duration
+	// Park parks the row instead.
+	Park bool
+	// Released gives the row back unpublished without counting an
+	// attempt (the relay ran out of its lease before publishing it).
+	Released bool
+}
+
+// OutboxListParams are the parameters of OutboxRelayer.OutboxParked.
+type OutboxListParams struct {
+	// AfterSeq lists rows whose Seq is greater; 0 starts at the first.
+	AfterSeq int64
+	// Limit is the most returned; at least 1.
+	Limit int
+}

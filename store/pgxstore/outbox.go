@@ -1,0 +1,115 @@
+package pgxstore
+
+import (
+	"context"
+	"errors"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/inboxkit/inbox/internal/pgsql"
+	"github.com/inboxkit/inbox/store"
+)
+
+var (
+	_ store.OutboxWriter[pgx.Tx] = (*Driver)(nil)
+	_ store.OutboxRelayer        = (*Driver)(nil)
+	_ store.OutboxListener       = (*Driver)(nil)
+)
+
+// OutboxWrite inserts outbox rows in tx and, unless Config.QuietOutbox,
+// notifies listening relays, which PostgreSQL does at COMMIT.
+func (d *Driver) OutboxWrite(ctx context.Context, tx pgx.Tx, rows []*store.OutboxRow) (int, error) {
+	args := pgsql.OutboxWriteArgs(rows)
+	q := d.q.OutboxWriteQuiet
+	if !d.quietOutbox {
+		q, args = d.q.OutboxWrite, append(args, d.q.OutboxChannel)
+	}
+	var n int
+	err := tx.QueryRow(ctx, q, args...).Scan(&n)
+	return n, pgsql.Classify(err)
+}
+
+// OutboxClaim leases due rows (FOR UPDATE SKIP LOCKED), in sequence order.
+func (d *Driver) OutboxClaim(ctx context.Context, p *store.OutboxClaimParams) ([]*store.OutboxRecord, error) {
+	q := d.q.OutboxClaim
+	if p.Ordered {
+		q = d.q.OutboxClaimOrdered
+	}
+	out, err := d.outboxRows(ctx, q, max(p.Limit, 1), max(p.Lease.Milliseconds(), 1), p.Token)
+	slices.SortFunc(out, func(a, b *store.OutboxRecord) int { return int(a.Seq - b.Seq) })
+	return out, err
+}
+
+func (d *Driver) outboxRows(ctx context.Context, q string, args ...any) ([]*store.OutboxRecord, error) {
+	rows, err := d.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, pgsql.Classify(err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*store.OutboxRecord, error) {
+		return pgsql.ScanOutbox(row.Scan)
+	})
+	return out, pgsql.Classify(err)
+}
+
+// OutboxDelete deletes published rows still leased by token.
+func (d *Driver) OutboxDelete(ctx context.Context, token []byte, seqs []int64) (int, error) {
+	tag, err := d.pool.Exec(ctx, d.q.OutboxDelete, seqs, token)
+	return int(tag.RowsAffected()), pgsql.Classify(err)
+}
+
+// OutboxFail records failed publications.
+func (d *Driver) OutboxFail(ctx context.Context, token []byte, fails []store.OutboxFailure) error {
+	_, err := d.pool.Exec(ctx, d.q.OutboxFail, pgsql.OutboxFailArgs(token, fails)...)
+	return pgsql.Classify(err)
+}
+
+// OutboxParked lists parked rows.
+func (d *Driver) OutboxParked(ctx context.Context, p *store.OutboxListParams) ([]*store.OutboxRecord, error) {
+	return d.outboxRows(ctx, d.q.OutboxParked, p.AfterSeq, max(p.Limit, 1))
+}
+
+// OutboxUnpark makes a parked row due again.
+func (d *Driver) OutboxUnpark(ctx context.Context, seq int64) error {
+	tag, err := d.pool.Exec(ctx, d.q.OutboxUnpark, seq)
+	if err == nil && tag.RowsAffected() == 0 {
+		return store.ErrNotFound
+	}
+	return pgsql.Classify(err)
+}
+
+// OutboxListen listens for the notifications of OutboxWrite on a
+// connection of the pool, which it holds until Close.
+func (d *Driver) OutboxListen(ctx context.Context) (store.OutboxNotifications, error) {
+	c, err := d.pool.Acquire(ctx)
+	if err != nil {
+		return nil, pgsql.Classify(err)
+	}
+	if _, err := c.Exec(ctx, "LISTEN "+pgx.Identifier{d.q.OutboxChannel}.Sanitize()); err != nil {
+		c.Release()
+		return nil, pgsql.Classify(err)
+	}
+	return &listener{c: c}, nil
+}
+
+type listener struct{ c *pgxpool.Conn }
+
+func (l *listener) Wait(ctx context.Context) error {
+	_, err := l.c.Conn().WaitForNotification(ctx)
+	if err != nil && ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return pgsql.Classify(err)
+}
+
+// Close closes the connection rather than giving it back LISTENing: a
+// pooled connection would keep receiving notifications nobody reads.
+func (l *listener) Close() error {
+	err := l.c.Conn().Close(context.Background())
+	l.c.Release()
+	if errors.Is(err, context.Canceled) {
+		err = nil
+	}
+	return err
+}
