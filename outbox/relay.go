@@ -21,6 +21,12 @@ const (
 	DefaultPollInterval   = time.Second
 	DefaultMaxAttempts    = 10
 	DefaultPublishTimeout = 10 * time.Second
+	// busyPoll is how soon a relay that claimed rows looks again: writers
+	// notify at most every few milliseconds (pgxstore's
+	// OutboxNotifyEvery), so rows committed after a notification and
+	// after this relay's claim are found this soon, not after
+	// PollInterval.
+	busyPoll = 10 * time.Millisecond
 	// releaseTimeout bounds the statements that give rows back at
 	// shutdown, after ctx is done.
 	releaseTimeout = 5 * time.Second
@@ -185,6 +191,9 @@ func (r *Relay) Run(ctx context.Context) error {
 		case res.Claimed == r.cfg.Batch:
 			failures = 0
 			continue // a backlog: no waiting
+		case res.Claimed > 0:
+			failures = 0
+			wait = min(wait, busyPoll)
 		default:
 			failures = 0
 		}

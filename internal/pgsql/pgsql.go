@@ -126,6 +126,11 @@ type Statements struct {
 	OutboxWrite string
 	// OutboxWriteQuiet is OutboxWrite without the notification ($7).
 	OutboxWriteQuiet string
+	// OutboxWriteOne inserts one row, unless its ID is there: $1
+	// message_id, $2 destination, $3 msg_key (null: none), $4
+	// message_type, $5 headers, $6 payload. Its tag counts the row.
+	// OutboxWriteOneNotify also notifies channel $7 (at COMMIT).
+	OutboxWriteOne, OutboxWriteOneNotify string
 	// OutboxClaim, OutboxClaimOrdered: $1 limit, $2 lease in milliseconds,
 	// $3 token. Return OutboxColumns.
 	OutboxClaim, OutboxClaimOrdered string
@@ -265,14 +270,19 @@ RETURNING 1`,
 		PruneInbox: `WITH d AS (` + pruneOldest(inbox, "received_at", `received_at >= coalesce($3::timestamptz, '-infinity') AND `) + `
 	RETURNING received_at)
 SELECT count(*), max(received_at) FROM d`,
-		PruneAttempts:      pruneOldest(attempts, "last_failed_at", ""),
-		Durability:         `SELECT current_setting('synchronous_commit'), current_setting('fsync')`,
-		CreateMigrations:   `CREATE TABLE IF NOT EXISTS ` + migrations + ` (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`,
-		AppliedVersions:    `SELECT version FROM ` + migrations,
-		SchemaVersion:      `SELECT coalesce(max(version), 0) FROM ` + migrations,
-		RecordMigration:    `INSERT INTO ` + migrations + ` (version, name) VALUES ($1, $2)`,
-		OutboxWrite:        strings.Replace(outboxWrite, "{outbox}", n.Outbox, 1) + ` FROM (SELECT pg_notify($7, '')) AS notify`,
-		OutboxWriteQuiet:   strings.Replace(outboxWrite, "{outbox}", n.Outbox, 1),
+		PruneAttempts:    pruneOldest(attempts, "last_failed_at", ""),
+		Durability:       `SELECT current_setting('synchronous_commit'), current_setting('fsync')`,
+		CreateMigrations: `CREATE TABLE IF NOT EXISTS ` + migrations + ` (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`,
+		AppliedVersions:  `SELECT version FROM ` + migrations,
+		SchemaVersion:    `SELECT coalesce(max(version), 0) FROM ` + migrations,
+		RecordMigration:  `INSERT INTO ` + migrations + ` (version, name) VALUES ($1, $2)`,
+		OutboxWrite:      strings.Replace(outboxWrite, "{outbox}", n.Outbox, 1) + ` FROM (SELECT pg_notify($7, '')) AS notify`,
+		OutboxWriteQuiet: strings.Replace(outboxWrite, "{outbox}", n.Outbox, 1),
+		OutboxWriteOne: `INSERT INTO ` + n.Outbox + ` (message_id, destination, msg_key, message_type, headers, payload)
+VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (message_id) DO NOTHING`,
+		OutboxWriteOneNotify: `WITH notify AS (SELECT pg_notify($7, ''))
+INSERT INTO ` + n.Outbox + ` (message_id, destination, msg_key, message_type, headers, payload)
+SELECT $1::bytea, $2::text, $3::bytea, $4::text, $5::bytea, $6::bytea FROM notify ON CONFLICT (message_id) DO NOTHING`,
 		OutboxClaim:        outboxClaim(n.Outbox, false),
 		OutboxClaimOrdered: outboxClaim(n.Outbox, true),
 		OutboxDelete:       `DELETE FROM ` + n.Outbox + ` WHERE seq = ANY($1) AND lease_token = $2`,

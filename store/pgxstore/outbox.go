@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -18,17 +19,42 @@ var (
 	_ store.OutboxListener       = (*Driver)(nil)
 )
 
-// OutboxWrite inserts outbox rows in tx and, unless Config.QuietOutbox,
-// notifies listening relays, which PostgreSQL does at COMMIT.
+// OutboxWrite inserts outbox rows in tx and notifies listening relays
+// (which PostgreSQL does at COMMIT) unless another write did less than
+// Config.OutboxNotifyEvery ago.
 func (d *Driver) OutboxWrite(ctx context.Context, tx pgx.Tx, rows []*store.OutboxRow) (int, error) {
-	args := pgsql.OutboxWriteArgs(rows)
-	q := d.q.OutboxWriteQuiet
-	if !d.quietOutbox {
+	notify := d.notify()
+	if len(rows) == 1 {
+		r := rows[0]
+		var key []byte
+		if len(r.Key) > 0 {
+			key = r.Key
+		}
+		q, args := d.q.OutboxWriteOne, []any{r.ID, r.Destination, key, r.Type, r.Headers, r.Payload}
+		if notify {
+			q, args = d.q.OutboxWriteOneNotify, append(args, d.q.OutboxChannel)
+		}
+		tag, err := tx.Exec(ctx, q, args...)
+		return int(tag.RowsAffected()), pgsql.Classify(err)
+	}
+	q, args := d.q.OutboxWriteQuiet, pgsql.OutboxWriteArgs(rows)
+	if notify {
 		q, args = d.q.OutboxWrite, append(args, d.q.OutboxChannel)
 	}
 	var n int
 	err := tx.QueryRow(ctx, q, args...).Scan(&n)
 	return n, pgsql.Classify(err)
+}
+
+// notify reports whether this write notifies the relays: when no write
+// did for notifyEvery.
+func (d *Driver) notify() bool {
+	if d.notifyEvery < 0 {
+		return false
+	}
+	now := time.Now().UnixNano()
+	last := d.lastNotify.Load()
+	return now-last >= int64(d.notifyEvery) && d.lastNotify.CompareAndSwap(last, now)
 }
 
 // OutboxClaim leases due rows (FOR UPDATE SKIP LOCKED), in sequence order.

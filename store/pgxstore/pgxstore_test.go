@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/inboxkit/inbox/internal/testenv"
 	"github.com/inboxkit/inbox/internal/testenv/pgenv"
@@ -43,6 +44,7 @@ func open(tb testing.TB, cfg *pgxstore.Config) (*storetest.Env[pgx.Tx], error) {
 		return nil, err
 	}
 	inboxTable := tables.Name("inbox", store.QuoteDouble)
+	handTable := handOutbox(tb, pool, schema)
 	return &storetest.Env[pgx.Tx]{
 		Driver: d,
 		Write: func(ctx context.Context, tx pgx.Tx, key string) error {
@@ -62,6 +64,11 @@ func open(tb testing.TB, cfg *pgxstore.Config) (*storetest.Env[pgx.Tx], error) {
 			return err
 		},
 		BeginPlain: func(ctx context.Context) (pgx.Tx, error) { return pool.Begin(ctx) },
+		HandWrite: func(ctx context.Context, tx pgx.Tx, id string, payload []byte) error {
+			_, err := tx.Exec(ctx, "INSERT INTO "+handTable+" (message_id, destination, message_type, payload) VALUES ($1, $2, $3, $4)",
+				[]byte(id), "orders.placed", "OrderPlaced", payload)
+			return err
+		},
 		Exec: func(ctx context.Context, tx pgx.Tx, query string) error {
 			_, err := tx.Exec(ctx, query)
 			return err
@@ -103,6 +110,27 @@ func open(tb testing.TB, cfg *pgxstore.Config) (*storetest.Env[pgx.Tx], error) {
 	}, nil
 }
 
+// handOutbox creates a table like the outbox's, by its own migration with
+// another prefix: the yardstick of BenchmarkOutbox.
+func handOutbox(tb testing.TB, pool *pgxpool.Pool, schema string) string {
+	tb.Helper()
+	t := store.Tables{Schema: schema, Prefix: "hand_"}
+	ms, err := pgxstore.Migrations(t)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, m := range ms {
+		if m.Name == "outbox" {
+			if _, err := pool.Exec(context.Background(), m.SQL); err != nil {
+				tb.Fatal(err)
+			}
+			return t.Name("outbox", store.QuoteDouble)
+		}
+	}
+	tb.Fatal("no outbox migration")
+	return ""
+}
+
 func TestStore(t *testing.T) { storetest.Run(t, harness) }
 
 // The suite again with the lock timeout set in every transaction.
@@ -115,3 +143,17 @@ func TestStoreLockTimeoutPerTransaction(t *testing.T) {
 func BenchmarkStore(b *testing.B) { storetest.Bench(b, harness) }
 
 func BenchmarkPrune(b *testing.B) { storetest.BenchPrune(b, harness) }
+
+func BenchmarkOutbox(b *testing.B) { storetest.BenchOutbox(b, harness) }
+
+// BenchmarkOutboxNotify is BenchmarkOutbox with the variants of
+// Config.OutboxNotifyEvery: every write, never.
+func BenchmarkOutboxNotify(b *testing.B) {
+	for _, every := range []time.Duration{time.Nanosecond, -1} {
+		b.Run(fmt.Sprintf("every=%v", every), func(b *testing.B) {
+			storetest.BenchOutbox(b, storetest.Harness[pgx.Tx]{Open: func(tb testing.TB, tables store.Tables) (*storetest.Env[pgx.Tx], error) {
+				return open(tb, &pgxstore.Config{Tables: tables, OutboxNotifyEvery: every})
+			}})
+		})
+	}
+}

@@ -25,19 +25,24 @@ type outboxEnv[TTx any] struct {
 func openOutbox[TTx any](t *testing.T, h Harness[TTx]) *outboxEnv[TTx] {
 	t.Helper()
 	env := open(t, h)
-	w, ok := any(env.Driver).(store.OutboxWriter[TTx])
-	if !ok {
-		t.Fatalf("%T is not a store.OutboxWriter", env.Driver)
-	}
 	rs, ok := any(env.Driver).(store.OutboxRelayer)
 	if !ok {
 		t.Fatalf("%T is not a store.OutboxRelayer", env.Driver)
 	}
+	return &outboxEnv[TTx]{Env: env, ob: newOutbox(t, env), rs: rs}
+}
+
+func newOutbox[TTx any](tb testing.TB, env *Env[TTx]) *outbox.Outbox[TTx] {
+	tb.Helper()
+	w, ok := any(env.Driver).(store.OutboxWriter[TTx])
+	if !ok {
+		tb.Fatalf("%T is not a store.OutboxWriter", env.Driver)
+	}
 	ob, err := outbox.New(context.Background(), w, nil)
 	if err != nil {
-		t.Fatalf("outbox.New: %v", err)
+		tb.Fatalf("outbox.New: %v", err)
 	}
-	return &outboxEnv[TTx]{Env: env, ob: ob, rs: rs}
+	return ob
 }
 
 // write writes msgs in a transaction with one business effect per

@@ -62,6 +62,10 @@ type Env[TTx any] struct {
 	// that the suite can check that ProcessTx leaves it set for the rest
 	// of the caller's transaction, whatever the outcome.
 	LockTimeout func(ctx context.Context, tx TTx) (time.Duration, error)
+	// HandWrite, if set, writes one outgoing message in tx with a
+	// hand-written INSERT into a table equivalent to the outbox's (the
+	// same columns and indexes): BenchOutbox's yardstick for Write.
+	HandWrite func(ctx context.Context, tx TTx, id string, payload []byte) error
 	// Exec runs a statement in tx.
 	Exec func(ctx context.Context, tx TTx, query string) error
 	// Transient makes the database return, in tx or while tx is open, an
