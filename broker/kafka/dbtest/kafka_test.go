@@ -120,6 +120,10 @@ func BenchmarkEndToEnd(b *testing.B) {
 	brokertest.Bench(b, brokertest.Harness{Open: func(tb testing.TB, _ time.Duration) *brokertest.Env { return open(tb, 4) }})
 }
 
+func BenchmarkPublish(b *testing.B) {
+	brokertest.BenchPublish(b, brokertest.Harness{Open: func(tb testing.TB, _ time.Duration) *brokertest.Env { return open(tb, 4) }})
+}
+
 // A record waiting for a retry holds its partition's committed offset back
 // while the records after it are processed and acked: a crash before the
 // retry loses nothing, and the records after it come back as duplicates.

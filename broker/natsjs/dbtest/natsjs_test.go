@@ -92,6 +92,13 @@ func BenchmarkEndToEnd(b *testing.B) {
 	}})
 }
 
+func BenchmarkPublish(b *testing.B) {
+	brokertest.BenchPublish(b, brokertest.Harness{Open: func(tb testing.TB, ackWait time.Duration) *brokertest.Env {
+		_, js := connect(tb, testenv.NATSURL())
+		return openOn(tb, js, ackWait)
+	}})
+}
+
 // A deleted consumer is a terminal error: Consume returns it instead of
 // waiting for ever.
 func TestConsumerDeletedEndsConsume(t *testing.T) {

@@ -138,3 +138,9 @@ func BenchmarkEndToEnd(b *testing.B) {
 		return open(tb, rabbitmq.Quorum).Env
 	}})
 }
+
+func BenchmarkPublish(b *testing.B) {
+	brokertest.BenchPublish(b, brokertest.Harness{Open: func(tb testing.TB, _ time.Duration) *brokertest.Env {
+		return open(tb, rabbitmq.Quorum).Env
+	}})
+}
