@@ -91,9 +91,19 @@ type LeaseSource interface {
 // the broker passes on to consumers (and may use to drop duplicates).
 type Publisher interface {
 	// Publish returns once the broker has the message (a publish ack or
-	// confirm), so that the caller may then forget it.
+	// confirm), so that the caller may then forget it. It returns an error,
+	// never a silent success, for a message the broker refuses or would
+	// alter (wrapping ErrInvalidMessage when retrying cannot help), and
+	// ctx's error once ctx is done.
 	Publish(ctx context.Context, msg *Message) error
 }
 
-// ErrSourceClosed is returned by Next after Close.
-var ErrSourceClosed = errors.New("broker: source closed")
+var (
+	// ErrSourceClosed is returned by Next after Close.
+	ErrSourceClosed = errors.New("broker: source closed")
+	// ErrInvalidMessage is wrapped by Publish's error for a message that
+	// the broker cannot carry as it is (no ID, a header it would refuse or
+	// alter, a payload over its size limit): publishing it again fails
+	// again.
+	ErrInvalidMessage = errors.New("broker: message cannot be published")
+)

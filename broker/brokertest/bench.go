@@ -115,6 +115,24 @@ func Bench(b *testing.B, h Harness) {
 	}
 }
 
+// BenchPublish measures a loop of Publish, one message at a time (a
+// 100-byte payload, an ID, a type), each waiting for the broker's ack:
+// the baseline of a relay's publishing. Run it with -benchtime=1000x.
+func BenchPublish(b *testing.B, h Harness) {
+	env := h.Open(b, 30*time.Second)
+	ctx := context.Background()
+	payload := make([]byte, 100)
+	prefix := testenv.Name("pub-") // new IDs: JetStream would drop a seen one
+	i := 0
+	for b.Loop() {
+		i++
+		if err := env.Publisher.Publish(ctx, &broker.Message{ID: fmt.Sprintf("%s-%d", prefix, i), Subject: env.Subject, Type: "bench", Payload: payload}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+}
+
 func ledgerCount(b *testing.B, pool *pgxpool.Pool, table string) int {
 	b.Helper()
 	var n int

@@ -43,6 +43,18 @@ type Features struct {
 	// delivery has no lease to extend, and the source must not be a
 	// LeaseSource.
 	Lease bool
+	// Dedup: the broker drops a message published again with an ID it has
+	// seen (JetStream's duplicate window); without it the re-publish is
+	// delivered, and the inbox skips it as a duplicate.
+	Dedup bool
+	// Keys: broker.Message.Key arrives as published (Kafka's record key);
+	// without it the adapter ignores Key and delivers it empty.
+	Keys bool
+	// PayloadLimit: Publish refuses a payload over Env.MaxPayload bytes.
+	PayloadLimit bool
+	// HeaderLimits: the broker cannot carry some headers, which
+	// Env.BadHeaders lists, and Publish refuses them.
+	HeaderLimits bool
 }
 
 // Env is one fresh destination (a stream, a queue) on the broker.
@@ -63,6 +75,15 @@ type Env struct {
 	PublishNoID func(ctx context.Context, payload []byte) error
 	// Restart stops and starts the broker (Features.Restart only).
 	Restart func(tb testing.TB)
+	// Nowhere is a subject that Publisher's broker refuses: no stream
+	// captures it, no queue is bound to it, no such topic. Required.
+	Nowhere string
+	// MaxPayload is the size of the largest payload the broker takes
+	// (Features.PayloadLimit only).
+	MaxPayload int
+	// BadHeaders are headers the broker cannot carry, one case each
+	// (Features.HeaderLimits only).
+	BadHeaders []map[string]string
 }
 
 // Harness opens environments for the suite.
@@ -96,6 +117,13 @@ func Run(t *testing.T, h Harness) {
 		{"UnrecoverableStopsConsume", testUnrecoverableStopsConsume, nil},
 		{"HandlerSeesDelivery", testHandlerSeesDelivery, nil},
 		{"PanickingHookStillAcks", testPanickingHook, nil},
+		{"RepublishEffectOnce", testRepublish, nil},
+		{"PublishedFieldsArrive", testFieldsArrive, nil},
+		{"PublishedKeyArrives", testKeyArrives, nil},
+		{"PublishRefusesNowhere", testPublishNowhere, nil},
+		{"PublishRefusesOversizedPayload", testPublishOversized, nil},
+		{"PublishRefusesBadHeaders", testPublishBadHeaders, nil},
+		{"PublishHonoursCanceledContext", testPublishCanceled, nil},
 	}
 	for _, tc := range tests {
 		if tc.need != nil && !tc.need(h.Features) {

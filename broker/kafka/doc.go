@@ -19,8 +19,8 @@
 // and hands it out again after the delay (Message.Deliveries counts these
 // hand-outs in this Source only). A rebalance that moves the partition
 // drops the waiting retry: the new owner reads the record again from the
-// committed offset, at once. A message's ID is its IDHeader header, which
-// Publisher sets.
+// committed offset, at once. A message's ID is its IDHeader header, and its
+// Key the record's key, both of which Publisher sets.
 //
 // A fetch error that franz-go does not retry itself (authorization, an
 // unsupported format) is terminal: Next returns it, and so Consume does.

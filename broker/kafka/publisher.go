@@ -5,13 +5,14 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/inboxkit/inbox/broker"
 )
 
 // Publisher produces to Kafka with the message's ID in the IDHeader
-// header.
+// header and Message.Key as the record's key.
 type Publisher struct {
 	cl                   *kgo.Client
 	idHeader, typeHeader string
@@ -51,12 +52,22 @@ func NewPublisher(cl *kgo.Client, cfg *PublisherConfig) (*Publisher, error) {
 }
 
 // Publish produces msg to the topic msg.Subject and waits for the broker's
-// ack. The record has no key: partitioning is franz-go's default.
+// ack. msg.Key is the record's key (none when empty), which the client's
+// partitioner maps to a partition (franz-go's default: the same key, the
+// same partition). A record over the producer's max batch size is an
+// error wrapping broker.ErrInvalidMessage; a topic that does not exist
+// fails after the client's unknown-topic retries (kgo.UnknownTopicRetries).
 func (p *Publisher) Publish(ctx context.Context, msg *broker.Message) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("kafka: publish %q to %q: %w", msg.ID, msg.Subject, err)
+	}
 	if msg.ID == "" {
-		return errors.New("kafka: publish: the message has no ID")
+		return fmt.Errorf("kafka: publish to %q: %w: the message has no ID", msg.Subject, broker.ErrInvalidMessage)
 	}
 	r := &kgo.Record{Topic: msg.Subject, Value: msg.Payload}
+	if msg.Key != "" {
+		r.Key = []byte(msg.Key)
+	}
 	for k, v := range msg.Headers {
 		if k != p.idHeader && k != p.typeHeader {
 			r.Headers = append(r.Headers, kgo.RecordHeader{Key: k, Value: []byte(v)})
@@ -66,5 +77,12 @@ func (p *Publisher) Publish(ctx context.Context, msg *broker.Message) error {
 	if msg.Type != "" {
 		r.Headers = append(r.Headers, kgo.RecordHeader{Key: p.typeHeader, Value: []byte(msg.Type)})
 	}
-	return p.cl.ProduceSync(ctx, r).FirstErr()
+	err := p.cl.ProduceSync(ctx, r).FirstErr()
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, kerr.MessageTooLarge):
+		return fmt.Errorf("kafka: publish %q to %q: %w: payload of %d bytes: %w", msg.ID, msg.Subject, broker.ErrInvalidMessage, len(msg.Payload), err)
+	}
+	return fmt.Errorf("kafka: publish %q to %q: %w", msg.ID, msg.Subject, err)
 }

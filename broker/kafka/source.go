@@ -229,7 +229,7 @@ func (s *Source) current(d *delivery) bool {
 }
 
 func (s *Source) message(r *kgo.Record) *broker.Message {
-	m := &broker.Message{Subject: r.Topic, Payload: r.Value, Deliveries: 1}
+	m := &broker.Message{Subject: r.Topic, Key: string(r.Key), Payload: r.Value, Deliveries: 1}
 	if len(r.Headers) > 0 {
 		m.Headers = make(map[string]string, len(r.Headers))
 		for _, h := range r.Headers {

@@ -15,6 +15,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/textproto"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -227,7 +229,9 @@ func (d *delivery) Term(_ context.Context, reason string) error { return d.m.Ter
 
 func (d *delivery) InProgress(context.Context) error { return d.m.InProgress() }
 
-// Publisher publishes to JetStream with the message's ID as Nats-Msg-Id.
+// Publisher publishes to JetStream with the message's ID as Nats-Msg-Id,
+// the header JetStream deduplicates by. Message.Key is ignored: NATS has
+// no partition key (the subject orders).
 type Publisher struct {
 	js         jetstream.JetStream
 	typeHeader string
@@ -259,9 +263,16 @@ func NewPublisher(js jetstream.JetStream, cfg *PublisherConfig) (*Publisher, err
 }
 
 // Publish publishes msg to msg.Subject and waits for the stream's ack.
+// JetStream drops a message whose ID it has seen within the stream's
+// duplicate window, and acks it all the same. A header (or an ID, or a
+// type) that NATS would refuse or alter is an error wrapping
+// broker.ErrInvalidMessage, as is a message over the server's max_payload.
 func (p *Publisher) Publish(ctx context.Context, msg *broker.Message) error {
-	if msg.ID == "" {
-		return errors.New("natsjs: publish: the message has no ID")
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("natsjs: publish %q to %q: %w", msg.ID, msg.Subject, err)
+	}
+	if err := p.check(msg); err != nil {
+		return fmt.Errorf("natsjs: publish %q to %q: %w: %w", msg.ID, msg.Subject, broker.ErrInvalidMessage, err)
 	}
 	nm := &nats.Msg{Subject: msg.Subject, Data: msg.Payload, Header: nats.Header{}}
 	for k, v := range msg.Headers {
@@ -271,5 +282,65 @@ func (p *Publisher) Publish(ctx context.Context, msg *broker.Message) error {
 		nm.Header.Set(p.typeHeader, msg.Type)
 	}
 	_, err := p.js.PublishMsg(ctx, nm, jetstream.WithMsgID(msg.ID))
-	return err
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, nats.ErrMaxPayload):
+		return fmt.Errorf("natsjs: publish %q to %q: %w: payload of %d bytes: %w",
+			msg.ID, msg.Subject, broker.ErrInvalidMessage, len(msg.Payload), err)
+	case errors.Is(err, jetstream.ErrNoStreamResponse):
+		return fmt.Errorf("natsjs: publish %q to %q: %w (does a stream capture the subject?)", msg.ID, msg.Subject, err)
+	}
+	return fmt.Errorf("natsjs: publish %q to %q: %w", msg.ID, msg.Subject, err)
+}
+
+// check refuses what nats.go would refuse with a vague error (a header
+// name) or alter silently (a value with CR or LF, which it replaces by
+// spaces, or with leading or trailing white space, which it trims): the
+// consumer would see another ID or header than was published.
+func (p *Publisher) check(msg *broker.Message) error {
+	if msg.ID == "" {
+		return errors.New("the message has no ID")
+	}
+	if err := checkValue(msg.ID); err != nil {
+		return fmt.Errorf("ID: %w", err)
+	}
+	if err := checkValue(msg.Type); err != nil {
+		return fmt.Errorf("type: %w", err)
+	}
+	for k, v := range msg.Headers {
+		if !validHeaderName(k) {
+			return fmt.Errorf("header name %q: NATS takes printable ASCII without space or any of %s", k, headerNameForbidden)
+		}
+		if err := checkValue(v); err != nil {
+			return fmt.Errorf("header %q: %w", k, err)
+		}
+	}
+	return nil
+}
+
+// headerNameForbidden are the printable ASCII characters that nats.go
+// refuses in a header name (ADR-4 forbids only the colon).
+const headerNameForbidden = `"(),/:;<=>?@[\]{}`
+
+func validHeaderName(k string) bool {
+	if k == "" {
+		return false
+	}
+	for i := range len(k) {
+		if c := k[i]; c < 33 || c > 126 || strings.IndexByte(headerNameForbidden, c) >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func checkValue(v string) error {
+	switch {
+	case strings.ContainsAny(v, "\r\n"):
+		return fmt.Errorf("value %q: NATS cannot carry CR or LF in a header", v)
+	case textproto.TrimString(v) != v:
+		return fmt.Errorf("value %q: NATS trims leading and trailing white space from a header", v)
+	}
+	return nil
 }

@@ -37,6 +37,11 @@ type confirmer struct {
 	inflight map[string][]*pending
 	barrier  chan struct{}
 	drained  chan struct{}
+	// closed is closed once the channel is, after closeErr is set to the
+	// broker's reason (a missing exchange, a message too large), which a
+	// publish's error then carries instead of a bare negative confirm.
+	closed   chan struct{}
+	closeErr *amqp.Error
 }
 
 type pending struct{ returned *amqp.Return }
@@ -50,9 +55,41 @@ func newConfirmer(conn *amqp.Connection) (*confirmer, error) {
 		_ = ch.Close()
 		return nil, err
 	}
-	c := &confirmer{ch: ch, inflight: map[string][]*pending{}, barrier: make(chan struct{}), drained: make(chan struct{})}
+	c := &confirmer{ch: ch, inflight: map[string][]*pending{}, barrier: make(chan struct{}), drained: make(chan struct{}),
+		closed: make(chan struct{})}
 	go c.drain(ch.NotifyReturn(make(chan amqp.Return)))
+	go c.watch(ch.NotifyClose(make(chan *amqp.Error, 1)))
 	return c, nil
+}
+
+func (c *confirmer) watch(closes <-chan *amqp.Error) {
+	defer close(c.closed)
+	for e := range closes {
+		c.mu.Lock()
+		c.closeErr = e
+		c.mu.Unlock()
+	}
+}
+
+// closeReason returns the broker's reason for closing the channel, when
+// it is closed, so that a publish's error says what was wrong; it waits
+// for the close's notice, which amqp091-go sends just before it fails the
+// pending confirms, unless ctx is done first.
+func (c *confirmer) closeReason(ctx context.Context) string {
+	if !c.ch.IsClosed() {
+		return ""
+	}
+	select {
+	case <-c.closed:
+	case <-ctx.Done():
+		return ""
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closeErr == nil {
+		return ": the channel was closed"
+	}
+	return ": the broker closed the channel: " + c.closeErr.Error()
 }
 
 func (c *confirmer) drain(returns <-chan amqp.Return) {
@@ -100,14 +137,14 @@ func (c *confirmer) publish(ctx context.Context, exchange, key string, msg amqp.
 
 	dc, err := c.ch.PublishWithDeferredConfirmWithContext(ctx, exchange, key, true, false, msg)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w%s", err, c.closeReason(ctx))
 	}
 	acked, err := dc.WaitContext(ctx)
 	if err != nil {
 		return fmt.Errorf("waiting for the confirm: %w", err)
 	}
 	if !acked {
-		return ErrNotConfirmed
+		return fmt.Errorf("%w%s", ErrNotConfirmed, c.closeReason(ctx))
 	}
 	select {
 	case c.barrier <- struct{}{}: // drain has handled any earlier return

@@ -93,12 +93,18 @@ func (p *Publisher) current(ctx context.Context) (*confirmer, error) {
 
 // Publish publishes msg to the Exchange with msg.Subject as routing key
 // and returns once the broker confirmed it: ErrUnroutable when no queue
-// took it, ErrNotConfirmed when the broker refused it or the connection
-// broke first (publish again: a duplicate is harmless to the inbox).
-// msg.ID is required.
+// took it, ErrNotConfirmed when the broker refused it (a missing exchange:
+// the error says so) or the connection broke first (publish again: a
+// duplicate is harmless to the inbox). msg.ID is required; an ID, type or
+// header name over AMQP's 255 bytes is an error wrapping
+// broker.ErrInvalidMessage. msg.Key is ignored: AMQP has no partition
+// key.
 func (p *Publisher) Publish(ctx context.Context, msg *broker.Message) error {
-	if msg.ID == "" {
-		return errors.New("rabbitmq: publish: the message has no ID")
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("rabbitmq: publish %q to %q: %w", msg.ID, msg.Subject, err)
+	}
+	if err := check(msg); err != nil {
+		return fmt.Errorf("rabbitmq: publish %q to %q: %w: %w", msg.ID, msg.Subject, broker.ErrInvalidMessage, err)
 	}
 	pub, err := p.current(ctx)
 	if err != nil {
@@ -118,7 +124,40 @@ func (p *Publisher) Publish(ctx context.Context, msg *broker.Message) error {
 		}
 	}
 	if err := pub.publish(ctx, p.cfg.Exchange, msg.Subject, am); err != nil {
-		return fmt.Errorf("rabbitmq: publish %q: %w", msg.ID, err)
+		return fmt.Errorf("rabbitmq: publish %q to %q: %w", msg.ID, msg.Subject, err)
+	}
+	return nil
+}
+
+// maxShortstr is the length limit of an AMQP short string: message_id,
+// type, a header's name, a routing key.
+const maxShortstr = 255
+
+// check refuses what amqp091-go cannot encode: it would fail the frame
+// and close the whole connection, failing the other publishes in flight.
+func check(msg *broker.Message) error {
+	if msg.ID == "" {
+		return errors.New("the message has no ID")
+	}
+	short := func(what, s string) error {
+		if len(s) > maxShortstr {
+			return fmt.Errorf("%s of %d bytes: AMQP takes up to %d", what, len(s), maxShortstr)
+		}
+		return nil
+	}
+	if err := short("ID", msg.ID); err != nil {
+		return err
+	}
+	if err := short("type", msg.Type); err != nil {
+		return err
+	}
+	if err := short("routing key (subject)", msg.Subject); err != nil {
+		return err
+	}
+	for k := range msg.Headers {
+		if len(k) > maxShortstr {
+			return short(fmt.Sprintf("header name %.40q…", k), k)
+		}
 	}
 	return nil
 }

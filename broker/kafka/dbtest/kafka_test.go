@@ -49,13 +49,18 @@ func fakeCluster(tb testing.TB, topic string, partitions int32) *kfake.Cluster {
 // check knows that n markers land in n partitions).
 func producer(tb testing.TB, addrs []string) *kgo.Client {
 	tb.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
+		kgo.ProducerBatchMaxBytes(maxRecordBytes))
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(cl.Close)
 	return cl
 }
+
+// maxRecordBytes bounds a record's size in the producer: franz-go's
+// default, below the broker's default message.max.bytes.
+const maxRecordBytes = 1_000_012
 
 // open makes a fresh cluster and topic; every Source joins one group.
 func open(tb testing.TB, partitions int32) *brokertest.Env {
@@ -89,14 +94,19 @@ func openWithAddrs(tb testing.TB, partitions int32) (*brokertest.Env, []string) 
 		PublishNoID: func(ctx context.Context, payload []byte) error {
 			return cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: payload}).FirstErr()
 		},
+		Nowhere:    topic + "_nowhere", // kfake creates no topic on a produce
+		MaxPayload: maxRecordBytes,
 	}, addrs
 }
 
 // features: the Source counts the deliveries it hands out. A record has
 // no AckWait and no lease: the group reads it again from the committed
 // offset once its Source is closed (or its partition moves), however long
-// it is worked on.
-var features = brokertest.Features{Deliveries: true}
+// it is worked on. A record has a key; the producer refuses a record over
+// its max batch size. Kafka does not deduplicate a re-publish (an
+// idempotent producer only drops its own retries), and carries any
+// header: string names, byte values.
+var features = brokertest.Features{Deliveries: true, Keys: true, PayloadLimit: true}
 
 func TestBroker(t *testing.T) {
 	brokertest.Run(t, brokertest.Harness{Features: features, Open: func(tb testing.TB, _ time.Duration) *brokertest.Env { return open(tb, 1) }})
@@ -108,6 +118,10 @@ func TestBrokerPartitions(t *testing.T) {
 
 func BenchmarkEndToEnd(b *testing.B) {
 	brokertest.Bench(b, brokertest.Harness{Open: func(tb testing.TB, _ time.Duration) *brokertest.Env { return open(tb, 4) }})
+}
+
+func BenchmarkPublish(b *testing.B) {
+	brokertest.BenchPublish(b, brokertest.Harness{Open: func(tb testing.TB, _ time.Duration) *brokertest.Env { return open(tb, 4) }})
 }
 
 // A record waiting for a retry holds its partition's committed offset back

@@ -57,8 +57,10 @@ func (e *embedded) restart(tb testing.TB) {
 
 // The suite again on an embedded server, with the restart case.
 func TestBrokerEmbedded(t *testing.T) {
+	f := features
+	f.Restart = true
 	brokertest.Run(t, brokertest.Harness{
-		Features: brokertest.Features{Restart: true, Deliveries: true, AckWait: true, Lease: true},
+		Features: f,
 		Open: func(tb testing.TB, ackWait time.Duration) *brokertest.Env {
 			e := startEmbedded(tb)
 			_, js := connect(tb, e.srv.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))

@@ -60,12 +60,23 @@ func openOn(tb testing.TB, js jetstream.JetStream, ackWait time.Duration) *broke
 			_, err := js.Publish(ctx, subject, payload)
 			return err
 		},
+		Nowhere:    name + ".nowhere",
+		MaxPayload: int(js.Conn().MaxPayload()),
+		// nats.go refuses the names (vaguely); it would replace CR LF by
+		// spaces and trim the padding, in silence.
+		BadHeaders: []map[string]string{
+			{"Colon:Name": "v"}, {"Space Name": "v"}, {"New\nLine": "v"}, {"": "v"},
+			{"Forged": "a\r\nNats-Msg-Id: forged"}, {"Padded": " padded "},
+		},
 	}
 }
 
 // features: JetStream redelivers after AckWait, which InProgress starts
-// again, and counts deliveries.
-var features = brokertest.Features{Deliveries: true, AckWait: true, Lease: true}
+// again, and counts deliveries; it drops a re-publish within the stream's
+// duplicate window (2 min by default). A message has no key. Publish
+// refuses a message over the server's max_payload (1 MiB by default) and
+// headers NATS cannot carry.
+var features = brokertest.Features{Deliveries: true, AckWait: true, Lease: true, Dedup: true, PayloadLimit: true, HeaderLimits: true}
 
 func TestBroker(t *testing.T) {
 	brokertest.Run(t, brokertest.Harness{Features: features, Open: func(tb testing.TB, ackWait time.Duration) *brokertest.Env {
@@ -76,6 +87,13 @@ func TestBroker(t *testing.T) {
 
 func BenchmarkEndToEnd(b *testing.B) {
 	brokertest.Bench(b, brokertest.Harness{Open: func(tb testing.TB, ackWait time.Duration) *brokertest.Env {
+		_, js := connect(tb, testenv.NATSURL())
+		return openOn(tb, js, ackWait)
+	}})
+}
+
+func BenchmarkPublish(b *testing.B) {
+	brokertest.BenchPublish(b, brokertest.Harness{Open: func(tb testing.TB, ackWait time.Duration) *brokertest.Env {
 		_, js := connect(tb, testenv.NATSURL())
 		return openOn(tb, js, ackWait)
 	}})

@@ -142,6 +142,31 @@ func TestPublisher(t *testing.T) {
 	}
 }
 
+// A publish to an exchange that does not exist fails at once with the
+// broker's reason (it closes the channel: the confirm is negative), and
+// the Publisher's next publish works on a new channel.
+func TestPublisherNoExchange(t *testing.T) {
+	t.Parallel()
+	e := open(t, rabbitmq.Quorum)
+	exchange := "no-such-exchange-" + e.queue
+	pub, err := rabbitmq.NewPublisher(context.Background(), &rabbitmq.PublisherConfig{URL: testenv.AMQPURL(), Exchange: exchange})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for i := range 2 { // the second on a new channel
+		err := pub.Publish(ctx, &broker.Message{ID: fmt.Sprint("x-", i), Subject: e.queue})
+		if !errors.Is(err, rabbitmq.ErrNotConfirmed) || !strings.Contains(err.Error(), "NOT_FOUND - no exchange '"+exchange+"'") {
+			t.Fatalf("publish %d to a missing exchange: %v; want ErrNotConfirmed with the broker's NOT_FOUND reason", i, err)
+		}
+	}
+	if ctx.Err() != nil {
+		t.Fatal("the publishes to a missing exchange took until the deadline")
+	}
+}
+
 // Deleting the queue is terminal for Next; the Source does not re-create
 // the queue.
 func TestQueueDeleted(t *testing.T) {
