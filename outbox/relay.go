@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/inboxkit/inbox"
@@ -21,6 +22,7 @@ const (
 	DefaultPollInterval   = time.Second
 	DefaultMaxAttempts    = 10
 	DefaultPublishTimeout = 10 * time.Second
+	DefaultParallel       = 8
 	// busyPoll is how soon a relay that claimed rows looks again: writers
 	// notify at most every few milliseconds (pgxstore's
 	// OutboxNotifyEvery), so rows committed after a notification and
@@ -35,7 +37,9 @@ const (
 // PublishFunc publishes one message and returns once the receiver has it
 // (a broker's publish ack or confirm, an HTTP 2xx). Its error counts one
 // attempt: the row is published again after a backoff, and parked after
-// MaxAttempts; an error marked with inbox.Permanent parks it at once. The
+// MaxAttempts; an error marked with inbox.Permanent, or wrapping
+// broker.ErrInvalidMessage (a header or ID the broker cannot carry, a
+// payload over its limit), parks it at once. The
 // message's ID is the same on every attempt: use it as the idempotency key
 // of an external call.
 type PublishFunc func(ctx context.Context, m *Message) error
@@ -72,6 +76,13 @@ type RelayConfig struct {
 	// is parked: kept, no longer published, listed by Parked until
 	// Unpark. Default DefaultMaxAttempts (10).
 	MaxAttempts int
+	// Parallel is the most publications of a batch in flight at once (1:
+	// one after the other). Within a batch the rows are in sequence order
+	// and, with Ordered, of distinct keys, so that publishing them in
+	// parallel breaks no order the relay promises. Publish must be safe
+	// for concurrent use (the adapters' Publishers are). Default
+	// DefaultParallel (8).
+	Parallel int
 	// PublishTimeout bounds one Publish call. Default
 	// DefaultPublishTimeout (10 s).
 	PublishTimeout time.Duration
@@ -113,6 +124,9 @@ func (c *RelayConfig) withDefaults() (RelayConfig, error) {
 	if out.MaxAttempts == 0 {
 		out.MaxAttempts = DefaultMaxAttempts
 	}
+	if out.Parallel == 0 {
+		out.Parallel = DefaultParallel
+	}
 	if out.PublishTimeout == 0 {
 		out.PublishTimeout = DefaultPublishTimeout
 	}
@@ -120,7 +134,7 @@ func (c *RelayConfig) withDefaults() (RelayConfig, error) {
 		out.Logger = slog.Default()
 	}
 	switch {
-	case out.Batch < 0, out.Lease < 0, out.PollInterval < 0, out.MaxAttempts < 0, out.PublishTimeout < 0:
+	case out.Batch < 0, out.Lease < 0, out.PollInterval < 0, out.MaxAttempts < 0, out.PublishTimeout < 0, out.Parallel < 0:
 		return out, fmt.Errorf("%w: negative setting in %+v", ErrInvalidConfig, out)
 	case out.Lease < 2*out.PublishTimeout:
 		return out, fmt.Errorf("%w: Lease %v is shorter than twice PublishTimeout %v", ErrInvalidConfig, out.Lease, out.PublishTimeout)
@@ -163,8 +177,9 @@ type RelayResult struct {
 	Claimed, Published, Failed, Parked int
 }
 
-// Run relays until ctx is done (it then returns nil, after giving back the
-// rows it had claimed and not published) or a database error that no
+// Run relays until ctx is done (it then returns nil, after finishing the
+// publications under way and giving back the rows it had claimed and not
+// yet started) or a database error that no
 // retry fixes (missing tables, permission denied). Other errors are
 // logged and retried.
 func (r *Relay) Run(ctx context.Context) error {
@@ -256,35 +271,48 @@ func (r *Relay) RelayOnce(ctx context.Context) (RelayResult, error) {
 	if err != nil || len(recs) == 0 {
 		return res, err
 	}
-	var published []int64
-	var fails []store.OutboxFailure
-	for _, rec := range recs {
+	// Publish up to Parallel rows at once; each row's result in its slot.
+	// Ordered batches hold one row per key, so they may go in parallel too.
+	errs := make([]error, len(recs))
+	released := make([]bool, len(recs))
+	sem := make(chan struct{}, r.cfg.Parallel)
+	var wg sync.WaitGroup
+	for i, rec := range recs {
+		sem <- struct{}{}
 		// Stop while the lease certainly covers the publication and the
 		// delete, and at shutdown; give the rest back.
 		if ctx.Err() != nil || time.Since(start) > r.cfg.Lease/2 {
-			fails = append(fails, store.OutboxFailure{Seq: rec.Seq, Released: true})
+			released[i] = true
+			<-sem
 			continue
 		}
-		err := r.publish(ctx, rec)
-		if err == nil {
+		wg.Go(func() {
+			defer func() { <-sem }()
+			errs[i] = r.publish(ctx, rec)
+		})
+	}
+	wg.Wait()
+	var published []int64
+	var fails []store.OutboxFailure
+	for i, rec := range recs {
+		switch {
+		case released[i]:
+			fails = append(fails, store.OutboxFailure{Seq: rec.Seq, Released: true})
+		case errs[i] == nil:
 			published = append(published, rec.Seq)
-			continue
+		default:
+			fails = append(fails, r.failure(ctx, rec, errs[i], &res))
 		}
-		if ctx.Err() != nil { // shutting down: not the row's fault
-			fails = append(fails, store.OutboxFailure{Seq: rec.Seq, Released: true})
-			continue
-		}
-		fails = append(fails, r.failure(ctx, rec, err, &res))
 	}
 	// The rows are ours until the lease ends, whatever ctx says.
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
-	var errs []error
+	var dbErrs []error
 	if len(published) > 0 {
 		n, err := r.d.OutboxDelete(fctx, token, published)
 		res.Published = n
 		if err != nil {
-			errs = append(errs, fmt.Errorf("outbox: deleting %d published rows (they will be published again after the lease): %w", len(published), err))
+			dbErrs = append(dbErrs, fmt.Errorf("outbox: deleting %d published rows (they will be published again after the lease): %w", len(published), err))
 		} else if n < len(published) {
 			r.cfg.Logger.WarnContext(ctx, "outbox: the lease ran out before the delete; another relay publishes those rows again",
 				"published", len(published), "deleted", n)
@@ -292,10 +320,10 @@ func (r *Relay) RelayOnce(ctx context.Context) (RelayResult, error) {
 	}
 	if len(fails) > 0 {
 		if err := r.d.OutboxFail(fctx, token, fails); err != nil {
-			errs = append(errs, fmt.Errorf("outbox: recording %d failed publications: %w", len(fails), err))
+			dbErrs = append(dbErrs, fmt.Errorf("outbox: recording %d failed publications: %w", len(fails), err))
 		}
 	}
-	return res, errors.Join(errs...)
+	return res, errors.Join(dbErrs...)
 }
 
 func (r *Relay) publish(ctx context.Context, rec *store.OutboxRecord) (err error) {
@@ -303,7 +331,10 @@ func (r *Relay) publish(ctx context.Context, rec *store.OutboxRecord) (err error
 	if err != nil {
 		return inbox.Permanent(err)
 	}
-	pctx, cancel := context.WithTimeout(ctx, r.cfg.PublishTimeout)
+	// A publication under way at shutdown finishes (within
+	// PublishTimeout): cut off, it may still reach the broker, and the
+	// row would be published again.
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.PublishTimeout)
 	defer cancel()
 	defer func() {
 		if v := recover(); v != nil {
@@ -318,7 +349,7 @@ func (r *Relay) failure(ctx context.Context, rec *store.OutboxRecord, err error,
 	attempts := rec.Attempts + 1
 	f := store.OutboxFailure{Seq: rec.Seq, Error: storable(err.Error()), Delay: r.cfg.Backoff.Delay(attempts)}
 	attrs := []any{"id", fmt.Sprintf("%q", rec.ID), "destination", rec.Destination, "seq", rec.Seq, "attempts", attempts, "error", err}
-	if inbox.IsPermanent(err) || attempts >= r.cfg.MaxAttempts {
+	if inbox.IsPermanent(err) || errors.Is(err, broker.ErrInvalidMessage) || attempts >= r.cfg.MaxAttempts {
 		f.Park = true
 		res.Parked++
 		r.cfg.Logger.ErrorContext(ctx, "outbox: message parked: it is no longer published until unparked", attrs...)

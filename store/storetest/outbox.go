@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/inboxkit/inbox"
+	"github.com/inboxkit/inbox/broker"
 	"github.com/inboxkit/inbox/outbox"
 	"github.com/inboxkit/inbox/store"
 )
@@ -108,6 +109,9 @@ func (e *outboxEnv[TTx]) relay(t *testing.T, cfg outbox.RelayConfig) *outbox.Rel
 	t.Helper()
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Parallel == 0 {
+		cfg.Parallel = 1 // publications in sequence order, which cases check
 	}
 	r, err := outbox.NewRelay(context.Background(), e.rs, &cfg)
 	if err != nil {
@@ -232,12 +236,14 @@ func testOutboxInvalid[TTx any](t *testing.T, h Harness[TTx]) {
 // listed, and published again after Unpark.
 func testOutboxRetryAndPark[TTx any](t *testing.T, h Harness[TTx]) {
 	e := openOutbox(t, h)
-	e.write(t, true, outMsg("bad"), outMsg("good-1"), outMsg("poison"), outMsg("good-2"))
+	e.write(t, true, outMsg("bad"), outMsg("good-1"), outMsg("poison"), outMsg("good-2"), outMsg("oversized"))
 	failing := true
 	s := &sink{fail: func(m *outbox.Message) error {
 		switch {
 		case m.ID == "poison":
 			return inbox.Permanent(errors.New("destination refused"))
+		case m.ID == "oversized":
+			return fmt.Errorf("%w: payload over the limit", broker.ErrInvalidMessage)
 		case m.ID == "bad" && failing:
 			return errors.New("broker down\x00\xff")
 		}
@@ -254,16 +260,19 @@ func testOutboxRetryAndPark[TTx any](t *testing.T, h Harness[TTx]) {
 		sum.Published += res.Published
 		sum.Failed += res.Failed
 		sum.Parked += res.Parked
-		if sum.Parked == 2 {
+		if sum.Parked == 3 {
 			break
 		}
 	}
-	if got := s.ids(); !slices.Equal(got, []string{"good-1", "good-2"}) || sum.Failed != 2 || sum.Parked != 2 {
-		t.Fatalf("published %q, %d failed, %d parked; want good-1, good-2, 2 failures of bad, and 2 parked", got, sum.Failed, sum.Parked)
+	if got := s.ids(); !slices.Equal(got, []string{"good-1", "good-2"}) || sum.Failed != 2 || sum.Parked != 3 {
+		t.Fatalf("published %q, %d failed, %d parked; want good-1, good-2, 2 failures of bad, and 3 parked", got, sum.Failed, sum.Parked)
 	}
 	parked, err := r.Parked(context.Background(), 0, 10)
-	if err != nil || len(parked) != 2 {
-		t.Fatalf("Parked: %d, %v; want 2", len(parked), err)
+	if err != nil || len(parked) != 3 {
+		t.Fatalf("Parked: %d, %v; want 3", len(parked), err)
+	}
+	if p := parked[2]; p.Message.ID != "oversized" || p.Attempts != 1 {
+		t.Fatalf("parked[2] = %+v, want oversized parked at its first attempt (broker.ErrInvalidMessage)", p)
 	}
 	if p := parked[0]; p.Message.ID != "bad" || p.Attempts != 3 || p.Error != "broker down\uFFFD\uFFFD" || p.ParkedAt.IsZero() ||
 		string(p.Message.Payload) != "payload of bad" || p.Message.Headers["bin"] != "\x00\xff" {
@@ -272,8 +281,8 @@ func testOutboxRetryAndPark[TTx any](t *testing.T, h Harness[TTx]) {
 	if p := parked[1]; p.Message.ID != "poison" || p.Attempts != 1 || p.Error != "destination refused" {
 		t.Fatalf("parked[1] = %+v, want poison with 1 attempt", p)
 	}
-	if page, err := r.Parked(context.Background(), parked[0].Seq, 10); err != nil || len(page) != 1 || page[0].Message.ID != "poison" {
-		t.Fatalf("Parked after %d: %v %v, want poison alone", parked[0].Seq, page, err)
+	if page, err := r.Parked(context.Background(), parked[0].Seq, 1); err != nil || len(page) != 1 || page[0].Message.ID != "poison" {
+		t.Fatalf("Parked after %d, 1: %v %v, want poison alone", parked[0].Seq, page, err)
 	}
 	if res := drain(t, r); res.Claimed != 0 {
 		t.Fatalf("parked rows were claimed: %+v", res)
@@ -387,7 +396,7 @@ func testOutboxRelaysShare[TTx any](t *testing.T, h Harness[TTx]) {
 	s := &sink{}
 	var wg sync.WaitGroup
 	for range 4 {
-		r := e.relay(t, outbox.RelayConfig{Publish: s.publish, Batch: 7})
+		r := e.relay(t, outbox.RelayConfig{Publish: s.publish, Batch: 7, Parallel: 4})
 		wg.Go(func() {
 			for {
 				res, err := r.RelayOnce(context.Background())
@@ -438,7 +447,7 @@ func testOutboxOrdered[TTx any](t *testing.T, h Harness[TTx]) {
 	}}
 	var wg sync.WaitGroup
 	for range 2 {
-		r := e.relay(t, outbox.RelayConfig{Publish: s.publish, Ordered: true, Batch: 4,
+		r := e.relay(t, outbox.RelayConfig{Publish: s.publish, Ordered: true, Batch: 4, Parallel: 4,
 			Backoff: inbox.Backoff{Initial: 20 * time.Millisecond, Max: 20 * time.Millisecond, Jitter: -1}})
 		wg.Go(func() {
 			for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
@@ -558,5 +567,44 @@ func testOutboxRunWakes[TTx any](t *testing.T, h Harness[TTx]) {
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
+	}
+}
+
+// A relay publishes up to Parallel rows of a batch at once, never more.
+func testOutboxParallel[TTx any](t *testing.T, h Harness[TTx]) {
+	e := openOutbox(t, h)
+	var msgs []*outbox.Message
+	for i := range 8 {
+		msgs = append(msgs, outMsg(fmt.Sprintf("p-%d", i)))
+	}
+	e.write(t, true, msgs...)
+	var mu sync.Mutex
+	inFlight, most, arrived := 0, 0, 0
+	waves := []chan struct{}{make(chan struct{}), make(chan struct{})}
+	publish := func(ctx context.Context, m *outbox.Message) error {
+		mu.Lock()
+		inFlight++
+		most = max(most, inFlight)
+		arrived++
+		wave := waves[(arrived-1)/4%2]
+		if arrived%4 == 0 {
+			close(wave) // the wave's fourth: all four go
+		}
+		mu.Unlock()
+		defer func() {
+			mu.Lock()
+			inFlight--
+			mu.Unlock()
+		}()
+		select {
+		case <-wave:
+			return nil
+		case <-time.After(2 * time.Second):
+			return errors.New("fewer than 4 publications in flight after 2 s")
+		}
+	}
+	res := drain(t, e.relay(t, outbox.RelayConfig{Publish: publish, Parallel: 4}))
+	if res.Published != 8 || most != 4 {
+		t.Fatalf("relayed %+v with at most %d in flight, want 8 published, 4 at once", res, most)
 	}
 }

@@ -65,6 +65,7 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"OutboxLease", testOutboxLease[TTx]},
 		{"OutboxCommitOrder", testOutboxCommitOrder[TTx]},
 		{"OutboxRelaysShare", testOutboxRelaysShare[TTx]},
+		{"OutboxParallel", testOutboxParallel[TTx]},
 		{"OutboxOrdered", testOutboxOrdered[TTx]},
 		{"OutboxFromHandler", testOutboxFromHandler[TTx]},
 		{"OutboxSchemaChecked", testOutboxSchemaChecked[TTx]},
