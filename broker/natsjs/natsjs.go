@@ -117,14 +117,19 @@ func NewSource(ctx context.Context, js jetstream.JetStream, cfg *Config) (*Sourc
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	cons, err := js.CreateOrUpdateConsumer(ctx, c.Stream, jetstream.ConsumerConfig{
-		Durable:        c.Durable,
-		AckPolicy:      jetstream.AckExplicitPolicy,
-		AckWait:        c.AckWait,
-		MaxDeliver:     c.MaxDeliver,
-		MaxAckPending:  c.MaxAckPending,
-		FilterSubjects: c.FilterSubjects,
-	})
+	cc := jetstream.ConsumerConfig{
+		Durable:       c.Durable,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       c.AckWait,
+		MaxDeliver:    c.MaxDeliver,
+		MaxAckPending: c.MaxAckPending,
+	}
+	if len(c.FilterSubjects) == 1 { // servers before 2.10 refuse the list, even of one
+		cc.FilterSubject = c.FilterSubjects[0]
+	} else {
+		cc.FilterSubjects = c.FilterSubjects
+	}
+	cons, err := js.CreateOrUpdateConsumer(ctx, c.Stream, cc)
 	if err != nil {
 		return nil, fmt.Errorf("natsjs: consumer %s on stream %s: %w", c.Durable, c.Stream, err)
 	}

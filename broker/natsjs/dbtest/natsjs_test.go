@@ -123,3 +123,36 @@ func TestConsumerDeletedEndsConsume(t *testing.T) {
 		t.Fatal("Consume did not return after its consumer was deleted")
 	}
 }
+
+// One filter subject works on every server: nats-server before 2.10
+// refuses FilterSubjects (the list) even with one subject.
+func TestOneFilterSubject(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, js := connect(t, testenv.NATSURL())
+	name := testenv.Name("INBOXTEST_")
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{name + ".>"}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = js.DeleteStream(context.Background(), name) })
+	pub, err := natsjs.NewPublisher(js, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, subject := range []string{name + ".other", name + ".wanted"} {
+		if err := pub.Publish(ctx, &broker.Message{ID: subject, Subject: subject}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src, err := natsjs.NewSource(ctx, js, &natsjs.Config{Stream: name, Durable: "filtered", FilterSubjects: []string{name + ".wanted"}})
+	if err != nil {
+		t.Fatalf("NewSource with one filter subject: %v", err)
+	}
+	defer src.Close()
+	nctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	d, err := src.Next(nctx)
+	if err != nil || d.Message().Subject != name+".wanted" {
+		t.Fatalf("received %v, %v; want the message on %s.wanted", d, err, name)
+	}
+}
