@@ -29,6 +29,7 @@ import (
 	"github.com/inboxkit/inbox"
 	"github.com/inboxkit/inbox/broker"
 	"github.com/inboxkit/inbox/broker/natsjs"
+	"github.com/inboxkit/inbox/outbox"
 	"github.com/inboxkit/inbox/store/pgxstore"
 	"github.com/inboxkit/inbox/store/sqlstore"
 )
@@ -37,6 +38,7 @@ var (
 	_ = natsjs.NewSource
 	_ = pgxstore.New
 	_ = sqlstore.New
+	_ = outbox.New[pgx.Tx]
 )
 
 // env is what a reader's program has at hand.
@@ -52,6 +54,10 @@ type env struct {
 	amount   int64
 	account  string
 	credit   inbox.Handler[pgx.Tx]
+	// the outbox's
+	driver    *pgxstore.Driver
+	publisher broker.Publisher
+	id        string
 }
 `
 
@@ -72,7 +78,8 @@ func TestREADMEBlocksCompile(t *testing.T) {
 	for i, b := range blocks {
 		fmt.Fprintf(&src, "\nfunc block%d(e env) error {\n\tctx, pool, db, js, ib, delivery := e.ctx, e.pool, e.db, e.js, e.ib, e.delivery\n"+
 			"\tmsgID, body, amount, account, credit := e.msgID, e.body, e.amount, e.account, e.credit\n"+
-			"\t_, _, _, _, _, _, _, _, _, _, _ = ctx, pool, db, js, ib, delivery, msgID, body, amount, account, credit\n"+
+			"\tdriver, publisher, id := e.driver, e.publisher, e.id\n"+
+			"\t_, _, _, _, _, _, _, _, _, _, _, _, _, _ = ctx, pool, db, js, ib, delivery, msgID, body, amount, account, credit, driver, publisher, id\n"+
 			"\t{\n%s\t}\n\treturn nil\n}\n", i+1, b[1])
 	}
 	// Inside the module, so that its go.mod resolves the imports; removed
