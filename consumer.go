@@ -45,10 +45,56 @@ type ConsumerConfig struct {
 	// AckTimeout bounds each Ack and Nack. Default DefaultAckTimeout (10 s).
 	AckTimeout time.Duration
 
+	// Retention is how long the inbox keeps processed IDs: the pruner's
+	// PrunerConfig.Retention. Consume compares it at start with the
+	// broker's redelivery window (a broker.RedeliveryWindower source) and
+	// logs a warning when the window is longer (see CheckRetention).
+	// Default DefaultRetention (7 days); negative: no check.
+	Retention time.Duration
+
 	// Logger receives failed acks and nacks and the error that stops
 	// Consume. Default slog.Default(). What becomes of each message is the
 	// Inbox's Config.Logger's to say.
 	Logger *slog.Logger
+}
+
+// CheckRetention compares retention, how long the inbox keeps processed IDs
+// (PrunerConfig.Retention), with how long src's broker may redeliver a
+// message (broker.RedeliveryWindower). It returns a warning when the window
+// is longer, because a redelivery after its row was pruned is processed
+// again; and a note when the broker keeps messages without a time limit,
+// where only a consumer reset (a new consumer reading from the start, an
+// offset moved back) can bring back a message older than retention. Both
+// are empty when src cannot tell, or the window is within retention.
+func CheckRetention(ctx context.Context, src broker.Source, retention time.Duration) (warning, note string, err error) {
+	w, ok := src.(broker.RedeliveryWindower)
+	if !ok {
+		return "", "", nil
+	}
+	window, err := w.RedeliveryWindow(ctx)
+	switch {
+	case err != nil:
+		return "", "", fmt.Errorf("inbox: reading the broker's redelivery window: %w", err)
+	case window == 0:
+		return "", fmt.Sprintf("the broker keeps messages without a time limit: a message older than the inbox's retention (%v) that comes back (a consumer reset to the start, an offset moved back) is processed again", retention), nil
+	case window > retention:
+		return fmt.Sprintf("the broker may redeliver a message for %v, longer than the inbox's retention of %v: a redelivery after its ID was pruned is processed again; set the pruner's Retention (and ConsumerConfig.Retention) to at least %v, or shorten the broker's", window, retention, window), "", nil
+	}
+	return "", "", nil
+}
+
+func logRetention(ctx context.Context, log *slog.Logger, consumer string, src broker.Source, retention time.Duration) {
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	warning, note, err := CheckRetention(cctx, src, retention)
+	switch {
+	case err != nil:
+		log.WarnContext(ctx, "inbox: could not compare the retention with the broker's redelivery window", "consumer", consumer, "error", err)
+	case warning != "":
+		log.WarnContext(ctx, "inbox: "+warning, "consumer", consumer)
+	case note != "":
+		log.InfoContext(ctx, "inbox: "+note, "consumer", consumer)
+	}
 }
 
 func (c *ConsumerConfig) withDefaults(src broker.Source) ConsumerConfig {
@@ -67,6 +113,9 @@ func (c *ConsumerConfig) withDefaults(src broker.Source) ConsumerConfig {
 	}
 	if ls, ok := src.(broker.LeaseSource); ok && out.LeaseInterval == 0 {
 		out.LeaseInterval = ls.LeaseInterval()
+	}
+	if out.Retention == 0 {
+		out.Retention = DefaultRetention
 	}
 	if out.AckTimeout <= 0 {
 		out.AckTimeout = DefaultAckTimeout
@@ -100,6 +149,9 @@ func Consume[TTx any](ctx context.Context, ib *Inbox[TTx], src broker.Source, h 
 		return fmt.Errorf("%w: nil source", ErrInvalidConfig)
 	}
 	c := cfg.withDefaults(src)
+	if c.Retention >= 0 {
+		logRetention(ctx, c.Logger, ib.Consumer(), src, c.Retention)
+	}
 	// Work outlives ctx by ShutdownTimeout, so that a commit in progress
 	// can finish and be acked.
 	work, cancelWork := context.WithCancel(context.WithoutCancel(ctx))

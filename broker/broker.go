@@ -87,6 +87,18 @@ type LeaseSource interface {
 	LeaseInterval() time.Duration
 }
 
+// RedeliveryWindower is a Source that can tell how long its broker may
+// still deliver a message again after it was published: the stream's
+// MaxAge (NATS), the topic's retention.ms (Kafka), the queue's
+// MessageRetentionPeriod (SQS) or message TTL (RabbitMQ). An inbox that
+// forgets a processed ID sooner (its pruner's retention) processes such a
+// late redelivery again; package inbox warns of it.
+type RedeliveryWindower interface {
+	// RedeliveryWindow returns the window, 0 when the broker keeps
+	// messages without a time limit.
+	RedeliveryWindow(ctx context.Context) (time.Duration, error)
+}
+
 // Publisher publishes messages with their producer ID (Message.ID), which
 // the broker passes on to consumers (and may use to drop duplicates).
 type Publisher interface {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/inboxkit/inbox/broker"
 )
@@ -192,5 +193,44 @@ func TestNewPublisherRejectsNilClient(t *testing.T) {
 	t.Parallel()
 	if _, err := NewPublisher(nil, &PublisherConfig{IDHeader: "X-Id"}); !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("NewPublisher(nil): %v, want ErrInvalidConfig", err)
+	}
+}
+
+// RedeliveryWindow reads the topic's retention.ms: the broker's default,
+// a topic's own, and -1 (no limit) as 0.
+func TestRedeliveryWindow(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, "window")
+	src := f.source(t, "window-group", nil)
+	ctx := context.Background()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(f.addrs...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for _, tc := range []struct {
+		set  string // "" keeps the default
+		want time.Duration
+	}{
+		{"", 7 * 24 * time.Hour},
+		{"2592000000", 30 * 24 * time.Hour},
+		{"-1", 0},
+	} {
+		if tc.set != "" {
+			req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+			res := kmsg.NewIncrementalAlterConfigsRequestResource()
+			res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeTopic, f.topic
+			c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+			c.Name, c.Value = "retention.ms", &tc.set
+			res.Configs = append(res.Configs, c)
+			req.Resources = append(req.Resources, res)
+			if _, err := req.RequestWith(ctx, cl); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := src.RedeliveryWindow(ctx)
+		if err != nil || got != tc.want {
+			t.Fatalf("retention.ms %q: window %v, %v; want %v", tc.set, got, err, tc.want)
+		}
 	}
 }

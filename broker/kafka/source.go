@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/inboxkit/inbox/broker"
 	"github.com/inboxkit/inbox/internal/latch"
@@ -335,4 +336,40 @@ func rejoinable(err error) bool {
 	}
 	return ke.Retriable || errors.Is(err, kerr.UnknownMemberID) || errors.Is(err, kerr.IllegalGeneration) ||
 		errors.Is(err, kerr.RebalanceInProgress) || errors.Is(err, kerr.MemberIDRequired)
+}
+
+var _ broker.RedeliveryWindower = (*Source)(nil)
+
+// RedeliveryWindow returns the topic's retention.ms (Kafka's default is 7
+// days), 0 when it is -1 (no time limit).
+func (s *Source) RedeliveryWindow(ctx context.Context) (time.Duration, error) {
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	res := kmsg.NewDescribeConfigsRequestResource()
+	res.ResourceType = kmsg.ConfigResourceTypeTopic
+	res.ResourceName = s.cfg.Topic
+	res.ConfigNames = []string{"retention.ms"}
+	req.Resources = append(req.Resources, res)
+	resp, err := req.RequestWith(ctx, s.cl)
+	if err != nil {
+		return 0, fmt.Errorf("kafka: describing topic %s: %w", s.cfg.Topic, err)
+	}
+	for _, r := range resp.Resources {
+		if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
+			return 0, fmt.Errorf("kafka: describing topic %s: %w", s.cfg.Topic, err)
+		}
+		for _, c := range r.Configs {
+			if c.Name != "retention.ms" || c.Value == nil {
+				continue
+			}
+			ms, err := strconv.ParseInt(*c.Value, 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("kafka: topic %s: retention.ms %q: %w", s.cfg.Topic, *c.Value, err)
+			}
+			if ms < 0 {
+				return 0, nil
+			}
+			return time.Duration(ms) * time.Millisecond, nil
+		}
+	}
+	return 0, fmt.Errorf("kafka: topic %s: no retention.ms in the broker's answer", s.cfg.Topic)
 }

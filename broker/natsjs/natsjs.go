@@ -78,13 +78,31 @@ const (
 // Source is a broker.Source on a durable JetStream pull consumer.
 type Source struct {
 	cfg     Config
+	js      jetstream.JetStream
 	cc      jetstream.ConsumeContext
 	msgs    chan jetstream.Msg
 	failed  *latch.Error  // the terminal error
 	stopped chan struct{} // closed by Close
 }
 
-var _ broker.LeaseSource = (*Source)(nil)
+var (
+	_ broker.LeaseSource        = (*Source)(nil)
+	_ broker.RedeliveryWindower = (*Source)(nil)
+)
+
+// RedeliveryWindow returns the stream's MaxAge, 0 when it keeps messages
+// without a time limit (the default).
+func (s *Source) RedeliveryWindow(ctx context.Context) (time.Duration, error) {
+	st, err := s.js.Stream(ctx, s.cfg.Stream)
+	if err != nil {
+		return 0, fmt.Errorf("natsjs: stream %s: %w", s.cfg.Stream, err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("natsjs: stream %s: %w", s.cfg.Stream, err)
+	}
+	return info.Config.MaxAge, nil
+}
 
 // ErrInvalidConfig is wrapped by NewSource's error for a nil JetStream or
 // a missing field.
@@ -133,7 +151,7 @@ func NewSource(ctx context.Context, js jetstream.JetStream, cfg *Config) (*Sourc
 	if err != nil {
 		return nil, fmt.Errorf("natsjs: consumer %s on stream %s: %w", c.Durable, c.Stream, err)
 	}
-	s := &Source{cfg: c, msgs: make(chan jetstream.Msg), failed: latch.New(), stopped: make(chan struct{})}
+	s := &Source{cfg: c, js: js, msgs: make(chan jetstream.Msg), failed: latch.New(), stopped: make(chan struct{})}
 	s.cc, err = cons.Consume(s.receive, jetstream.ConsumeErrHandler(s.consumeError),
 		jetstream.PullMaxMessages(min(c.MaxAckPending, c.PullBatch)))
 	if err != nil {

@@ -355,3 +355,20 @@ func (s *Source) Close() error {
 	})
 	return nil
 }
+
+var _ broker.RedeliveryWindower = (*Source)(nil)
+
+// RedeliveryWindow returns the queue's message TTL when its declaration
+// sets one (Config.QueueArgs "x-message-ttl"), else 0: RabbitMQ keeps a
+// message until it is acked. A TTL set by a policy is not seen.
+func (s *Source) RedeliveryWindow(context.Context) (time.Duration, error) {
+	switch ttl := s.cfg.QueueArgs["x-message-ttl"].(type) {
+	case int:
+		return time.Duration(ttl) * time.Millisecond, nil
+	case int32:
+		return time.Duration(ttl) * time.Millisecond, nil
+	case int64:
+		return time.Duration(ttl) * time.Millisecond, nil
+	}
+	return 0, nil
+}

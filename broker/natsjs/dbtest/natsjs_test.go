@@ -3,6 +3,7 @@ package dbtest
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/inboxkit/inbox/broker"
 	"github.com/inboxkit/inbox/broker/brokertest"
 	"github.com/inboxkit/inbox/broker/natsjs"
+	"github.com/inboxkit/inbox/internal/logtest"
 	"github.com/inboxkit/inbox/internal/testenv"
 )
 
@@ -154,5 +156,48 @@ func TestOneFilterSubject(t *testing.T) {
 	d, err := src.Next(nctx)
 	if err != nil || d.Message().Subject != name+".wanted" {
 		t.Fatalf("received %v, %v; want the message on %s.wanted", d, err, name)
+	}
+}
+
+// The stream's MaxAge is the redelivery window; Consume warns at start
+// when it is longer than the inbox's retention, and notes a stream
+// without a time limit.
+func TestRedeliveryWindow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, js := connect(t, testenv.NATSURL())
+	for _, tc := range []struct {
+		maxAge time.Duration
+		level  string
+	}{
+		{30 * 24 * time.Hour, "level=WARN"},
+		{0, "level=INFO"},
+		{24 * time.Hour, ""},
+	} {
+		name := testenv.Name("INBOXTEST_")
+		if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{name + ".>"}, MaxAge: tc.maxAge}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = js.DeleteStream(context.Background(), name) })
+		src, err := natsjs.NewSource(ctx, js, &natsjs.Config{Stream: name, Durable: "window"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := src.RedeliveryWindow(ctx); err != nil || got != tc.maxAge {
+			t.Fatalf("MaxAge %v: window %v, %v", tc.maxAge, got, err)
+		}
+		logs := &logtest.Buffer{}
+		f := brokertest.NewFixture(t, inbox.Config{})
+		cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		_ = inbox.Consume(cctx, f.Inbox, src, f.Write, &inbox.ConsumerConfig{Logger: logs.Logger()})
+		cancel()
+		src.Close()
+		lines := logs.Lines("the broker", "retention")
+		switch {
+		case tc.level == "" && len(lines) != 0:
+			t.Fatalf("MaxAge %v within the retention: logged %q", tc.maxAge, lines)
+		case tc.level != "" && (len(lines) != 1 || !strings.Contains(lines[0], tc.level)):
+			t.Fatalf("MaxAge %v: logged %q, want one line at %s", tc.maxAge, lines, tc.level)
+		}
 	}
 }
