@@ -324,7 +324,8 @@ func consume(ctx context.Context, pool *pgxpool.Pool, e childEnv, stage int, k *
 	if err != nil {
 		return err
 	}
-	ib, err := inbox.New(ctx, d, &inbox.Config{Consumer: name, Backoff: inbox.Backoff{Initial: 50 * time.Millisecond, Max: 500 * time.Millisecond}})
+	ib, err := inbox.New(ctx, d, &inbox.Config{Consumer: name, Backoff: inbox.Backoff{Initial: 50 * time.Millisecond, Max: 500 * time.Millisecond},
+		Hooks: []any{&events{pool: pool, schema: e.schema, stage: name}}})
 	if err != nil {
 		return err
 	}
@@ -365,6 +366,26 @@ func consume(ctx context.Context, pool *pgxpool.Pool, e childEnv, stage int, k *
 	}
 	defer func() { _ = src.Close() }()
 	return inbox.Consume(ctx, ib, src, h, &inbox.ConsumerConfig{Workers: 4, ShutdownTimeout: 2 * time.Second})
+}
+
+// events records the inbox's duplicates and fingerprint conflicts, best
+// effort and outside its transactions, so that the parent can tell that
+// redeliveries were deduplicated (and that no ID came with another
+// payload).
+type events struct {
+	pool          *pgxpool.Pool
+	schema, stage string
+}
+
+func (e *events) record(kind string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, _ = e.pool.Exec(ctx, "INSERT INTO "+e.schema+".events (stage, kind) VALUES ($1, $2)", e.stage, kind)
+}
+
+func (e *events) OnDuplicate(context.Context, *inbox.Event) { e.record("duplicate") }
+func (e *events) OnFingerprintConflict(context.Context, *inbox.Event) {
+	e.record("fingerprint-conflict")
 }
 
 func jetStream() (jetstream.JetStream, func(), error) {

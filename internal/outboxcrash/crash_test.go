@@ -107,8 +107,8 @@ func TestOutboxCrash(t *testing.T) {
 	r := newRun(t, n)
 	r.supervise(t)
 	r.check(t)
-	t.Logf("%d orders attempted, %d committed, 3 stages, in %v; SIGKILLs: %d (%s)",
-		n, len(r.want), time.Since(began).Round(100*time.Millisecond), r.totalKills(), r.killSummary())
+	t.Logf("%d orders attempted, %d committed, 3 stages, in %v; SIGKILLs: %d (%s); redeliveries the inboxes deduplicated: %s",
+		n, len(r.want), time.Since(began).Round(100*time.Millisecond), r.totalKills(), r.killSummary(), r.events(t, "duplicate"))
 }
 
 // run is one end-to-end run: its schema, stream, queue and children.
@@ -168,6 +168,7 @@ func newRun(t *testing.T, n int) *run {
 		CREATE TABLE `+s+`.orders (id text NOT NULL, n int NOT NULL);
 		CREATE TABLE `+s+`.payments (order_id text NOT NULL, message_id text NOT NULL);
 		CREATE TABLE `+s+`.shipments (order_id text NOT NULL, message_id text NOT NULL);
+		CREATE TABLE `+s+`.events (stage text NOT NULL, kind text NOT NULL);
 		CREATE TABLE `+s+`.ctl (k text PRIMARY KEY)`); err != nil {
 		t.Fatal(err)
 	}
@@ -440,6 +441,9 @@ func (r *run) check(t *testing.T) {
 			t.Errorf("%sinbox_dead_letters: want none, got %d", prefix, letters)
 		}
 	}
+	if conflicts := r.events(t, "fingerprint-conflict"); conflicts != "none" {
+		t.Errorf("fingerprint conflicts (an ID delivered again with another payload): %s, want none", conflicts)
+	}
 	if r.n >= defaultMessages && r.totalKills() < minKills {
 		t.Errorf("want at least %d SIGKILLs in a run of %d orders, got %d (%s)", minKills, r.n, r.totalKills(), r.killSummary())
 	}
@@ -453,6 +457,23 @@ func (r *run) check(t *testing.T) {
 			t.Errorf("%s was never killed (kills: %s)", role, r.killSummary())
 		}
 	}
+}
+
+// events sums the inbox events of kind per stage.
+func (r *run) events(t *testing.T, kind string) string {
+	t.Helper()
+	rows, err := r.pool.Query(context.Background(), "SELECT stage || ' ' || count(*) FROM "+r.schema+".events WHERE kind = $1 GROUP BY stage ORDER BY stage", kind)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) == 0 {
+		return "none"
+	}
+	return strings.Join(got, ", ")
 }
 
 // ledger counts the rows per order.
