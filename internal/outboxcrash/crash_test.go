@@ -158,7 +158,11 @@ func newRun(t *testing.T, n int) *run {
 			_, _ = ch.QueueDelete(q, false, false, false)
 		}
 	})
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: r.stream, Subjects: []string{r.stream + ".orders"}}); err != nil {
+	// A short duplicate window: a relay re-publishes after its lease (2 s),
+	// so that the consumer's inbox, not JetStream's deduplication, must
+	// recognize the re-publishes.
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: r.stream, Subjects: []string{r.stream + ".orders"},
+		Duplicates: 100 * time.Millisecond}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = js.DeleteStream(context.Background(), r.stream) })
