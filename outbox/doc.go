@@ -12,8 +12,11 @@
 //	relay, err := outbox.NewRelay(ctx, driver, &outbox.RelayConfig{Publish: outbox.ToBroker(publisher)})
 //	err = relay.Run(ctx)
 //
-// Inside an inbox handler, write in the handler's transaction with IDs
-// from DerivedID, so that a handler run again writes the same IDs:
+// Inside an inbox handler, write in the handler's transaction (the message
+// then commits with the claim, at most once) with an ID from DerivedID, so
+// that the incoming message always yields the same ID, which the next inbox
+// recognizes should this consumer process the message again (after its
+// inbox row was pruned, or a replay):
 //
 //	ob.Write(ctx, tx, &outbox.Message{ID: outbox.DerivedID("billing", msg.ID, "captured"), Destination: "payments.captured", Payload: p})
 //

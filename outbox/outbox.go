@@ -33,8 +33,8 @@ type Message struct {
 	// ID is the message's ID, which the relay publishes with it (NATS
 	// Nats-Msg-Id, AMQP message_id, a Kafka header) so that the consumer's
 	// inbox recognizes a re-publish: 1 to MaxIDLen opaque bytes, unique in
-	// the outbox table. Inside an inbox handler, derive it with DerivedID
-	// so that a re-run of the handler writes the same IDs.
+	// the outbox table. Inside an inbox handler, derive it with DerivedID,
+	// so that the incoming message always yields the same ID.
 	ID string
 	// Destination is where to publish: a NATS subject, an AMQP routing key
 	// (queue), a Kafka topic; for a relay to a function, whatever it
@@ -171,14 +171,19 @@ func text(s string) bool { return utf8.ValidString(s) && !strings.ContainsRune(s
 
 // DerivedID derives a message ID from the consumer's name, the ID of the
 // message it is handling and a name for the outgoing message (or its
-// ordinal), so that a handler run again after a crash or a retry writes
-// the same IDs, which the next inbox recognizes:
+// ordinal), so that one incoming message always yields the same outgoing
+// IDs:
 //
 //	ob.Write(ctx, tx, &outbox.Message{ID: outbox.DerivedID("billing", msg.ID, "payment-captured"), ...})
 //
-// The consumer's name keeps two consumers of one message from deriving the
-// same ID (the second would be skipped as already written). It is the
-// hex SHA-256 of the three, each with its length.
+// Written in the inbox's transaction, the message commits at most once
+// anyway; the derived ID is what lets the next inbox recognize a second
+// copy when this consumer does process a message twice: a redelivery after
+// its inbox row was pruned, a replayed dead letter, or a write made outside
+// the inbox's transaction. The consumer's name keeps two consumers of one
+// message from deriving the same ID (the second would be skipped as
+// already written). It is the hex SHA-256 of the three, each with its
+// length.
 func DerivedID(consumer, incomingID, name string) string {
 	h := sha256.New()
 	h.Write([]byte("outbox.DerivedID v1\x00"))

@@ -144,3 +144,43 @@ func BenchmarkPublish(b *testing.B) {
 		return open(tb, rabbitmq.Quorum).Env
 	}})
 }
+
+// The queue's message TTL, when its declaration sets one, is the
+// redelivery window; without one RabbitMQ keeps a message until it is
+// acked: 0.
+func TestRedeliveryWindow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	conn := connect(t)
+	for _, tc := range []struct {
+		args amqp.Table
+		want time.Duration
+	}{
+		{nil, 0},
+		{amqp.Table{"x-message-ttl": int64(30 * 24 * time.Hour / time.Millisecond)}, 30 * 24 * time.Hour},
+		{amqp.Table{"x-message-ttl": int32(60000)}, time.Minute},
+	} {
+		queue := testenv.Name("inboxtest_")
+		cfg := rabbitmq.Config{URL: testenv.AMQPURL(), Queue: queue, QueueArgs: tc.args}
+		t.Cleanup(func() {
+			for _, q := range append([]string{queue}, delayQueues(queue)...) {
+				if ch, err := conn.Channel(); err == nil {
+					_, _ = ch.QueueDelete(q, false, false, false)
+					_ = ch.Close()
+				}
+			}
+		})
+		if err := rabbitmq.Declare(ctx, &cfg); err != nil {
+			t.Fatal(err)
+		}
+		src, err := rabbitmq.NewSource(ctx, &cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := src.RedeliveryWindow(ctx)
+		_ = src.Close()
+		if err != nil || got != tc.want {
+			t.Fatalf("queue arguments %v: window %v, %v; want %v", tc.args, got, err, tc.want)
+		}
+	}
+}
