@@ -29,6 +29,9 @@ const (
 	// after this relay's claim are found this soon, not after
 	// PollInterval.
 	busyPoll = 10 * time.Millisecond
+	// keptPruneEvery is how often Run deletes the published rows kept
+	// longer than KeepPublished.
+	keptPruneEvery = time.Minute
 	// releaseTimeout bounds the statements that give rows back at
 	// shutdown, after ctx is done.
 	releaseTimeout = 5 * time.Second
@@ -96,6 +99,11 @@ type RelayConfig struct {
 	// published oldest first, but a failed row is retried after younger
 	// ones.
 	Ordered bool
+	// KeepPublished keeps published rows, marked, for this long before the
+	// relay deletes them: a record of what was sent, and a longer memory
+	// of IDs (Write skips an ID still in the table). Default 0: a row is
+	// deleted as soon as the broker confirmed it.
+	KeepPublished time.Duration
 	// NoListen makes the relay poll even where the database can tell it
 	// of new rows. Default false.
 	NoListen bool
@@ -134,7 +142,7 @@ func (c *RelayConfig) withDefaults() (RelayConfig, error) {
 		out.Logger = slog.Default()
 	}
 	switch {
-	case out.Batch < 0, out.Lease < 0, out.PollInterval < 0, out.MaxAttempts < 0, out.PublishTimeout < 0, out.Parallel < 0:
+	case out.Batch < 0, out.Lease < 0, out.PollInterval < 0, out.MaxAttempts < 0, out.PublishTimeout < 0, out.Parallel < 0, out.KeepPublished < 0:
 		return out, fmt.Errorf("%w: negative setting in %+v", ErrInvalidConfig, out)
 	case out.Lease < 2*out.PublishTimeout:
 		return out, fmt.Errorf("%w: Lease %v is shorter than twice PublishTimeout %v", ErrInvalidConfig, out.Lease, out.PublishTimeout)
@@ -190,7 +198,17 @@ func (r *Relay) Run(ctx context.Context) error {
 		go r.listen(lctx, l, wake)
 	}
 	failures := 0
+	var pruned time.Time
 	for {
+		if r.cfg.KeepPublished > 0 && time.Since(pruned) > keptPruneEvery {
+			pruned = time.Now()
+			if err := r.PrunePublished(ctx); err != nil && ctx.Err() == nil {
+				if r.d.Unrecoverable(err) {
+					return err
+				}
+				r.cfg.Logger.WarnContext(ctx, "outbox: deleting kept published rows failed; trying again later", "error", err)
+			}
+		}
 		res, err := r.RelayOnce(ctx)
 		if ctx.Err() != nil {
 			return nil
@@ -309,7 +327,11 @@ func (r *Relay) RelayOnce(ctx context.Context) (RelayResult, error) {
 	defer cancel()
 	var dbErrs []error
 	if len(published) > 0 {
-		n, err := r.d.OutboxDelete(fctx, token, published)
+		done := r.d.OutboxDelete
+		if r.cfg.KeepPublished > 0 {
+			done = r.d.OutboxMarkPublished
+		}
+		n, err := done(fctx, token, published)
 		res.Published = n
 		if err != nil {
 			dbErrs = append(dbErrs, fmt.Errorf("outbox: deleting %d published rows (they will be published again after the lease): %w", len(published), err))
@@ -368,6 +390,24 @@ func storable(s string) string {
 		s = strings.ToValidUTF8(s[:4096], "")
 	}
 	return s
+}
+
+// PrunePublished deletes the published rows kept longer than
+// KeepPublished, a batch at a time until none is left; Run calls it every
+// minute.
+func (r *Relay) PrunePublished(ctx context.Context) error {
+	if r.cfg.KeepPublished <= 0 {
+		return nil
+	}
+	for {
+		n, err := r.d.OutboxPrunePublished(ctx, r.cfg.KeepPublished, r.cfg.Batch*10)
+		if err != nil {
+			return fmt.Errorf("outbox: deleting kept published rows: %w", err)
+		}
+		if n < r.cfg.Batch*10 {
+			return nil
+		}
+	}
 }
 
 // Parked lists parked messages, in the order they were written, after

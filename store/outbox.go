@@ -53,6 +53,14 @@ type OutboxRelayer interface {
 	// A row whose lease ran out and that another relay claimed is left to
 	// that relay, which publishes it again.
 	OutboxDelete(ctx context.Context, token []byte, seqs []int64) (int, error)
+	// OutboxMarkPublished is OutboxDelete that keeps the rows, marked
+	// published (never claimed again), for OutboxPrunePublished to delete
+	// later.
+	OutboxMarkPublished(ctx context.Context, token []byte, seqs []int64) (int, error)
+	// OutboxPrunePublished deletes at most limit rows marked published
+	// more than age ago (database clock), oldest first, and returns how
+	// many it deleted.
+	OutboxPrunePublished(ctx context.Context, age time.Duration, limit int) (int, error)
 	// OutboxFail records failed publications of rows still leased by
 	// token: each counts one attempt, keeps the error and becomes due
 	// after its Delay, or is parked (never claimed again until unparked).

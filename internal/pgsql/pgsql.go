@@ -136,6 +136,11 @@ type Statements struct {
 	OutboxClaim, OutboxClaimOrdered string
 	// OutboxDelete: $1 seqs bigint[], $2 token. Its tag counts the rows.
 	OutboxDelete string
+	// OutboxMarkPublished is OutboxDelete that keeps the rows, marked.
+	OutboxMarkPublished string
+	// OutboxPrunePublished deletes at most $2 rows published more than $1
+	// milliseconds ago. Its tag counts them.
+	OutboxPrunePublished string
 	// OutboxFail: $1 token, $2 seqs bigint[], $3 errors text[], $4 delays
 	// in milliseconds bigint[], $5 park bool[], $6 released bool[].
 	OutboxFail string
@@ -157,11 +162,11 @@ func outboxClaim(o string, ordered bool) string {
 	cond := ""
 	if ordered {
 		cond = `
-		AND (d.msg_key IS NULL OR NOT EXISTS (SELECT 1 FROM ` + o + ` p WHERE p.msg_key = d.msg_key AND p.seq < d.seq))`
+		AND (d.msg_key IS NULL OR NOT EXISTS (SELECT 1 FROM ` + o + ` p WHERE p.msg_key = d.msg_key AND p.seq < d.seq AND p.published_at IS NULL))`
 	}
 	return `WITH due AS (
 	SELECT seq FROM ` + o + ` d
-	WHERE parked_at IS NULL AND available_at <= now()` + cond + `
+	WHERE parked_at IS NULL AND published_at IS NULL AND available_at <= now()` + cond + `
 	ORDER BY available_at, seq LIMIT $1
 	FOR UPDATE SKIP LOCKED
 )
@@ -286,6 +291,11 @@ SELECT $1::bytea, $2::text, $3::bytea, $4::text, $5::bytea, $6::bytea FROM notif
 		OutboxClaim:        outboxClaim(n.Outbox, false),
 		OutboxClaimOrdered: outboxClaim(n.Outbox, true),
 		OutboxDelete:       `DELETE FROM ` + n.Outbox + ` WHERE seq = ANY($1) AND lease_token = $2`,
+		OutboxMarkPublished: `UPDATE ` + n.Outbox + ` SET published_at = now(), lease_token = NULL
+WHERE seq = ANY($1) AND lease_token = $2`,
+		OutboxPrunePublished: `DELETE FROM ` + n.Outbox + ` WHERE seq = ANY(ARRAY(
+	SELECT seq FROM ` + n.Outbox + ` WHERE published_at < now() - $1::bigint * interval '1 millisecond'
+	ORDER BY published_at LIMIT $2))`,
 		OutboxFail: `UPDATE ` + n.Outbox + ` o SET
 	attempts = o.attempts + CASE WHEN f.released THEN 0 ELSE 1 END,
 	last_error = CASE WHEN f.released THEN o.last_error ELSE f.error END,

@@ -85,6 +85,18 @@ func (d *Driver) OutboxDelete(ctx context.Context, token []byte, seqs []int64) (
 	return int(tag.RowsAffected()), pgsql.Classify(err)
 }
 
+// OutboxMarkPublished marks published rows still leased by token.
+func (d *Driver) OutboxMarkPublished(ctx context.Context, token []byte, seqs []int64) (int, error) {
+	tag, err := d.pool.Exec(ctx, d.q.OutboxMarkPublished, seqs, token)
+	return int(tag.RowsAffected()), pgsql.Classify(err)
+}
+
+// OutboxPrunePublished deletes rows published more than age ago.
+func (d *Driver) OutboxPrunePublished(ctx context.Context, age time.Duration, limit int) (int, error) {
+	tag, err := d.pool.Exec(ctx, d.q.OutboxPrunePublished, age.Milliseconds(), max(limit, 1))
+	return int(tag.RowsAffected()), pgsql.Classify(err)
+}
+
 // OutboxFail records failed publications.
 func (d *Driver) OutboxFail(ctx context.Context, token []byte, fails []store.OutboxFailure) error {
 	_, err := d.pool.Exec(ctx, d.q.OutboxFail, pgsql.OutboxFailArgs(token, fails)...)

@@ -608,3 +608,41 @@ func testOutboxParallel[TTx any](t *testing.T, h Harness[TTx]) {
 		t.Fatalf("relayed %+v with at most %d in flight, want 8 published, 4 at once", res, most)
 	}
 }
+
+// With KeepPublished, published rows stay (marked) until they are older:
+// never claimed again, their IDs still skipped by Write, not holding back
+// their key's next row; then PrunePublished deletes them.
+func testOutboxKeepPublished[TTx any](t *testing.T, h Harness[TTx]) {
+	e := openOutbox(t, h)
+	ctx := context.Background()
+	first := outMsg("kept-1")
+	first.Key = "k"
+	e.write(t, true, first)
+	s := &sink{}
+	keep := e.relay(t, outbox.RelayConfig{Publish: s.publish, KeepPublished: time.Hour, Ordered: true})
+	drain(t, keep)
+	second := outMsg("kept-2")
+	second.Key = "k"
+	e.write(t, true, outMsg("kept-1"), second) // kept-1 again: skipped
+	drain(t, keep)
+	if got := s.ids(); !slices.Equal(got, []string{"kept-1", "kept-2"}) {
+		t.Fatalf("published %q, want kept-1 once, then kept-2 (its key's older row is published, not holding it back)", got)
+	}
+	if err := keep.PrunePublished(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.write(t, true, outMsg("kept-1"))
+	if drain(t, keep); len(s.ids()) != 2 {
+		t.Fatalf("published %q: a kept row was pruned within KeepPublished, or its ID written again", s.ids())
+	}
+	time.Sleep(20 * time.Millisecond)
+	short := e.relay(t, outbox.RelayConfig{Publish: s.publish, KeepPublished: 10 * time.Millisecond})
+	if err := short.PrunePublished(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.write(t, true, outMsg("kept-1")) // its kept row is gone: written and published again
+	drain(t, short)
+	if got := s.ids(); !slices.Equal(got, []string{"kept-1", "kept-2", "kept-1"}) {
+		t.Fatalf("published %q, want kept-1 again after its kept row was pruned", got)
+	}
+}

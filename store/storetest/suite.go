@@ -68,6 +68,7 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"OutboxParallel", testOutboxParallel[TTx]},
 		{"OutboxOrdered", testOutboxOrdered[TTx]},
 		{"OutboxFromHandler", testOutboxFromHandler[TTx]},
+		{"OutboxKeepPublished", testOutboxKeepPublished[TTx]},
 		{"OutboxSchemaChecked", testOutboxSchemaChecked[TTx]},
 		{"OutboxRunWakes", testOutboxRunWakes[TTx]},
 		// hooks.go

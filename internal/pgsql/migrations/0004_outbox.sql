@@ -1,5 +1,6 @@
 -- The transactional outbox: messages written in a business transaction,
--- published by a relay, and deleted once the broker has them, so that the
+-- published by a relay, and deleted once the broker has them (or marked
+-- published_at and deleted later, when the relay keeps them), so that the
 -- table holds only the backlog. A row is due when available_at has passed
 -- and it is not parked; a relay leases due rows by moving available_at
 -- past its lease and stamping lease_token. The relay's claim reads the
@@ -20,8 +21,11 @@ CREATE TABLE {outbox} (
 	last_error   text        NOT NULL DEFAULT '',
 	lease_token  bytea,
 	parked_at    timestamptz,
+	published_at timestamptz,
 	CONSTRAINT "{prefix}outbox_message_id_key" UNIQUE (message_id)
 );
-CREATE INDEX "{prefix}outbox_due_idx" ON {outbox} (available_at, seq) WHERE parked_at IS NULL;
--- Per-key order: a row waits while its key has an older row.
-CREATE INDEX "{prefix}outbox_key_idx" ON {outbox} (msg_key, seq) WHERE msg_key IS NOT NULL;
+CREATE INDEX "{prefix}outbox_due_idx" ON {outbox} (available_at, seq) WHERE parked_at IS NULL AND published_at IS NULL;
+-- Per-key order: a row waits while its key has an older unpublished row.
+CREATE INDEX "{prefix}outbox_key_idx" ON {outbox} (msg_key, seq) WHERE msg_key IS NOT NULL AND published_at IS NULL;
+-- Published rows kept for a while, deleted oldest first.
+CREATE INDEX "{prefix}outbox_published_idx" ON {outbox} (published_at) WHERE published_at IS NOT NULL;
