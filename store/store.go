@@ -355,3 +355,35 @@ func truncate(s string, n int) string {
 	}
 	return s[:n] + "..."
 }
+
+// Pipeliner is implemented by drivers that can claim a message and run
+// statements queued for it as one implicit transaction in one round trip
+// (PostgreSQL on pgx: a batch with one Sync).
+type Pipeliner interface {
+	// ClaimAndRun sends a plain INSERT of the claim, then stmts, then the
+	// implicit COMMIT. When the claim conflicts (a duplicate), nothing is
+	// applied and Claimed is false. When a statement fails, nothing is
+	// applied and the error is a *StatementError. Another error (the
+	// claim's lock timeout, a lost connection: the COMMIT's outcome is then
+	// unknown) is classified as the driver's other errors.
+	ClaimAndRun(ctx context.Context, p *ClaimParams, stmts []Statement) (*ClaimResult, error)
+}
+
+// Statement is a statement and its arguments, in the driver's dialect.
+type Statement struct {
+	SQL  string
+	Args []any
+}
+
+// StatementError is the failure of a queued statement: the handler's
+// error, as if it had run the statement itself.
+type StatementError struct {
+	// Index is the statement's position in the queue.
+	Index int
+	Err   error
+}
+
+func (e *StatementError) Error() string {
+	return fmt.Sprintf("queued statement %d: %v", e.Index, e.Err)
+}
+func (e *StatementError) Unwrap() error { return e.Err }

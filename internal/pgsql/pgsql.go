@@ -65,6 +65,10 @@ type Statements struct {
 	// insert's wait behind a racing claim; not a wait for the table's own
 	// lock (behind an ALTER TABLE), which the statement takes before.
 	ClaimSettingLockTimeout string
+	// ClaimPlain is Claim without ON CONFLICT: a duplicate fails it with
+	// unique_violation (23505), which aborts the implicit transaction of a
+	// pipeline it leads.
+	ClaimPlain string
 	// ClaimLookup: $1 consumer, $2 message_id. Returns a duplicate's
 	// fingerprint and message type.
 	ClaimLookup string
@@ -241,6 +245,7 @@ ON CONFLICT DO NOTHING RETURNING 1`,
 INSERT INTO ` + inbox + ` (consumer, message_id, message_type, fingerprint)
 SELECT $1::bytea, $2::bytea, $3::text, $4::bytea FROM lt
 ON CONFLICT DO NOTHING RETURNING 1`,
+		ClaimPlain:  `INSERT INTO ` + inbox + ` (consumer, message_id, message_type, fingerprint) VALUES ($1, $2, $3, $4)`,
 		ClaimLookup: `SELECT fingerprint, message_type FROM ` + inbox + ` WHERE consumer = $1 AND message_id = $2`,
 		AttemptAdd: `INSERT INTO ` + attempts + ` AS a (consumer, message_id, attempts, transient_failures, last_error)
 VALUES ($1, $2, $4, $5, $3)

@@ -1,0 +1,87 @@
+package inbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"github.com/inboxkit/inbox/store"
+)
+
+// Queue collects the statements of a QueuedHandler, in the store's SQL
+// dialect ($1 placeholders on PostgreSQL).
+type Queue struct{ stmts []store.Statement }
+
+// Add queues a statement, to run after the claim in the same transaction.
+func (q *Queue) Add(sql string, args ...any) {
+	q.stmts = append(q.stmts, store.Statement{SQL: sql, Args: args})
+}
+
+// QueuedHandler queues the statements of a message's effect instead of
+// running them. It has no transaction and must not read what its
+// statements depend on: they run after it returns. For effects that are
+// writes alone (insert an event, bump a counter, upsert a row).
+type QueuedHandler func(ctx context.Context, q *Queue, msg *Message) error
+
+// ErrNoPipeline is returned by ProcessQueued for a store that cannot send a
+// claim and statements in one round trip (only pgxstore can).
+var ErrNoPipeline = errors.New("inbox: the store cannot pipeline a claim with queued statements")
+
+// ProcessQueued is Process for a handler that queues its statements: the
+// claim (a plain INSERT), the statements and the COMMIT go to the database
+// in one round trip, as one implicit transaction, where Process takes
+// three (BEGIN with the claim, the handler's, COMMIT). A duplicate's claim
+// fails on the key and nothing applies; a racing delivery waits for the
+// holder and then fails the same way, or succeeds if the holder rolled
+// back. Outcomes, attempts, dead letters and hooks are those of Process: a
+// handler error or a failed statement is the handler's failure (a deadlock
+// or serialization failure in the statements is transient). A store
+// without the pipeline (anything but pgxstore) gives Retry and an error
+// wrapping ErrNoPipeline, and nothing runs.
+func (ib *Inbox[TTx]) ProcessQueued(ctx context.Context, msg Message, h QueuedHandler) (Outcome, error) {
+	if ib == nil || h == nil {
+		return Outcome{Status: Retry}, fmt.Errorf("%w: nil *Inbox or handler", ErrInvalidConfig)
+	}
+	pl, ok := ib.driver.(store.Pipeliner)
+	if !ok {
+		return Outcome{Status: Retry}, fmt.Errorf("%w (%T)", ErrNoPipeline, ib.driver)
+	}
+	start := time.Now()
+	if err := msg.validate(ib.cfg.ScopeIDByType); err != nil {
+		out, err := ib.invalidMessage(ctx, nil, &msg, err)
+		return ib.finish(ctx, &msg, start, out, err)
+	}
+	p := ib.claimParams(&msg)
+	q := &Queue{}
+	if herr := callQueued(ctx, q, &msg, h); herr != nil {
+		out, err := ib.failed(ctx, nil, &msg, p, herr)
+		return ib.finish(ctx, &msg, start, out, err)
+	}
+	res, err := pl.ClaimAndRun(ctx, p, q.stmts)
+	var se *store.StatementError
+	switch {
+	case errors.As(err, &se):
+		ib.health.ok(ctx)
+		out, err := ib.failed(ctx, nil, &msg, p, se)
+		return ib.finish(ctx, &msg, start, out, err)
+	case err != nil:
+		out, err := ib.dbFailed(ctx, "claim and statements", err)
+		return ib.finish(ctx, &msg, start, out, err)
+	}
+	ib.health.ok(ctx)
+	if !res.Claimed {
+		return ib.duplicate(ctx, &msg, start, p, res)
+	}
+	return ib.finish(ctx, &msg, start, Outcome{Status: Processed}, nil)
+}
+
+func callQueued(ctx context.Context, q *Queue, msg *Message, h QueuedHandler) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &PanicError{Value: v, Stack: debug.Stack()}
+		}
+	}()
+	return h(ctx, q, msg)
+}

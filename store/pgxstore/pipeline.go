@@ -1,0 +1,72 @@
+package pgxstore
+
+import (
+	"context"
+	"errors"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/inboxkit/inbox/internal/pgsql"
+	"github.com/inboxkit/inbox/store"
+)
+
+var _ store.Pipeliner = (*Driver)(nil)
+
+// ClaimAndRun sends the claim, stmts and the implicit COMMIT as one pgx
+// batch: one round trip (and, the first time a connection sees a
+// statement, one more that prepares it), one implicit transaction, so that
+// a failure anywhere applies nothing.
+func (d *Driver) ClaimAndRun(ctx context.Context, p *store.ClaimParams, stmts []store.Statement) (*store.ClaimResult, error) {
+	c, err := d.acquire(ctx, p.LockTimeout)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Release()
+	b := &pgx.Batch{}
+	if d.perTx { // the lock timeout for this implicit transaction alone
+		b.Queue(d.q.SetLockTimeout, pgsql.LockTimeout(p.LockTimeout))
+	}
+	b.Queue(d.q.ClaimPlain, p.Consumer, p.MessageID, p.Type, p.Fingerprint)
+	for _, s := range stmts {
+		b.Queue(s.SQL, s.Args...)
+	}
+	br := c.SendBatch(ctx, b)
+	if d.perTx {
+		if _, err := br.Exec(); err != nil {
+			_ = br.Close()
+			return nil, pgsql.Classify(err)
+		}
+	}
+	if _, err := br.Exec(); err != nil {
+		_ = br.Close()
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "23505" { // the claim's key: a duplicate
+			res := &store.ClaimResult{}
+			err := c.QueryRow(ctx, d.q.ClaimLookup, p.Consumer, p.MessageID).Scan(&res.Fingerprint, &res.Type)
+			if errors.Is(err, pgx.ErrNoRows) { // the holder rolled back meanwhile: redeliver
+				return nil, store.Retryable(errors.New("pgxstore: the conflicting claim is gone"))
+			}
+			return res, pgsql.Classify(err)
+		}
+		return nil, pgsql.Classify(err)
+	}
+	for i := range stmts {
+		if _, err := br.Exec(); err != nil {
+			_ = br.Close()
+			if pgsql.Classify(err) != err && !isPgError(err) { // the connection broke: outcome unknown
+				return nil, pgsql.Classify(err)
+			}
+			return nil, &store.StatementError{Index: i, Err: err}
+		}
+	}
+	if err := br.Close(); err != nil { // the implicit COMMIT
+		return nil, pgsql.Classify(err)
+	}
+	return &store.ClaimResult{Claimed: true}, nil
+}
+
+func isPgError(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr)
+}
