@@ -64,6 +64,11 @@ type Config struct {
 	// Logger receives what the driver has to say (migrations applied,
 	// rollbacks that failed). Default slog.Default().
 	Logger *slog.Logger
+	// QuietOutbox makes OutboxWrite send no notification on PostgreSQL, so
+	// that relays find new rows by polling only. Default false: Write
+	// notifies the relays listening on the outbox's channel (see Relayer),
+	// which PostgreSQL does at COMMIT. Other dialects notify nobody.
+	QuietOutbox bool
 }
 
 // Driver is the inbox's store.Driver on a *sql.DB.
@@ -75,6 +80,8 @@ type Driver struct {
 	q          sqldialect.Queries
 	migrations []store.Migration
 	log        *slog.Logger
+	// quietOutbox: Config.QuietOutbox.
+	quietOutbox bool
 
 	// unprepared: the server refused to prepare a claim statement; they
 	// are sent as text since.
@@ -115,13 +122,14 @@ func New(db *sql.DB, cfg *Config) (*Driver, error) {
 		log = slog.Default()
 	}
 	return &Driver{
-		db:         db,
-		dialect:    d,
-		tables:     cfg.Tables,
-		txOpts:     d.TxOptions(db),
-		q:          sqldialect.Render(d.Templates(), cfg.Tables, d.Quote),
-		migrations: migrations,
-		log:        log,
+		db:          db,
+		dialect:     d,
+		tables:      cfg.Tables,
+		txOpts:      d.TxOptions(db),
+		q:           sqldialect.Render(d.Templates(), cfg.Tables, d.Quote),
+		migrations:  migrations,
+		log:         log,
+		quietOutbox: cfg.QuietOutbox,
 	}, nil
 }
 

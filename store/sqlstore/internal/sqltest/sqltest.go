@@ -40,7 +40,8 @@ func LedgerEnv(db *sql.DB, d *sqlstore.Driver, tables store.Tables, q LedgerSQL)
 			}
 			return err
 		},
-		Driver: d,
+		// Relayer: the PostgreSQL driver that listens for new outbox rows.
+		Driver: d.Relayer().(store.Driver[*sql.Tx]),
 		Write: func(ctx context.Context, tx *sql.Tx, key string) error {
 			_, err := tx.ExecContext(ctx, q.Insert, key)
 			return err
