@@ -23,6 +23,13 @@
 //
 // Pools: database/sql keeps 2 idle connections unless told otherwise; see
 // DefaultMaxIdleConns.
+//
+// The transactional outbox (package outbox): Driver is its writer and its
+// relay's store on every dialect. Give outbox.NewRelay driver.Relayer(),
+// which on PostgreSQL listens for new rows (LISTEN/NOTIFY) where a Driver
+// alone would make the relay poll. MySQL and MariaDB relays claim with
+// SELECT ... FOR UPDATE SKIP LOCKED (MySQL 8.0, MariaDB 10.6); SQLite's
+// claims take turns for its single write lock.
 package sqlstore
 
 import (
