@@ -175,11 +175,12 @@ func ProcessTxFlow(t *testing.T, db *sql.DB, dialect sqlstore.Dialect, credit st
 // chunks (multi-row inserts, lists of sequence numbers, failures) on d,
 // whose tables are migrated: one Write of more rows than a statement
 // takes, with a payload of more bytes than one takes and a duplicate ID
-// across chunks, then a claim, release, claim and delete of them all.
+// across chunks, then a claim, release, claim, a stale token's release
+// and deletes of them all.
 func OutboxBatches(t *testing.T, db *sql.DB, d *sqlstore.Driver) {
 	t.Helper()
 	ctx := context.Background()
-	const n = 1201
+	const n = 11001 // more placeholders than MySQL (65535) and SQLite (32766) take in one statement
 	rows := make([]*store.OutboxRow, n)
 	for i := range rows {
 		rows[i] = &store.OutboxRow{ID: fmt.Appendf(nil, "b-%04d", i), Destination: "d", Payload: []byte("p")}
@@ -232,6 +233,13 @@ func OutboxBatches(t *testing.T, db *sql.DB, d *sqlstore.Driver) {
 		t.Fatalf("OutboxFail: %v", err)
 	}
 	claim("second")
+	// The first lease's token releases nothing of the second's.
+	if err := d.OutboxFail(ctx, []byte("first"), fails); err != nil {
+		t.Fatalf("OutboxFail with a stale token: %v", err)
+	}
+	if recs, err := d.OutboxClaim(ctx, &store.OutboxClaimParams{Limit: n, Lease: time.Minute, Token: []byte("third")}); err != nil || len(recs) != 0 {
+		t.Fatalf("claimed %d rows (%v) after a failure recorded with a stale token, want none: it released the second lease", len(recs), err)
+	}
 	if got, err := d.OutboxDelete(ctx, []byte("first"), seqs); err != nil || got != 0 {
 		t.Fatalf("OutboxDelete with the released lease's token deleted %d (%v), want 0", got, err)
 	}
