@@ -23,6 +23,13 @@
 //
 // Pools: database/sql keeps 2 idle connections unless told otherwise; see
 // DefaultMaxIdleConns.
+//
+// The transactional outbox (package outbox): Driver is its writer and its
+// relay's store on every dialect. Give outbox.NewRelay driver.Relayer(),
+// which on PostgreSQL listens for new rows (LISTEN/NOTIFY) where a Driver
+// alone would make the relay poll. MySQL and MariaDB relays claim with
+// SELECT ... FOR UPDATE SKIP LOCKED (MySQL 8.0, MariaDB 10.6); SQLite's
+// claims take turns for its single write lock.
 package sqlstore
 
 import (
@@ -64,6 +71,11 @@ type Config struct {
 	// Logger receives what the driver has to say (migrations applied,
 	// rollbacks that failed). Default slog.Default().
 	Logger *slog.Logger
+	// QuietOutbox makes OutboxWrite send no notification on PostgreSQL, so
+	// that relays find new rows by polling only. Default false: Write
+	// notifies the relays listening on the outbox's channel (see Relayer),
+	// which PostgreSQL does at COMMIT. Other dialects notify nobody.
+	QuietOutbox bool
 }
 
 // Driver is the inbox's store.Driver on a *sql.DB.
@@ -75,6 +87,8 @@ type Driver struct {
 	q          sqldialect.Queries
 	migrations []store.Migration
 	log        *slog.Logger
+	// quietOutbox: Config.QuietOutbox.
+	quietOutbox bool
 
 	// unprepared: the server refused to prepare a claim statement; they
 	// are sent as text since.
@@ -115,13 +129,14 @@ func New(db *sql.DB, cfg *Config) (*Driver, error) {
 		log = slog.Default()
 	}
 	return &Driver{
-		db:         db,
-		dialect:    d,
-		tables:     cfg.Tables,
-		txOpts:     d.TxOptions(db),
-		q:          sqldialect.Render(d.Templates(), cfg.Tables, d.Quote),
-		migrations: migrations,
-		log:        log,
+		db:          db,
+		dialect:     d,
+		tables:      cfg.Tables,
+		txOpts:      d.TxOptions(db),
+		q:           sqldialect.Render(d.Templates(), cfg.Tables, d.Quote),
+		migrations:  migrations,
+		log:         log,
+		quietOutbox: cfg.QuietOutbox,
 	}, nil
 }
 

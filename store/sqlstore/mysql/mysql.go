@@ -207,6 +207,31 @@ const mysqlMillis = `TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', failed_at
 
 const mysqlDeadLetterColumns = `id, consumer, message_id, message_type, payload, headers, error, attempts, ` + mysqlMillis
 
+// mysqlOutboxColumns are the outbox reads' columns (sqldialect.Queries),
+// times in unix milliseconds.
+const mysqlOutboxColumns = `seq, message_id, destination, msg_key, message_type, headers, payload, attempts, last_error,
+    TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', created_at) DIV 1000,
+    TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', parked_at) DIV 1000`
+
+// mysqlOutboxClaim selects the oldest due rows for the claim's
+// transaction to lease (OutboxLease), skipping those other relays are
+// claiming, through the index on (parked_at, available_at, seq). ordered
+// takes a row only when its key has no older row: the subquery is a
+// consistent read, which locks nothing and skips nothing (a locking read
+// locks the rows of its own query block only), so an older row that
+// another relay is claiming holds its key back as a leased one does.
+func mysqlOutboxClaim(ordered bool) string {
+	cond := ""
+	if ordered {
+		cond = `
+    AND (d.msg_key IS NULL OR NOT EXISTS (SELECT 1 FROM {outbox} p WHERE p.msg_key = d.msg_key AND p.seq < d.seq))`
+	}
+	return `SELECT ` + mysqlOutboxColumns + ` FROM {outbox} d
+WHERE parked_at IS NULL AND available_at <= ` + mysqlNow + cond + `
+ORDER BY available_at, seq LIMIT ?
+FOR UPDATE SKIP LOCKED`
+}
+
 // In the ON DUPLICATE KEY UPDATE clauses, IF(LAST_INSERT_ID(1), x, x)
 // assigns x its own value, which changes nothing (0 rows affected), and
 // marks the row as left alone (see sqldialect.Queries.returning).
@@ -262,6 +287,30 @@ LIMIT ?`,
 	MigrationsApplied: `SELECT version FROM {migrations}`,
 	SchemaVersion:     `SELECT coalesce(max(version), 0) FROM {migrations}`,
 	MigrationRecord:   `INSERT INTO {migrations} (version, name, applied_at) VALUES (?, ?, ` + mysqlNow + `)`,
+
+	// A duplicate ID is left alone (0 rows affected), never IGNOREd: every
+	// other error stays an error.
+	OutboxWrite: `INSERT INTO {outbox} (message_id, destination, msg_key, message_type, headers, payload, created_at, available_at, last_error)
+VALUES {values}
+ON DUPLICATE KEY UPDATE message_id = message_id`,
+	OutboxWriteValues:  `(?, ?, ?, ?, ?, ?, ` + mysqlNow + `, ` + mysqlNow + `, '')`,
+	OutboxClaim:        mysqlOutboxClaim(false),
+	OutboxClaimOrdered: mysqlOutboxClaim(true),
+	OutboxLease: `UPDATE {outbox} SET available_at = ` + mysqlNow + ` + INTERVAL (? * 1000) MICROSECOND, lease_token = ?
+WHERE seq IN ({seqs})`,
+	OutboxDelete: `DELETE FROM {outbox} WHERE lease_token = ? AND seq IN ({seqs})`,
+	OutboxFail: `UPDATE {outbox} o JOIN ({failures}) f ON o.seq = f.seq SET
+    o.attempts = o.attempts + IF(f.released, 0, 1),
+    o.last_error = IF(f.released, o.last_error, f.error),
+    o.available_at = ` + mysqlNow + ` + INTERVAL (f.delay_ms * 1000) MICROSECOND,
+    o.parked_at = IF(f.park, ` + mysqlNow + `, NULL),
+    o.lease_token = NULL
+WHERE o.lease_token = ?`,
+	OutboxFailValues: `SELECT CAST(? AS SIGNED) AS seq, ? AS error, CAST(? AS SIGNED) AS delay_ms, CAST(? AS SIGNED) AS park, CAST(? AS SIGNED) AS released`,
+	OutboxParked: `SELECT ` + mysqlOutboxColumns + ` FROM {outbox}
+WHERE parked_at IS NOT NULL AND seq > ? ORDER BY seq LIMIT ?`,
+	OutboxUnpark: `UPDATE {outbox} SET parked_at = NULL, attempts = 0, available_at = ` + mysqlNow + `, lease_token = NULL
+WHERE seq = ? AND parked_at IS NOT NULL`,
 }
 
 // mysqlLockName is a GET_LOCK name for what (migrate, prune) on the

@@ -32,7 +32,11 @@ import (
 // the consumer's Workers (see sqlstore.DefaultMaxIdleConns).
 var Dialect = sqlstore.NewDialect(postgresDialect{})
 
-var _ sqldialect.Scripter = postgresDialect{}
+var (
+	_ sqldialect.Scripter     = postgresDialect{}
+	_ sqldialect.OutboxArrays = postgresDialect{}
+	_ sqldialect.Listener     = postgresDialect{}
+)
 
 type postgresDialect struct{}
 
@@ -77,7 +81,33 @@ func (postgresDialect) Templates() sqldialect.Queries {
 		MigrationsApplied:       s.AppliedVersions,
 		SchemaVersion:           s.SchemaVersion,
 		MigrationRecord:         s.RecordMigration,
+		OutboxWrite:             s.OutboxWrite,
+		OutboxWriteQuiet:        s.OutboxWriteQuiet,
+		OutboxClaim:             s.OutboxClaim,
+		OutboxClaimOrdered:      s.OutboxClaimOrdered,
+		OutboxDelete:            s.OutboxDelete,
+		OutboxFail:              s.OutboxFail,
+		OutboxParked:            s.OutboxParked,
+		OutboxUnpark:            s.OutboxUnpark,
 	}
+}
+
+// OutboxWriteArgs: internal/pgsql's arrays, and the channel to notify
+// unless quiet. pgx's stdlib driver binds Go slices as arrays.
+func (postgresDialect) OutboxWriteArgs(t store.Tables, rows []*store.OutboxRow, quiet bool) []any {
+	args := pgsql.OutboxWriteArgs(rows)
+	if !quiet {
+		args = append(args, pgsql.OutboxChannel(t))
+	}
+	return args
+}
+
+func (postgresDialect) OutboxDeleteArgs(token []byte, seqs []int64) []any {
+	return []any{seqs, token}
+}
+
+func (postgresDialect) OutboxFailArgs(token []byte, fails []store.OutboxFailure) []any {
+	return pgsql.OutboxFailArgs(token, fails)
 }
 
 var postgresStatements = pgsql.NewStatements(pgsql.Tokens)

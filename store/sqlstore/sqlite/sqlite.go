@@ -148,6 +148,28 @@ const sqliteNow = `CAST(ROUND(unixepoch('now', 'subsec') * 1000) AS INTEGER)`
 // milliseconds in every version.
 const sqliteNowPortable = `CAST(ROUND((julianday('now') - 2440587.5) * 86400000) AS INTEGER)`
 
+// sqliteOutboxColumns are the outbox reads' columns (sqldialect.Queries):
+// times are stored in unix milliseconds already.
+const sqliteOutboxColumns = `seq, message_id, destination, msg_key, message_type, headers, payload, attempts, last_error, created_at, parked_at`
+
+// sqliteOutboxClaim leases the oldest due rows in one statement, which the
+// write transaction it runs in keeps from any other claim (SQLite has one
+// writer): the partial index of due rows yields them in order. ordered
+// takes a row only when its key has no older row, through the key's index.
+func sqliteOutboxClaim(ordered bool) string {
+	cond := ""
+	if ordered {
+		cond = `
+        AND (d.msg_key IS NULL OR NOT EXISTS (SELECT 1 FROM {outbox} p WHERE p.msg_key = d.msg_key AND p.seq < d.seq))`
+	}
+	return `UPDATE {outbox} SET available_at = ` + sqliteNow + ` + ?2, lease_token = ?3
+WHERE seq IN (
+    SELECT seq FROM {outbox} d
+    WHERE parked_at IS NULL AND available_at <= ` + sqliteNow + cond + `
+    ORDER BY available_at, seq LIMIT ?1)
+RETURNING ` + sqliteOutboxColumns
+}
+
 const sqliteDeadLetterColumns = `id, consumer, message_id, message_type, payload, headers, error, attempts, failed_at`
 
 var sqliteQueries = sqldialect.Queries{
@@ -207,6 +229,28 @@ RETURNING 1`,
 	MigrationsApplied: `SELECT version FROM {migrations}`,
 	SchemaVersion:     `SELECT coalesce(max(version), 0) FROM {migrations}`,
 	MigrationRecord:   `INSERT INTO {migrations} (version, name, applied_at) VALUES (?, ?, ` + sqliteNowPortable + `)`,
+
+	// 'now' is the same for every row of a statement.
+	OutboxWrite: `INSERT INTO {outbox} (message_id, destination, msg_key, message_type, headers, payload, created_at, available_at)
+VALUES {values}
+ON CONFLICT (message_id) DO NOTHING`,
+	OutboxWriteValues:  `(?, ?, ?, ?, ?, ?, ` + sqliteNow + `, ` + sqliteNow + `)`,
+	OutboxClaim:        sqliteOutboxClaim(false),
+	OutboxClaimOrdered: sqliteOutboxClaim(true),
+	OutboxDelete:       `DELETE FROM {outbox} WHERE lease_token = ? AND seq IN ({seqs})`,
+	OutboxFail: `UPDATE {outbox} AS o SET
+    attempts = o.attempts + CASE WHEN f.released THEN 0 ELSE 1 END,
+    last_error = CASE WHEN f.released THEN o.last_error ELSE f.error END,
+    available_at = ` + sqliteNow + ` + f.delay_ms,
+    parked_at = CASE WHEN f.park THEN ` + sqliteNow + ` END,
+    lease_token = NULL
+FROM ({failures}) AS f
+WHERE o.seq = f.seq AND o.lease_token = ?`,
+	OutboxFailValues: `SELECT CAST(? AS INTEGER) AS seq, CAST(? AS TEXT) AS error, CAST(? AS INTEGER) AS delay_ms, ? AS park, ? AS released`,
+	OutboxParked: `SELECT ` + sqliteOutboxColumns + ` FROM {outbox}
+WHERE parked_at IS NOT NULL AND seq > ? ORDER BY seq LIMIT ?`,
+	OutboxUnpark: `UPDATE {outbox} SET parked_at = NULL, attempts = 0, available_at = ` + sqliteNow + `, lease_token = NULL
+WHERE seq = ? AND parked_at IS NOT NULL`,
 }
 
 type sqliteDialect struct{}

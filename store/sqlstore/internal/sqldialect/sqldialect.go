@@ -182,6 +182,42 @@ type Queries struct {
 	SchemaVersion string
 	// MigrationRecord: args version, name.
 	MigrationRecord string
+
+	// The outbox's statements (store.OutboxWriter, store.OutboxRelayer),
+	// on {outbox}. Reads return OutboxColumns: seq, message_id,
+	// destination, msg_key, message_type, headers, payload, attempts,
+	// last_error, then created_at and parked_at in unix milliseconds
+	// (parked_at NULL when not parked). Times are the database's clock;
+	// durations are bound in milliseconds. The core fills in {values},
+	// {seqs} and {failures} for each call (ExpandList), except for a
+	// dialect that implements OutboxArrays.
+
+	// OutboxWrite inserts rows in their order, skipping IDs already there,
+	// and reports the rows it inserted as RowsAffected. {values} stands for
+	// the rows, each OutboxWriteValues: args message_id, destination,
+	// msg_key (NULL: none), message_type, headers, payload.
+	OutboxWrite, OutboxWriteValues string
+	// OutboxWriteQuiet is OutboxWrite without notifying listening relays;
+	// empty where OutboxWrite notifies nobody.
+	OutboxWriteQuiet string
+	// OutboxClaim and OutboxClaimOrdered lease the oldest due rows, which
+	// they return: args limit, lease_ms, token. Where OutboxLease is set
+	// (no UPDATE ... RETURNING: MySQL), they only select the rows (FOR
+	// UPDATE SKIP LOCKED; arg limit), in the transaction in which
+	// OutboxLease then leases them: args lease_ms, token, then {seqs}.
+	OutboxClaim, OutboxClaimOrdered, OutboxLease string
+	// OutboxDelete deletes rows still leased by the token: args token,
+	// then {seqs}.
+	OutboxDelete string
+	// OutboxFail records failures on rows still leased by the token:
+	// {failures} stands for a derived table of them, columns seq, error,
+	// delay_ms, park, released, whose rows are OutboxFailValues (a SELECT
+	// that names them) joined by UNION ALL; then arg token.
+	OutboxFail, OutboxFailValues string
+	// OutboxParked: args after_seq, limit.
+	OutboxParked string
+	// OutboxUnpark: arg seq. RowsAffected is 0 when no parked row has it.
+	OutboxUnpark string
 }
 
 // ScriptFrame is what a dialect's MigrationScript puts around the
@@ -229,6 +265,7 @@ func Render(q Queries, t store.Tables, quote func(string) string) Queries {
 		"{attempts}", t.Name("inbox_attempts", quote),
 		"{dead_letters}", t.Name("inbox_dead_letters", quote),
 		"{migrations}", t.Name("inbox_migrations", quote),
+		"{outbox}", t.Name("outbox", quote),
 	)
 	for _, s := range []*string{
 		&q.Claim, &q.ClaimSettingLockTimeout, &q.ClaimLookup, &q.RollbackToSavepoint,
@@ -236,6 +273,8 @@ func Render(q Queries, t store.Tables, quote func(string) string) Queries {
 		&q.DeadInsert, &q.DeadLetterInsert, &q.DeadLetterList, &q.DeadLetterGet, &q.DeadLetterDelete,
 		&q.Reclaim, &q.PruneInbox, &q.PruneAttempts,
 		&q.MigrationsCreate, &q.MigrationsApplied, &q.SchemaVersion, &q.MigrationRecord,
+		&q.OutboxWrite, &q.OutboxWriteQuiet, &q.OutboxClaim, &q.OutboxClaimOrdered, &q.OutboxLease,
+		&q.OutboxDelete, &q.OutboxFail, &q.OutboxParked, &q.OutboxUnpark,
 	} {
 		*s = r.Replace(*s)
 	}
@@ -282,4 +321,38 @@ type PacketChecker interface {
 // elsewhere (PostgreSQL's: internal/pgsql's, shared with pgxstore).
 type Scripter interface {
 	Script(t store.Tables) (string, error)
+}
+
+// ExpandList replaces token in stmt with n copies of item joined by sep:
+// the rows of a multi-row statement ("{values}", "(?, ?)", ", ").
+func ExpandList(stmt, token, item string, n int, sep string) string {
+	var b strings.Builder
+	b.Grow(n * (len(item) + len(sep)))
+	for i := range n {
+		if i > 0 {
+			b.WriteString(sep)
+		}
+		b.WriteString(item)
+	}
+	return strings.Replace(stmt, token, b.String(), 1)
+}
+
+// OutboxArrays is implemented by a dialect whose outbox statements take
+// arrays (PostgreSQL): OutboxWrite, OutboxDelete and OutboxFail then run
+// once, with these arguments and nothing to fill in, and OutboxWrite
+// returns the number of rows it inserted as a row.
+type OutboxArrays interface {
+	// OutboxWriteArgs are OutboxWrite's arguments, with what notifies the
+	// relays listening to tables t unless quiet (OutboxWriteQuiet).
+	OutboxWriteArgs(t store.Tables, rows []*store.OutboxRow, quiet bool) []any
+	OutboxDeleteArgs(token []byte, seqs []int64) []any
+	OutboxFailArgs(token []byte, fails []store.OutboxFailure) []any
+}
+
+// Listener is implemented by a dialect whose database tells relays that
+// outbox rows were committed (PostgreSQL's LISTEN/NOTIFY): OutboxListen
+// listens for tables t on a connection of db that it holds, and drops
+// rather than pools, until the notifications' Close.
+type Listener interface {
+	OutboxListen(ctx context.Context, db *sql.DB, t store.Tables) (store.OutboxNotifications, error)
 }

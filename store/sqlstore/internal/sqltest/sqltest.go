@@ -40,7 +40,8 @@ func LedgerEnv(db *sql.DB, d *sqlstore.Driver, tables store.Tables, q LedgerSQL)
 			}
 			return err
 		},
-		Driver: d,
+		// Relayer: the PostgreSQL driver that listens for new outbox rows.
+		Driver: d.Relayer().(store.Driver[*sql.Tx]),
 		Write: func(ctx context.Context, tx *sql.Tx, key string) error {
 			_, err := tx.ExecContext(ctx, q.Insert, key)
 			return err
@@ -167,5 +168,82 @@ func ProcessTxFlow(t *testing.T, db *sql.DB, dialect sqlstore.Dialect, credit st
 	var n int
 	if err := db.QueryRow(`SELECT count(*) FROM credits`).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("%d credits (%v), want 1", n, err)
+	}
+}
+
+// OutboxBatches checks the outbox statements that a dialect runs in
+// chunks (multi-row inserts, lists of sequence numbers, failures) on d,
+// whose tables are migrated: one Write of more rows than a statement
+// takes, with a payload of more bytes than one takes and a duplicate ID
+// across chunks, then a claim, release, claim, a stale token's release
+// and deletes of them all.
+func OutboxBatches(t *testing.T, db *sql.DB, d *sqlstore.Driver) {
+	t.Helper()
+	ctx := context.Background()
+	const n = 11001 // more placeholders than MySQL (65535) and SQLite (32766) take in one statement
+	rows := make([]*store.OutboxRow, n)
+	for i := range rows {
+		rows[i] = &store.OutboxRow{ID: fmt.Appendf(nil, "b-%04d", i), Destination: "d", Payload: []byte("p")}
+	}
+	rows[1] = &store.OutboxRow{ID: []byte("b-big"), Destination: "d", Key: []byte("k"), Payload: make([]byte, 3<<20)}
+	rows[900].ID = rows[3].ID // skipped
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrote, err := d.OutboxWrite(ctx, tx, rows)
+	if err != nil {
+		_ = tx.Rollback()
+		t.Fatalf("OutboxWrite: %v", err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if wrote != n-1 {
+		t.Fatalf("OutboxWrite wrote %d rows, want %d (one duplicate skipped)", wrote, n-1)
+	}
+	claim := func(token string) []*store.OutboxRecord {
+		t.Helper()
+		recs, err := d.OutboxClaim(ctx, &store.OutboxClaimParams{Limit: 2 * n, Lease: time.Minute, Token: []byte(token)})
+		if err != nil {
+			t.Fatalf("OutboxClaim: %v", err)
+		}
+		if len(recs) != n-1 {
+			t.Fatalf("claimed %d rows, want %d", len(recs), n-1)
+		}
+		for i, r := range recs {
+			want := rows[i]
+			if i >= 900 {
+				want = rows[i+1]
+			}
+			if string(r.ID) != string(want.ID) || len(r.Payload) != len(want.Payload) || string(r.Key) != string(want.Key) {
+				t.Fatalf("claimed row %d is %q (%d bytes, key %q), want %q (%d bytes, key %q): not in the order written",
+					i, r.ID, len(r.Payload), r.Key, want.ID, len(want.Payload), want.Key)
+			}
+		}
+		return recs
+	}
+	recs := claim("first")
+	fails := make([]store.OutboxFailure, len(recs))
+	seqs := make([]int64, len(recs))
+	for i, r := range recs {
+		fails[i], seqs[i] = store.OutboxFailure{Seq: r.Seq, Released: true}, r.Seq
+	}
+	if err := d.OutboxFail(ctx, []byte("first"), fails); err != nil {
+		t.Fatalf("OutboxFail: %v", err)
+	}
+	claim("second")
+	// The first lease's token releases nothing of the second's.
+	if err := d.OutboxFail(ctx, []byte("first"), fails); err != nil {
+		t.Fatalf("OutboxFail with a stale token: %v", err)
+	}
+	if recs, err := d.OutboxClaim(ctx, &store.OutboxClaimParams{Limit: n, Lease: time.Minute, Token: []byte("third")}); err != nil || len(recs) != 0 {
+		t.Fatalf("claimed %d rows (%v) after a failure recorded with a stale token, want none: it released the second lease", len(recs), err)
+	}
+	if got, err := d.OutboxDelete(ctx, []byte("first"), seqs); err != nil || got != 0 {
+		t.Fatalf("OutboxDelete with the released lease's token deleted %d (%v), want 0", got, err)
+	}
+	if got, err := d.OutboxDelete(ctx, []byte("second"), seqs); err != nil || got != n-1 {
+		t.Fatalf("OutboxDelete deleted %d (%v), want %d", got, err, n-1)
 	}
 }
