@@ -253,6 +253,9 @@ func (r *Relay) listen(ctx context.Context, l store.OutboxListener, wake chan<- 
 	}
 	for ctx.Err() == nil {
 		n, err := l.OutboxListen(ctx)
+		if errors.Is(err, store.ErrNoNotifications) {
+			return // polling it is
+		}
 		if err != nil {
 			if ctx.Err() == nil {
 				r.cfg.Logger.WarnContext(ctx, "outbox: cannot listen for new rows; polling", "error", err, "every", r.cfg.PollInterval)

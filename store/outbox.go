@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -73,14 +74,20 @@ type OutboxRelayer interface {
 	OutboxUnpark(ctx context.Context, seq int64) error
 }
 
-// OutboxListener is implemented by drivers whose database can tell a relay
+// OutboxListener is implemented by drivers whose database may tell a relay
 // that rows were committed (PostgreSQL's LISTEN/NOTIFY, which fires at
 // COMMIT), so that the relay need not poll.
 type OutboxListener interface {
 	// OutboxListen starts listening. Wait on the result returns when rows
 	// may have been committed since the last Wait, or when ctx is done.
+	// An error wrapping ErrNoNotifications: this database (dialect,
+	// driver) cannot; the relay polls.
 	OutboxListen(ctx context.Context) (OutboxNotifications, error)
 }
+
+// ErrNoNotifications is wrapped by OutboxListen's error where the database
+// cannot tell relays of new rows.
+var ErrNoNotifications = errors.New("inbox store: the database cannot tell relays of new outbox rows")
 
 // OutboxNotifications delivers the notifications of OutboxListen.
 type OutboxNotifications interface {
