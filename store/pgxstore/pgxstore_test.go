@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/inboxkit/inbox"
 	"github.com/inboxkit/inbox/internal/testenv"
 	"github.com/inboxkit/inbox/internal/testenv/pgenv"
 	"github.com/inboxkit/inbox/store"
@@ -64,6 +65,15 @@ func open(tb testing.TB, cfg *pgxstore.Config) (*storetest.Env[pgx.Tx], error) {
 			return err
 		},
 		BeginPlain: func(ctx context.Context) (pgx.Tx, error) { return pool.Begin(ctx) },
+		QueueWrite: func(q *inbox.Queue, key string) {
+			q.Add("INSERT INTO "+ledger+" (key) VALUES ($1)", key)
+		},
+		HandPipeline: func(ctx context.Context, consumer, id string) error {
+			b := &pgx.Batch{}
+			b.Queue("INSERT INTO "+inboxTable+" (consumer, message_id) VALUES ($1, $2)", []byte(consumer), []byte(id))
+			b.Queue("INSERT INTO "+ledger+" (key) VALUES ($1)", id)
+			return pool.SendBatch(ctx, b).Close()
+		},
 		HandWrite: func(ctx context.Context, tx pgx.Tx, id string, payload []byte) error {
 			_, err := tx.Exec(ctx, "INSERT INTO "+handTable+" (message_id, destination, message_type, payload) VALUES ($1, $2, $3, $4)",
 				[]byte(id), "orders.placed", "OrderPlaced", payload)

@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/inboxkit/inbox"
+	"github.com/inboxkit/inbox/store"
 )
 
 // Bench measures Process and ProcessTx side by side with their baseline,
@@ -59,9 +62,26 @@ func Bench[TTx any](b *testing.B, h Harness[TTx]) {
 		return env.Driver.Commit(ctx, tx)
 	}
 	retry := retryer(env)
+	extra := map[string]func(int64) error{}
+	if _, ok := any(env.Driver).(store.Pipeliner); ok && env.QueueWrite != nil {
+		extra["queued"] = func(int64) error {
+			id := fmt.Sprintf("q-%d", seq.Add(1))
+			out, err := ib.ProcessQueued(ctx, inbox.Message{ID: id, Payload: []byte(id)}, func(_ context.Context, q *inbox.Queue, m *inbox.Message) error {
+				env.QueueWrite(q, key(m.ID))
+				return nil
+			})
+			if out.Status != inbox.Processed {
+				return fmt.Errorf("%v: %w", out.Status, err)
+			}
+			return nil
+		}
+	}
+	if env.HandPipeline != nil {
+		extra["handpipeline"] = func(int64) error { return env.HandPipeline(ctx, "bench", fmt.Sprintf("h-%d", seq.Add(1))) }
+	}
 	// Warm up: open and prepare the connections of every path first, so
 	// that none pays for it in its timed run.
-	for _, fn := range []func(int64) error{baseline, processNew, processTx} {
+	for _, fn := range append([]func(int64) error{baseline, processNew, processTx}, slices.Collect(maps.Values(extra))...) {
 		var wg sync.WaitGroup
 		for g := range 16 {
 			wg.Add(1)
@@ -97,6 +117,14 @@ func Bench[TTx any](b *testing.B, h Harness[TTx]) {
 			settle(b)
 			parallel(b, g, retry, processTx)
 		})
+		for _, name := range []string{"queued", "handpipeline"} {
+			if fn := extra[name]; fn != nil {
+				b.Run(fmt.Sprintf("%s/goroutines=%d", name, g), func(b *testing.B) {
+					settle(b)
+					parallel(b, g, retry, fn)
+				})
+			}
+		}
 		b.Run(fmt.Sprintf("duplicate/goroutines=%d", g), func(b *testing.B) {
 			settle(b)
 			parallel(b, g, retry, func(i int64) error {

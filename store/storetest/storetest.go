@@ -62,6 +62,14 @@ type Env[TTx any] struct {
 	// that the suite can check that ProcessTx leaves it set for the rest
 	// of the caller's transaction, whatever the outcome.
 	LockTimeout func(ctx context.Context, tx TTx) (time.Duration, error)
+	// QueueWrite, if set, queues the statement of Write for key, for
+	// ProcessQueued (stores that implement store.Pipeliner).
+	QueueWrite func(q *inbox.Queue, key string)
+	// HandPipeline, if set, is the hand-written one-round-trip inbox that
+	// ProcessQueued is measured against: a plain INSERT of the claim into
+	// the inbox table and the ledger insert for id, sent as one implicit
+	// transaction (on pgx: one batch), with no inbox logic.
+	HandPipeline func(ctx context.Context, consumer, id string) error
 	// HandWrite, if set, writes one outgoing message in tx with a
 	// hand-written INSERT into a table equivalent to the outbox's (the
 	// same columns and indexes): BenchOutbox's yardstick for Write.

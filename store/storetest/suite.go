@@ -71,6 +71,10 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"OutboxKeepPublished", testOutboxKeepPublished[TTx]},
 		{"OutboxSchemaChecked", testOutboxSchemaChecked[TTx]},
 		{"OutboxRunWakes", testOutboxRunWakes[TTx]},
+		// pipeline.go: ProcessQueued, where the store pipelines
+		{"QueuedThenDuplicate", testQueuedThenDuplicate[TTx]},
+		{"QueuedFailures", testQueuedFailures[TTx]},
+		{"QueuedRace", testQueuedRace[TTx]},
 		// hooks.go
 		{"Hooks", testHooks[TTx]},
 		{"HookPanics", testHookPanics[TTx]},
