@@ -387,3 +387,27 @@ func (e *StatementError) Error() string {
 	return fmt.Sprintf("queued statement %d: %v", e.Index, e.Err)
 }
 func (e *StatementError) Unwrap() error { return e.Err }
+
+// BatchClaimer is implemented by drivers that claim a batch of messages in
+// one statement.
+type BatchClaimer[TTx any] interface {
+	// ClaimBatch claims p.Claims in tx in one statement, in their order
+	// (the caller sorts them by message ID, so that two overlapping
+	// batches wait for each other instead of deadlocking), and returns
+	// a result per claim in that order: Claimed, or for a duplicate its
+	// stored fingerprint and type where the statement can tell cheaply
+	// (nil, "" otherwise).
+	ClaimBatch(ctx context.Context, tx TTx, p *ClaimBatchParams) ([]ClaimResult, error)
+	// Savepoint creates (or moves) the named savepoint in tx.
+	Savepoint(ctx context.Context, tx TTx, name string) error
+	// Unclaim deletes the inbox row that tx claimed for key, so that a
+	// message whose handler failed commits no claim with the others.
+	Unclaim(ctx context.Context, tx TTx, key Key) error
+}
+
+// ClaimBatchParams are the parameters of BatchClaimer.ClaimBatch; every
+// claim has the same consumer.
+type ClaimBatchParams struct {
+	Claims      []ClaimParams
+	LockTimeout time.Duration
+}

@@ -69,6 +69,15 @@ type Statements struct {
 	// unique_violation (23505), which aborts the implicit transaction of a
 	// pipeline it leads.
 	ClaimPlain string
+	// ClaimBatch claims many messages of one consumer in one statement, in
+	// the arrays' order: $1 consumer, $2 message_id bytea[], $3
+	// message_type text[], $4 fingerprint bytea[]. A row per message, in
+	// order: whether it was claimed, and a duplicate's stored fingerprint
+	// and type (null when another transaction's claim was not yet
+	// committed when the statement began).
+	ClaimBatch string
+	// Unclaim: $1 consumer, $2 message_id.
+	Unclaim string
 	// ClaimLookup: $1 consumer, $2 message_id. Returns a duplicate's
 	// fingerprint and message type.
 	ClaimLookup string
@@ -245,7 +254,19 @@ ON CONFLICT DO NOTHING RETURNING 1`,
 INSERT INTO ` + inbox + ` (consumer, message_id, message_type, fingerprint)
 SELECT $1::bytea, $2::bytea, $3::text, $4::bytea FROM lt
 ON CONFLICT DO NOTHING RETURNING 1`,
-		ClaimPlain:  `INSERT INTO ` + inbox + ` (consumer, message_id, message_type, fingerprint) VALUES ($1, $2, $3, $4)`,
+		ClaimPlain: `INSERT INTO ` + inbox + ` (consumer, message_id, message_type, fingerprint) VALUES ($1, $2, $3, $4)`,
+		ClaimBatch: `WITH input AS (
+	SELECT * FROM unnest($2::bytea[], $3::text[], $4::bytea[]) WITH ORDINALITY AS t(message_id, message_type, fingerprint, n)
+), ins AS (
+	INSERT INTO ` + inbox + ` (consumer, message_id, message_type, fingerprint)
+	SELECT $1, message_id, message_type, fingerprint FROM input ORDER BY n
+	ON CONFLICT DO NOTHING RETURNING message_id
+)
+SELECT ins.message_id IS NOT NULL, old.fingerprint, coalesce(old.message_type, '')
+FROM input LEFT JOIN ins ON ins.message_id = input.message_id
+LEFT JOIN ` + inbox + ` old ON old.consumer = $1 AND old.message_id = input.message_id
+ORDER BY input.n`,
+		Unclaim:     `DELETE FROM ` + inbox + ` WHERE consumer = $1 AND message_id = $2`,
 		ClaimLookup: `SELECT fingerprint, message_type FROM ` + inbox + ` WHERE consumer = $1 AND message_id = $2`,
 		AttemptAdd: `INSERT INTO ` + attempts + ` AS a (consumer, message_id, attempts, transient_failures, last_error)
 VALUES ($1, $2, $4, $5, $3)

@@ -71,6 +71,12 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"OutboxKeepPublished", testOutboxKeepPublished[TTx]},
 		{"OutboxSchemaChecked", testOutboxSchemaChecked[TTx]},
 		{"OutboxRunWakes", testOutboxRunWakes[TTx]},
+		// batch.go: ProcessBatch
+		{"BatchOutcomes", testBatchOutcomes[TTx]},
+		{"BatchFailures", testBatchFailures[TTx]},
+		{"BatchLarge", testBatchLarge[TTx]},
+		{"BatchRace", testBatchRace[TTx]},
+		{"BatchFunc", testBatchFunc[TTx]},
 		// pipeline.go: ProcessQueued, where the store pipelines
 		{"QueuedThenDuplicate", testQueuedThenDuplicate[TTx]},
 		{"QueuedFailures", testQueuedFailures[TTx]},

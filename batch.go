@@ -1,0 +1,276 @@
+package inbox
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/inboxkit/inbox/store"
+)
+
+// BatchHandler handles the new messages of a batch together in tx: one
+// multi-row write for all of them. Its error fails every message it was
+// given; ProcessBatchFunc then calls it again one message at a time to
+// find the ones that fail.
+type BatchHandler[TTx any] func(ctx context.Context, tx TTx, msgs []*Message) error
+
+// ErrNoBatch is returned by ProcessBatch for a store that cannot claim a
+// batch in one statement.
+var ErrNoBatch = errors.New("inbox: the store cannot claim a batch")
+
+// batchSavepoint is the savepoint before each message of a batch's
+// second pass.
+const batchSavepoint = "inbox_batch_msg"
+
+// ProcessBatch processes msgs in one transaction: one statement claims
+// every ID (sorted, so that two overlapping batches wait for each other
+// instead of deadlocking), h runs for each new message in msgs' order, and
+// one COMMIT ends it. It returns an outcome per message, in msgs' order,
+// with the rules of Process: a duplicate (of an earlier batch, of another
+// consumer's claim, or an ID twice in msgs: the first counts) is a
+// Duplicate; an invalid message is dead-lettered with its payload.
+//
+// A failing handler fails only its message: the batch is run again with a
+// savepoint before each message, so that the failing message's claim and
+// writes are undone while the others commit; its failure is counted as
+// Process counts it (Retry with a delay, DeadLettered at MaxAttempts). A
+// transient database error in a handler (a deadlock), or an error of the
+// inbox's own statements, fails the whole batch: every message not
+// already settled gets Retry, and the error is returned.
+//
+// The error is non-nil when nothing of the batch committed; a message's
+// outcome says whether to ack it (Outcome.Ack) or to redeliver it after
+// Outcome.Delay. Hooks are told after the COMMIT.
+func (ib *Inbox[TTx]) ProcessBatch(ctx context.Context, msgs []Message, h Handler[TTx]) ([]Outcome, error) {
+	if err := checkArgs(ib, h); err != nil {
+		return retryAll(len(msgs)), err
+	}
+	return ib.processBatch(ctx, msgs, func(ctx context.Context, tx TTx, ms []*Message) (int, error) {
+		for i, m := range ms {
+			if err := callHandler(ctx, tx, m, h); err != nil {
+				return i, err
+			}
+		}
+		return -1, nil
+	})
+}
+
+// ProcessBatchFunc is ProcessBatch with one handler for all the new
+// messages of the batch. When it fails, it is called again with one
+// message at a time, each behind a savepoint, to find the failing ones.
+func (ib *Inbox[TTx]) ProcessBatchFunc(ctx context.Context, msgs []Message, h BatchHandler[TTx]) ([]Outcome, error) {
+	if ib == nil || h == nil {
+		return retryAll(len(msgs)), fmt.Errorf("%w: nil *Inbox or handler", ErrInvalidConfig)
+	}
+	return ib.processBatch(ctx, msgs, func(ctx context.Context, tx TTx, ms []*Message) (int, error) {
+		err := callBatch(ctx, tx, ms, h)
+		if err != nil && len(ms) == 1 {
+			return 0, err
+		}
+		return -1, err
+	})
+}
+
+func retryAll(n int) []Outcome {
+	out := make([]Outcome, n)
+	for i := range out {
+		out[i] = Outcome{Status: Retry}
+	}
+	return out
+}
+
+func callBatch[TTx any](ctx context.Context, tx TTx, ms []*Message, h BatchHandler[TTx]) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &PanicError{Value: v}
+		}
+	}()
+	return h(ctx, tx, ms)
+}
+
+// batchItem is one distinct, valid message of a batch.
+type batchItem struct {
+	idx  int // in msgs
+	msg  *Message
+	p    *store.ClaimParams
+	res  store.ClaimResult
+	out  Outcome
+	err  error
+	done bool // out is settled
+}
+
+// runFunc runs the handler for ms in tx; on failure it returns the index
+// in ms of the failing message, or -1 when it cannot tell.
+type runFunc[TTx any] func(ctx context.Context, tx TTx, ms []*Message) (int, error)
+
+func (ib *Inbox[TTx]) processBatch(ctx context.Context, msgs []Message, run runFunc[TTx]) ([]Outcome, error) {
+	bc, ok := ib.driver.(store.BatchClaimer[TTx])
+	if !ok {
+		return retryAll(len(msgs)), fmt.Errorf("%w (%T)", ErrNoBatch, ib.driver)
+	}
+	start := time.Now()
+	outs := make([]Outcome, len(msgs))
+	errs := make([]error, len(msgs))
+	var items []*batchItem
+	seen := map[string]bool{}
+	for i := range msgs {
+		m := &msgs[i]
+		if err := m.validate(ib.cfg.ScopeIDByType); err != nil {
+			outs[i], errs[i] = ib.invalidMessage(ctx, nil, m, err)
+			continue
+		}
+		p := ib.claimParams(m)
+		if seen[string(p.MessageID)] { // the first of the batch counts
+			outs[i] = Outcome{Status: Duplicate}
+			continue
+		}
+		seen[string(p.MessageID)] = true
+		items = append(items, &batchItem{idx: i, msg: m, p: p})
+	}
+	slices.SortFunc(items, func(a, b *batchItem) int { return bytes.Compare(a.p.MessageID, b.p.MessageID) })
+	var batchErr error
+	if len(items) > 0 {
+		ok, err := ib.batchPass(ctx, bc, items, run, false)
+		if err == nil && !ok {
+			_, err = ib.batchPass(ctx, bc, items, run, true)
+		}
+		batchErr = err
+	}
+	byIdx := map[int]*batchItem{}
+	for _, it := range items {
+		outs[it.idx], errs[it.idx] = it.out, it.err
+		byIdx[it.idx] = it
+	}
+	for i := range msgs {
+		it := byIdx[i]
+		if it != nil && outs[i].Status == Duplicate && it.res.Fingerprint != nil && !bytes.Equal(it.res.Fingerprint, it.p.Fingerprint) {
+			outs[i], _ = ib.duplicate(ctx, &msgs[i], start, it.p, &it.res) // reports the conflict
+			continue
+		}
+		outs[i], _ = ib.finish(ctx, &msgs[i], start, outs[i], errs[i])
+	}
+	return outs, batchErr
+}
+
+// batchPass runs the batch in one transaction: without savepoints (the
+// first pass; false when a message failed, nothing committed), or with one
+// before each message (the second), whose failures it records. It sets
+// each item's outcome; an error fails the whole batch (every item Retry).
+func (ib *Inbox[TTx]) batchPass(ctx context.Context, bc store.BatchClaimer[TTx], items []*batchItem, run runFunc[TTx], isolate bool) (bool, error) {
+	fail := func(op string, err error) (bool, error) {
+		out, err := ib.dbFailed(ctx, op, err)
+		for _, it := range items {
+			if !it.done {
+				it.out, it.err = out, err
+			}
+		}
+		return true, err
+	}
+	tx, err := ib.driver.Begin(ctx, &store.BeginParams{LockTimeout: ib.cfg.LockTimeout})
+	if err != nil {
+		return fail("batch: begin", err)
+	}
+	params := make([]store.ClaimParams, len(items))
+	for i, it := range items {
+		params[i] = *it.p
+	}
+	res, err := bc.ClaimBatch(ctx, tx, &store.ClaimBatchParams{Claims: params, LockTimeout: ib.cfg.LockTimeout})
+	if err != nil {
+		_ = ib.driver.Rollback(ctx, tx)
+		return fail("batch claim", err)
+	}
+	ib.health.ok(ctx)
+	var fresh []*batchItem // claimed by this transaction, in msgs' order
+	for i, it := range items {
+		it.res = res[i]
+		if !res[i].Claimed {
+			it.out, it.err, it.done = Outcome{Status: Duplicate}, nil, true
+			continue
+		}
+		fresh = append(fresh, it)
+	}
+	slices.SortFunc(fresh, func(a, b *batchItem) int { return a.idx - b.idx })
+	if !isolate {
+		ms := make([]*Message, len(fresh))
+		for i, it := range fresh {
+			ms[i] = it.msg
+		}
+		if _, herr := run(ctx, tx, ms); herr != nil || ctx.Err() != nil {
+			_ = ib.driver.Rollback(ctx, tx)
+			if ctx.Err() != nil {
+				return fail("batch", ctx.Err())
+			}
+			return false, nil // find the failing messages with savepoints
+		}
+		if cerr := ib.driver.CheckTx(ctx, tx, ""); cerr != nil {
+			_ = ib.driver.Rollback(ctx, tx)
+			return false, nil
+		}
+	} else {
+		for _, it := range fresh {
+			if err := bc.Savepoint(ctx, tx, batchSavepoint); err != nil {
+				_ = ib.driver.Rollback(ctx, tx)
+				return fail("batch savepoint", err)
+			}
+			_, herr := run(ctx, tx, []*Message{it.msg})
+			if herr == nil {
+				if herr = ib.driver.CheckTx(ctx, tx, batchSavepoint); herr == nil {
+					it.out = Outcome{Status: Processed}
+					continue
+				}
+				herr = fmt.Errorf("inbox: the handler returned no error, but: %w", herr)
+			}
+			if ctx.Err() != nil || !IsPermanent(herr) && ib.transient(herr) || errors.Is(herr, store.ErrTxUnusable) {
+				// A deadlock may have ended the whole transaction (MySQL),
+				// and an unusable one cannot go on: retry the batch.
+				_ = ib.driver.Rollback(ctx, tx)
+				if errors.Is(herr, store.ErrTxUnusable) { // count it, or it comes back for ever
+					it.out, it.err = ib.failed(ctx, nil, it.msg, it.p, herr)
+					it.done = true
+				}
+				return fail("batch handler", store.Retryable(herr))
+			}
+			if err := ib.driver.RollbackToSavepoint(ctx, tx, batchSavepoint); err != nil {
+				_ = ib.driver.Rollback(ctx, tx)
+				return fail("batch: rollback to savepoint", err)
+			}
+			if err := bc.Unclaim(ctx, tx, it.p.Key); err != nil {
+				_ = ib.driver.Rollback(ctx, tx)
+				return fail("batch: unclaim", err)
+			}
+			out, keep, rerr := ib.recordFailure(ctx, tx, it.msg, it.p, herr, false, nil)
+			var refused *payloadRefusedError
+			switch {
+			case errors.As(rerr, &refused): // a dead letter too large: kept without its payload, in a transaction of its own
+				_ = ib.driver.Rollback(ctx, tx)
+				it.out, it.err = ib.failed(ctx, nil, it.msg, it.p, herr)
+				it.done = true
+				return fail("batch", store.Retryable(errors.New("inbox: batch rolled back to keep a dead letter apart")))
+			case !keep && out.Status != Duplicate: // the database failed
+				_ = ib.driver.Rollback(ctx, tx)
+				return fail("batch: recording a failure", rerr)
+			}
+			it.out, it.err = out, rerr
+		}
+	}
+	if err := ib.driver.Commit(ctx, tx); err != nil {
+		_ = ib.driver.Rollback(ctx, tx)
+		if IsRetryable(err) || isolate {
+			for _, it := range fresh {
+				it.done = false
+			}
+			return fail("batch commit", err)
+		}
+		return false, nil // a COMMIT refused for the handlers' doing: isolate them
+	}
+	for _, it := range fresh {
+		if !isolate {
+			it.out = Outcome{Status: Processed}
+		}
+		it.done = true
+	}
+	return true, nil
+}
