@@ -264,7 +264,10 @@ ON CONFLICT DO NOTHING RETURNING 1`,
 )
 SELECT ins.message_id IS NOT NULL, old.fingerprint, coalesce(old.message_type, '')
 FROM input LEFT JOIN ins ON ins.message_id = input.message_id
-LEFT JOIN ` + inbox + ` old ON old.consumer = $1 AND old.message_id = input.message_id
+LEFT JOIN LATERAL (
+	SELECT fingerprint, message_type FROM ` + inbox + ` o
+	WHERE ins.message_id IS NULL AND o.consumer = $1 AND o.message_id = input.message_id
+) old ON true
 ORDER BY input.n`,
 		Unclaim:     `DELETE FROM ` + inbox + ` WHERE consumer = $1 AND message_id = $2`,
 		ClaimLookup: `SELECT fingerprint, message_type FROM ` + inbox + ` WHERE consumer = $1 AND message_id = $2`,

@@ -1,8 +1,10 @@
 package pgxstore_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -65,6 +67,24 @@ func open(tb testing.TB, cfg *pgxstore.Config) (*storetest.Env[pgx.Tx], error) {
 			return err
 		},
 		BeginPlain: func(ctx context.Context) (pgx.Tx, error) { return pool.Begin(ctx) },
+		WriteMany: func(ctx context.Context, tx pgx.Tx, keys []string) error {
+			_, err := tx.Exec(ctx, "INSERT INTO "+ledger+" (key) SELECT unnest($1::text[])", keys)
+			return err
+		},
+		HandBatch: func(ctx context.Context, consumer string, ids []string) error {
+			return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+				bids := make([][]byte, len(ids))
+				for i, id := range ids {
+					bids[i] = []byte(id)
+				}
+				slices.SortFunc(bids, bytes.Compare)
+				_, err := tx.Exec(ctx, `WITH ins AS (
+	INSERT INTO `+inboxTable+` (consumer, message_id) SELECT $1, id FROM unnest($2::bytea[]) AS t(id)
+	ON CONFLICT DO NOTHING RETURNING message_id)
+INSERT INTO `+ledger+` (key) SELECT convert_from(message_id, 'UTF8') FROM ins`, []byte(consumer), bids)
+				return err
+			})
+		},
 		QueueWrite: func(q *inbox.Queue, key string) {
 			q.Add("INSERT INTO "+ledger+" (key) VALUES ($1)", key)
 		},
@@ -155,6 +175,8 @@ func BenchmarkStore(b *testing.B) { storetest.Bench(b, harness) }
 func BenchmarkPrune(b *testing.B) { storetest.BenchPrune(b, harness) }
 
 func BenchmarkOutbox(b *testing.B) { storetest.BenchOutbox(b, harness) }
+
+func BenchmarkBatch(b *testing.B) { storetest.BenchBatch(b, harness) }
 
 // BenchmarkOutboxNotify is BenchmarkOutbox with the variants of
 // Config.OutboxNotifyEvery: every write, never.

@@ -62,6 +62,15 @@ type Env[TTx any] struct {
 	// that the suite can check that ProcessTx leaves it set for the rest
 	// of the caller's transaction, whatever the outcome.
 	LockTimeout func(ctx context.Context, tx TTx) (time.Duration, error)
+	// WriteMany, if set, records the effects of keys in tx in one
+	// statement: the multi-row business write of BenchBatch's batch
+	// handler.
+	WriteMany func(ctx context.Context, tx TTx, keys []string) error
+	// HandBatch, if set, is the raw batched SQL that BenchBatch measures
+	// ProcessBatch against: in one transaction, one multi-row claim of ids
+	// for consumer (no inbox logic), one multi-row ledger insert of the
+	// new ones, COMMIT.
+	HandBatch func(ctx context.Context, consumer string, ids []string) error
 	// QueueWrite, if set, queues the statement of Write for key, for
 	// ProcessQueued (stores that implement store.Pipeliner).
 	QueueWrite func(q *inbox.Queue, key string)
