@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/inboxkit/inbox/broker"
+	"github.com/inboxkit/inbox/store"
 )
 
 // The defaults of ConsumerConfig.
@@ -16,6 +17,8 @@ const (
 	DefaultWorkers         = 4
 	DefaultShutdownTimeout = 30 * time.Second
 	DefaultAckTimeout      = 10 * time.Second
+	DefaultBatchSize       = 100
+	DefaultBatchLinger     = 5 * time.Millisecond
 )
 
 // ConsumerConfig configures Consume. Zero values mean the defaults.
@@ -44,6 +47,17 @@ type ConsumerConfig struct {
 
 	// AckTimeout bounds each Ack and Nack. Default DefaultAckTimeout (10 s).
 	AckTimeout time.Duration
+
+	// BatchSize, above 1, processes deliveries in batches, each in one
+	// transaction (ProcessBatch): a worker takes up to BatchSize
+	// deliveries, waiting at most BatchLinger after the first for more,
+	// and acks or nacks each by its own outcome. Give the broker a
+	// prefetch of at least Workers × BatchSize. Default 1: one message per
+	// transaction (Consume), DefaultBatchSize (100) for ConsumeBatch.
+	BatchSize int
+	// BatchLinger is how long a worker waits for a batch to fill. Default
+	// DefaultBatchLinger (5 ms).
+	BatchLinger time.Duration
 
 	// Retention is how long the inbox keeps processed IDs: the pruner's
 	// PrunerConfig.Retention. Consume compares it at start with the
@@ -114,6 +128,9 @@ func (c *ConsumerConfig) withDefaults(src broker.Source) ConsumerConfig {
 	if ls, ok := src.(broker.LeaseSource); ok && out.LeaseInterval == 0 {
 		out.LeaseInterval = ls.LeaseInterval()
 	}
+	if out.BatchLinger <= 0 {
+		out.BatchLinger = DefaultBatchLinger
+	}
 	if out.Retention == 0 {
 		out.Retention = DefaultRetention
 	}
@@ -145,10 +162,45 @@ func Consume[TTx any](ctx context.Context, ib *Inbox[TTx], src broker.Source, h 
 	if err := checkArgs(ib, h); err != nil {
 		return err
 	}
+	return consume(ctx, ib, src, cfg, 1, func(ctx context.Context, ds []broker.Delivery, c *ConsumerConfig) error {
+		if len(ds) == 1 {
+			return deliver(ctx, ib, ds[0], h, c)
+		}
+		return deliverBatch(ctx, ib, ds, c, func(ctx context.Context, msgs []Message) ([]Outcome, error) {
+			return ib.ProcessBatch(ctx, msgs, h)
+		})
+	})
+}
+
+// ConsumeBatch is Consume in batches (ConsumerConfig.BatchSize, default
+// DefaultBatchSize) with one handler for all the new messages of a batch
+// (ProcessBatchFunc): a multi-row business write per batch.
+func ConsumeBatch[TTx any](ctx context.Context, ib *Inbox[TTx], src broker.Source, h BatchHandler[TTx], cfg *ConsumerConfig) error {
+	if ib == nil || h == nil {
+		return fmt.Errorf("%w: nil *Inbox or handler", ErrInvalidConfig)
+	}
+	return consume(ctx, ib, src, cfg, DefaultBatchSize, func(ctx context.Context, ds []broker.Delivery, c *ConsumerConfig) error {
+		return deliverBatch(ctx, ib, ds, c, func(ctx context.Context, msgs []Message) ([]Outcome, error) {
+			return ib.ProcessBatchFunc(ctx, msgs, h)
+		})
+	})
+}
+
+// consume runs the workers; each hands process the deliveries it took.
+func consume[TTx any](ctx context.Context, ib *Inbox[TTx], src broker.Source, cfg *ConsumerConfig, batchSize int,
+	process func(ctx context.Context, ds []broker.Delivery, c *ConsumerConfig) error) error {
 	if src == nil {
 		return fmt.Errorf("%w: nil source", ErrInvalidConfig)
 	}
 	c := cfg.withDefaults(src)
+	if c.BatchSize == 0 {
+		c.BatchSize = batchSize
+	}
+	if c.BatchSize > 1 {
+		if _, ok := ib.driver.(store.BatchClaimer[TTx]); !ok {
+			return fmt.Errorf("%w: ConsumerConfig.BatchSize %d: %w (%T)", ErrInvalidConfig, c.BatchSize, ErrNoBatch, ib.driver)
+		}
+	}
 	if c.Retention >= 0 {
 		logRetention(ctx, c.Logger, ib.Consumer(), src, c.Retention)
 	}
@@ -185,8 +237,13 @@ func Consume[TTx any](ctx context.Context, ib *Inbox[TTx], src broker.Source, h 
 					}
 					return
 				}
-				if err := deliver(work, ib, d, h, &c); err != nil {
+				ds, serr := gather(fetch, src, d, &c)
+				if err := process(work, ds, &c); err != nil {
 					stop(err, "inbox: the database cannot be used; stopping")
+					return
+				}
+				if serr != nil {
+					stop(serr, "inbox: the message source failed; stopping")
 					return
 				}
 			}
@@ -194,6 +251,55 @@ func Consume[TTx any](ctx context.Context, ib *Inbox[TTx], src broker.Source, h 
 	}
 	wg.Wait()
 	return terminal
+}
+
+// gather takes up to c.BatchSize deliveries, first included, waiting at
+// most c.BatchLinger for them; the source's error, if it failed for good
+// meanwhile, comes back with the deliveries taken before.
+func gather(fetch context.Context, src broker.Source, first broker.Delivery, c *ConsumerConfig) ([]broker.Delivery, error) {
+	ds := []broker.Delivery{first}
+	if c.BatchSize <= 1 {
+		return ds, nil
+	}
+	lctx, cancel := context.WithTimeout(fetch, c.BatchLinger)
+	defer cancel()
+	for len(ds) < c.BatchSize {
+		d, err := src.Next(lctx)
+		if err != nil {
+			if lctx.Err() == nil { // not the linger's end: the source failed
+				return ds, err
+			}
+			break
+		}
+		ds = append(ds, d)
+	}
+	return ds, nil
+}
+
+// deliverBatch processes deliveries in one batch and acks or nacks each
+// by its outcome. It returns the error of a database that no retry fixes,
+// after nacking.
+func deliverBatch[TTx any](ctx context.Context, ib *Inbox[TTx], ds []broker.Delivery, c *ConsumerConfig,
+	process func(ctx context.Context, msgs []Message) ([]Outcome, error)) error {
+	msgs := make([]Message, len(ds))
+	stops := make([]func(), len(ds))
+	for i, d := range ds {
+		m := d.Message()
+		msgs[i] = Message{ID: messageID(c, m), Type: m.Type, Payload: m.Payload, Headers: m.Headers,
+			Subject: m.Subject, Deliveries: m.Deliveries}
+		stops[i] = keepLease(ctx, d, c.LeaseInterval)
+	}
+	outs, err := process(ctx, msgs)
+	for _, stop := range stops {
+		stop()
+	}
+	for i, d := range ds {
+		settle(ctx, ib, d, &msgs[i], outs[i], c)
+	}
+	if errors.Is(err, ErrUnrecoverable) {
+		return err
+	}
+	return nil
 }
 
 // deliver processes one delivery and acks or nacks it. It returns the
@@ -206,6 +312,16 @@ func deliver[TTx any](ctx context.Context, ib *Inbox[TTx], d broker.Delivery, h 
 	out, err := ib.Process(ctx, msg, h)
 	stopLease()
 
+	settle(ctx, ib, d, &msg, out, c)
+	if errors.Is(err, ErrUnrecoverable) {
+		return err
+	}
+	return nil
+}
+
+// settle acks d when its outcome is committed, nacks it with the outcome's
+// delay otherwise.
+func settle[TTx any](ctx context.Context, ib *Inbox[TTx], d broker.Delivery, msg *Message, out Outcome, c *ConsumerConfig) {
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.AckTimeout)
 	defer cancel()
 	if out.Ack() {
@@ -215,16 +331,12 @@ func deliver[TTx any](ctx context.Context, ib *Inbox[TTx], d broker.Delivery, h 
 			c.Logger.WarnContext(ctx, "inbox: ack failed; the message will be redelivered and skipped as a duplicate",
 				"consumer", ib.Consumer(), "id", fmt.Sprintf("%q", msg.ID), "status", out.Status, "error", aerr)
 		}
-		return nil
+		return
 	}
 	if nerr := d.Nack(actx, out.Delay); nerr != nil {
 		c.Logger.WarnContext(ctx, "inbox: nack failed; the broker will redeliver the message when its lease expires",
 			"consumer", ib.Consumer(), "id", fmt.Sprintf("%q", msg.ID), "error", nerr)
 	}
-	if errors.Is(err, ErrUnrecoverable) {
-		return err
-	}
-	return nil
 }
 
 // messageID runs c.ID; a panic in it leaves the ID empty, so that the
