@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -16,8 +15,7 @@ import (
 var (
 	_ store.OutboxWriter[*sql.Tx] = (*Driver)(nil)
 	_ store.OutboxRelayer         = (*Driver)(nil)
-	_ store.Driver[*sql.Tx]       = (*ListeningDriver)(nil)
-	_ store.OutboxListener        = (*ListeningDriver)(nil)
+	_ store.OutboxListener        = (*Driver)(nil)
 )
 
 // Bounds on one outbox statement, so that it stays within SQLite's 32766
@@ -33,21 +31,24 @@ const (
 
 // OutboxWrite inserts outbox rows in tx, in their order, skipping IDs
 // already in the table, and returns how many it inserted; many rows go in
-// several statements. PostgreSQL: it notifies listening relays (at
-// COMMIT) unless Config.QuietOutbox. MySQL: a connection that counts
-// found rows (clientFoundRows=true, which mysql.Open refuses) counts the
-// skipped rows too.
+// several statements. An ID already in the table, published and kept
+// too, is skipped. PostgreSQL: it notifies listening relays (at COMMIT)
+// unless another write did less than Config.OutboxNotifyEvery ago. MySQL:
+// a connection that counts found rows (clientFoundRows=true, which
+// mysql.Open refuses) counts the skipped rows too.
 func (d *Driver) OutboxWrite(ctx context.Context, tx *sql.Tx, rows []*store.OutboxRow) (int, error) {
 	if len(rows) == 0 {
 		return 0, nil
 	}
 	if a, ok := d.dialect.(sqldialect.OutboxArrays); ok {
-		q := d.q.OutboxWrite
-		if d.quietOutbox && d.q.OutboxWriteQuiet != "" {
+		q, quiet := d.q.OutboxWrite, true
+		if d.q.OutboxWriteQuiet == "" || d.notify() {
+			quiet = false
+		} else {
 			q = d.q.OutboxWriteQuiet
 		}
 		var n int
-		err := tx.QueryRowContext(ctx, q, a.OutboxWriteArgs(d.tables, rows, d.quietOutbox)...).Scan(&n)
+		err := tx.QueryRowContext(ctx, q, a.OutboxWriteArgs(d.tables, rows, quiet)...).Scan(&n)
 		return n, d.fail("outbox write", err)
 	}
 	total := 0
@@ -78,6 +79,17 @@ func (d *Driver) OutboxWrite(ctx context.Context, tx *sql.Tx, rows []*store.Outb
 		total += int(n)
 	}
 	return total, nil
+}
+
+// notify reports whether this write notifies the relays: when no write
+// of d did for Config.OutboxNotifyEvery, never when that is negative.
+func (d *Driver) notify() bool {
+	if d.notifyEvery < 0 {
+		return false
+	}
+	now := time.Now().UnixNano()
+	last := d.lastNotify.Load()
+	return now-last >= int64(d.notifyEvery) && d.lastNotify.CompareAndSwap(last, now)
 }
 
 // outboxWriteChunk is how many of rows the next insert takes: at most
@@ -134,6 +146,20 @@ func (d *Driver) OutboxClaim(ctx context.Context, p *store.OutboxClaimParams) ([
 // OutboxDelete deletes the rows of seqs still leased by token, after their
 // publication, and returns how many it deleted.
 func (d *Driver) OutboxDelete(ctx context.Context, token []byte, seqs []int64) (int, error) {
+	return d.outboxDone(ctx, "outbox delete", d.q.OutboxDelete, token, seqs)
+}
+
+// OutboxMarkPublished marks the rows of seqs still leased by token
+// published, after their publication, and returns how many it marked: they
+// are never claimed again, hold back no later row of their key, and keep
+// their ID from being written again until OutboxPrunePublished deletes them.
+func (d *Driver) OutboxMarkPublished(ctx context.Context, token []byte, seqs []int64) (int, error) {
+	return d.outboxDone(ctx, "outbox mark published", d.q.OutboxMarkPublished, token, seqs)
+}
+
+// outboxDone runs stmt, OutboxDelete or OutboxMarkPublished, on the rows
+// of seqs still leased by token, in a transaction of its own.
+func (d *Driver) outboxDone(ctx context.Context, op, stmt string, token []byte, seqs []int64) (int, error) {
 	if len(seqs) == 0 {
 		return 0, nil
 	}
@@ -141,14 +167,30 @@ func (d *Driver) OutboxDelete(ctx context.Context, token []byte, seqs []int64) (
 	err := d.outboxTx(ctx, func(tx *sql.Tx) error {
 		var err error
 		if a, ok := d.dialect.(sqldialect.OutboxArrays); ok {
-			n, err = rowsAffected(tx.ExecContext(ctx, d.q.OutboxDelete, a.OutboxDeleteArgs(token, seqs)...))
+			n, err = rowsAffected(tx.ExecContext(ctx, stmt, a.OutboxDeleteArgs(token, seqs)...))
 			return err
 		}
-		n, err = d.execSeqs(ctx, tx, d.q.OutboxDelete, seqs, token)
+		n, err = d.execSeqs(ctx, tx, stmt, seqs, token)
 		return err
 	})
 	if err != nil {
-		return 0, d.fail("outbox delete", err)
+		return 0, d.fail(op, err)
+	}
+	return n, nil
+}
+
+// OutboxPrunePublished deletes at most limit rows marked published more
+// than age ago (database clock), oldest first, and returns how many it
+// deleted.
+func (d *Driver) OutboxPrunePublished(ctx context.Context, age time.Duration, limit int) (int, error) {
+	var n int
+	err := d.outboxTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		n, err = rowsAffected(tx.ExecContext(ctx, d.q.OutboxPrunePublished, max(age.Milliseconds(), 0), max(limit, 1)))
+		return err
+	})
+	if err != nil {
+		return 0, d.fail("outbox prune published", err)
 	}
 	return n, nil
 }
@@ -276,37 +318,20 @@ func queryOutbox(ctx context.Context, q interface {
 	return out, rows.Err()
 }
 
-// ListeningDriver is a Driver whose relays wait for the database to tell
-// them of committed outbox rows instead of polling: PostgreSQL's
-// LISTEN/NOTIFY, through pgx's stdlib driver. Relayer returns one where
-// the dialect can listen.
-type ListeningDriver struct{ *Driver }
-
-// Relayer returns the driver to give outbox.NewRelay: a *ListeningDriver
-// on PostgreSQL, so that the relay's Run wakes at the COMMIT of new rows;
-// d itself on SQLite and MySQL, whose relays poll. A relay given d on
-// PostgreSQL works too, and polls.
-func (d *Driver) Relayer() store.OutboxRelayer {
-	if _, ok := d.dialect.(sqldialect.Listener); ok {
-		return &ListeningDriver{Driver: d}
-	}
-	return d
-}
-
-// errCannotListen is OutboxListen's error for a dialect that cannot.
-var errCannotListen = errors.New("the database cannot tell relays of new outbox rows")
-
 // OutboxListen listens for the notifications of OutboxWrite on a
 // connection of the pool, which it holds until the notifications' Close,
-// and then closes rather than gives back LISTENing.
-func (l *ListeningDriver) OutboxListen(ctx context.Context) (store.OutboxNotifications, error) {
-	ls, ok := l.dialect.(sqldialect.Listener)
+// and then closes rather than gives back LISTENing: PostgreSQL's
+// LISTEN/NOTIFY, through pgx's stdlib driver. SQLite and MySQL cannot tell
+// relays of new rows, nor PostgreSQL connections of another driver: the
+// error then wraps store.ErrNoNotifications, and the relay polls.
+func (d *Driver) OutboxListen(ctx context.Context) (store.OutboxNotifications, error) {
+	ls, ok := d.dialect.(sqldialect.Listener)
 	if !ok {
-		return nil, fmt.Errorf("sqlstore: %s: %w", l.dialect.Name(), errCannotListen)
+		return nil, fmt.Errorf("sqlstore: %s: %w", d.dialect.Name(), store.ErrNoNotifications)
 	}
-	n, err := ls.OutboxListen(ctx, l.db, l.tables)
+	n, err := ls.OutboxListen(ctx, d.db, d.tables)
 	if err != nil {
-		return nil, l.fail("outbox listen", err)
+		return nil, d.fail("outbox listen", err)
 	}
 	return n, nil
 }

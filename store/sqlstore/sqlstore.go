@@ -25,11 +25,12 @@
 // DefaultMaxIdleConns.
 //
 // The transactional outbox (package outbox): Driver is its writer and its
-// relay's store on every dialect. Give outbox.NewRelay driver.Relayer(),
-// which on PostgreSQL listens for new rows (LISTEN/NOTIFY) where a Driver
-// alone would make the relay poll. MySQL and MariaDB relays claim with
-// SELECT ... FOR UPDATE SKIP LOCKED (MySQL 8.0, MariaDB 10.6); SQLite's
-// claims take turns for its single write lock.
+// relay's store on every dialect; give it to outbox.NewRelay. On PostgreSQL
+// the relay listens for new rows (LISTEN/NOTIFY, through pgx's stdlib
+// driver); on SQLite and MySQL it polls (OutboxListen says
+// store.ErrNoNotifications). MySQL and MariaDB relays claim with SELECT
+// ... FOR UPDATE SKIP LOCKED (MySQL 8.0, MariaDB 10.6); SQLite's claims
+// take turns for its single write lock.
 package sqlstore
 
 import (
@@ -71,12 +72,22 @@ type Config struct {
 	// Logger receives what the driver has to say (migrations applied,
 	// rollbacks that failed). Default slog.Default().
 	Logger *slog.Logger
-	// QuietOutbox makes OutboxWrite send no notification on PostgreSQL, so
-	// that relays find new rows by polling only. Default false: Write
-	// notifies the relays listening on the outbox's channel (see Relayer),
-	// which PostgreSQL does at COMMIT. Other dialects notify nobody.
-	QuietOutbox bool
+	// OutboxNotifyEvery is the least time between two notifications of
+	// the relays by the outbox's writes through this Driver, on
+	// PostgreSQL (other dialects notify nobody): a write notifies (NOTIFY,
+	// sent by PostgreSQL at COMMIT) when the last notification is older,
+	// so that a burst of writes costs a few notifications. A NOTIFY
+	// serializes the notifying COMMITs for a moment: measured on pgx,
+	// notifying every write halved the throughput of 8 writers. A relay
+	// that published rows looks again after 10 ms, so rows written between
+	// two notifications wait about that long. Default
+	// DefaultOutboxNotifyEvery (10 ms); negative: never notify (relays
+	// poll).
+	OutboxNotifyEvery time.Duration
 }
+
+// DefaultOutboxNotifyEvery is Config.OutboxNotifyEvery's default.
+const DefaultOutboxNotifyEvery = 10 * time.Millisecond
 
 // Driver is the inbox's store.Driver on a *sql.DB.
 type Driver struct {
@@ -87,8 +98,10 @@ type Driver struct {
 	q          sqldialect.Queries
 	migrations []store.Migration
 	log        *slog.Logger
-	// quietOutbox: Config.QuietOutbox.
-	quietOutbox bool
+	// notifyEvery is Config.OutboxNotifyEvery; lastNotify the unix
+	// nanoseconds of the last write that notified.
+	notifyEvery time.Duration
+	lastNotify  atomic.Int64
 
 	// unprepared: the server refused to prepare a claim statement; they
 	// are sent as text since.
@@ -128,6 +141,10 @@ func New(db *sql.DB, cfg *Config) (*Driver, error) {
 	if log == nil {
 		log = slog.Default()
 	}
+	notifyEvery := cfg.OutboxNotifyEvery
+	if notifyEvery == 0 {
+		notifyEvery = DefaultOutboxNotifyEvery
+	}
 	return &Driver{
 		db:          db,
 		dialect:     d,
@@ -136,7 +153,7 @@ func New(db *sql.DB, cfg *Config) (*Driver, error) {
 		q:           sqldialect.Render(d.Templates(), cfg.Tables, d.Quote),
 		migrations:  migrations,
 		log:         log,
-		quietOutbox: cfg.QuietOutbox,
+		notifyEvery: notifyEvery,
 	}, nil
 }
 

@@ -215,19 +215,20 @@ const mysqlOutboxColumns = `seq, message_id, destination, msg_key, message_type,
 
 // mysqlOutboxClaim selects the oldest due rows for the claim's
 // transaction to lease (OutboxLease), skipping those other relays are
-// claiming, through the index on (parked_at, available_at, seq). ordered
-// takes a row only when its key has no older row: the subquery is a
-// consistent read, which locks nothing and skips nothing (a locking read
-// locks the rows of its own query block only), so an older row that
+// claiming, through the index on (published_at, parked_at, available_at,
+// seq). ordered takes a row only when its key has no older unpublished
+// row, through the index on (msg_key, published_at, seq): the subquery is
+// a consistent read, which locks nothing and skips nothing (a locking
+// read locks the rows of its own query block only), so an older row that
 // another relay is claiming holds its key back as a leased one does.
 func mysqlOutboxClaim(ordered bool) string {
 	cond := ""
 	if ordered {
 		cond = `
-    AND (d.msg_key IS NULL OR NOT EXISTS (SELECT 1 FROM {outbox} p WHERE p.msg_key = d.msg_key AND p.seq < d.seq))`
+    AND (d.msg_key IS NULL OR NOT EXISTS (SELECT 1 FROM {outbox} p WHERE p.msg_key = d.msg_key AND p.published_at IS NULL AND p.seq < d.seq))`
 	}
 	return `SELECT ` + mysqlOutboxColumns + ` FROM {outbox} d
-WHERE parked_at IS NULL AND available_at <= ` + mysqlNow + cond + `
+WHERE published_at IS NULL AND parked_at IS NULL AND available_at <= ` + mysqlNow + cond + `
 ORDER BY available_at, seq LIMIT ?
 FOR UPDATE SKIP LOCKED`
 }
@@ -299,6 +300,12 @@ ON DUPLICATE KEY UPDATE message_id = message_id`,
 	OutboxLease: `UPDATE {outbox} SET available_at = ` + mysqlNow + ` + INTERVAL (? * 1000) MICROSECOND, lease_token = ?
 WHERE seq IN ({seqs})`,
 	OutboxDelete: `DELETE FROM {outbox} WHERE lease_token = ? AND seq IN ({seqs})`,
+	OutboxMarkPublished: `UPDATE {outbox} SET published_at = ` + mysqlNow + `, lease_token = NULL
+WHERE lease_token = ? AND seq IN ({seqs})`,
+	OutboxPrunePublished: `DELETE FROM {outbox}
+WHERE published_at < ` + mysqlNow + ` - INTERVAL (? * 1000) MICROSECOND
+ORDER BY published_at
+LIMIT ?`,
 	OutboxFail: `UPDATE {outbox} o JOIN ({failures}) f ON o.seq = f.seq SET
     o.attempts = o.attempts + IF(f.released, 0, 1),
     o.last_error = IF(f.released, o.last_error, f.error),

@@ -63,3 +63,31 @@ func TestMySQLOutboxTooLarge(t *testing.T) {
 		t.Fatalf("OutboxWrite after the refusal: %d, %v; want 1 row in the same transaction", n, err)
 	}
 }
+
+// MySQL cannot tell relays of new rows: OutboxListen says so with
+// store.ErrNoNotifications, and the relay polls.
+func TestMySQLOutboxListen(t *testing.T) {
+	t.Parallel()
+	d, err := sqlstore.New(openMySQL(t, ""), &sqlstore.Config{Dialect: mysql.Dialect})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := d.OutboxListen(context.Background()); n != nil || !errors.Is(err, store.ErrNoNotifications) {
+		t.Fatalf("OutboxListen: %v, %v; want no notifications and store.ErrNoNotifications", n, err)
+	}
+}
+
+// A row marked published is never claimed again and holds back no later
+// row of its key.
+func TestMySQLOutboxKept(t *testing.T) {
+	t.Parallel()
+	db := openMySQL(t, "")
+	d, err := sqlstore.New(db, &sqlstore.Config{Dialect: mysql.Dialect})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	sqltest.OutboxKept(t, db, d)
+}

@@ -14,10 +14,10 @@ import (
 	"github.com/inboxkit/inbox/store"
 )
 
-// ErrNotPgx is returned by OutboxListen (sqlstore.ListeningDriver) when
-// the pool's connections are not pgx's stdlib driver's (a wrapping driver):
-// the relay then polls.
-var ErrNotPgx = errors.New("sqlstore: listening for new outbox rows needs the connections of pgx's stdlib driver")
+// ErrNotPgx is wrapped by the error of sqlstore.Driver's OutboxListen
+// when the pool's connections are not pgx's stdlib driver's (a wrapping
+// driver). It wraps store.ErrNoNotifications: the relay then polls.
+var ErrNotPgx = fmt.Errorf("sqlstore: listening for new outbox rows needs the connections of pgx's stdlib driver: %w", store.ErrNoNotifications)
 
 // OutboxListen LISTENs on the channel of tables t's outbox on a connection
 // of db that it holds until Close. database/sql knows nothing of

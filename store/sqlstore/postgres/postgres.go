@@ -86,6 +86,8 @@ func (postgresDialect) Templates() sqldialect.Queries {
 		OutboxClaim:             s.OutboxClaim,
 		OutboxClaimOrdered:      s.OutboxClaimOrdered,
 		OutboxDelete:            s.OutboxDelete,
+		OutboxMarkPublished:     s.OutboxMarkPublished,
+		OutboxPrunePublished:    s.OutboxPrunePublished,
 		OutboxFail:              s.OutboxFail,
 		OutboxParked:            s.OutboxParked,
 		OutboxUnpark:            s.OutboxUnpark,

@@ -155,17 +155,18 @@ const sqliteOutboxColumns = `seq, message_id, destination, msg_key, message_type
 // sqliteOutboxClaim leases the oldest due rows in one statement, which the
 // write transaction it runs in keeps from any other claim (SQLite has one
 // writer): the partial index of due rows yields them in order. ordered
-// takes a row only when its key has no older row, through the key's index.
+// takes a row only when its key has no older unpublished row, through the
+// key's partial index.
 func sqliteOutboxClaim(ordered bool) string {
 	cond := ""
 	if ordered {
 		cond = `
-        AND (d.msg_key IS NULL OR NOT EXISTS (SELECT 1 FROM {outbox} p WHERE p.msg_key = d.msg_key AND p.seq < d.seq))`
+        AND (d.msg_key IS NULL OR NOT EXISTS (SELECT 1 FROM {outbox} p WHERE p.msg_key = d.msg_key AND p.seq < d.seq AND p.published_at IS NULL))`
 	}
 	return `UPDATE {outbox} SET available_at = ` + sqliteNow + ` + ?2, lease_token = ?3
 WHERE seq IN (
     SELECT seq FROM {outbox} d
-    WHERE parked_at IS NULL AND available_at <= ` + sqliteNow + cond + `
+    WHERE parked_at IS NULL AND published_at IS NULL AND available_at <= ` + sqliteNow + cond + `
     ORDER BY available_at, seq LIMIT ?1)
 RETURNING ` + sqliteOutboxColumns
 }
@@ -238,6 +239,13 @@ ON CONFLICT (message_id) DO NOTHING`,
 	OutboxClaim:        sqliteOutboxClaim(false),
 	OutboxClaimOrdered: sqliteOutboxClaim(true),
 	OutboxDelete:       `DELETE FROM {outbox} WHERE lease_token = ? AND seq IN ({seqs})`,
+	OutboxMarkPublished: `UPDATE {outbox} SET published_at = ` + sqliteNow + `, lease_token = NULL
+WHERE lease_token = ? AND seq IN ({seqs})`,
+	OutboxPrunePublished: `DELETE FROM {outbox} WHERE seq IN (
+    SELECT seq FROM {outbox}
+    WHERE published_at < ` + sqliteNow + ` - ?
+    ORDER BY published_at
+    LIMIT ?)`,
 	OutboxFail: `UPDATE {outbox} AS o SET
     attempts = o.attempts + CASE WHEN f.released THEN 0 ELSE 1 END,
     last_error = CASE WHEN f.released THEN o.last_error ELSE f.error END,

@@ -198,10 +198,13 @@ type Queries struct {
 	// msg_key (NULL: none), message_type, headers, payload.
 	OutboxWrite, OutboxWriteValues string
 	// OutboxWriteQuiet is OutboxWrite without notifying listening relays;
-	// empty where OutboxWrite notifies nobody.
+	// empty where OutboxWrite notifies nobody. (A published row's ID is
+	// still in the table: a Write of it is skipped.)
 	OutboxWriteQuiet string
-	// OutboxClaim and OutboxClaimOrdered lease the oldest due rows, which
-	// they return: args limit, lease_ms, token. Where OutboxLease is set
+	// OutboxClaim and OutboxClaimOrdered lease the oldest due rows (not
+	// parked, not published, available_at passed), which they return:
+	// args limit, lease_ms, token. The ordered claim takes a row only when
+	// no unpublished row of its key has a lower seq. Where OutboxLease is set
 	// (no UPDATE ... RETURNING: MySQL), they only select the rows (FOR
 	// UPDATE SKIP LOCKED; arg limit), in the transaction in which
 	// OutboxLease then leases them: args lease_ms, token, then {seqs}.
@@ -209,6 +212,12 @@ type Queries struct {
 	// OutboxDelete deletes rows still leased by the token: args token,
 	// then {seqs}.
 	OutboxDelete string
+	// OutboxMarkPublished marks rows still leased by the token published
+	// (published_at now, lease_token NULL): args as OutboxDelete's.
+	OutboxMarkPublished string
+	// OutboxPrunePublished deletes at most limit rows published more than
+	// age ago, oldest first: args age_ms, limit.
+	OutboxPrunePublished string
 	// OutboxFail records failures on rows still leased by the token:
 	// {failures} stands for a derived table of them, columns seq, error,
 	// delay_ms, park, released, whose rows are OutboxFailValues (a SELECT
@@ -274,7 +283,8 @@ func Render(q Queries, t store.Tables, quote func(string) string) Queries {
 		&q.Reclaim, &q.PruneInbox, &q.PruneAttempts,
 		&q.MigrationsCreate, &q.MigrationsApplied, &q.SchemaVersion, &q.MigrationRecord,
 		&q.OutboxWrite, &q.OutboxWriteQuiet, &q.OutboxClaim, &q.OutboxClaimOrdered, &q.OutboxLease,
-		&q.OutboxDelete, &q.OutboxFail, &q.OutboxParked, &q.OutboxUnpark,
+		&q.OutboxDelete, &q.OutboxMarkPublished, &q.OutboxPrunePublished,
+		&q.OutboxFail, &q.OutboxParked, &q.OutboxUnpark,
 	} {
 		*s = r.Replace(*s)
 	}
@@ -345,6 +355,7 @@ type OutboxArrays interface {
 	// OutboxWriteArgs are OutboxWrite's arguments, with what notifies the
 	// relays listening to tables t unless quiet (OutboxWriteQuiet).
 	OutboxWriteArgs(t store.Tables, rows []*store.OutboxRow, quiet bool) []any
+	// OutboxDeleteArgs are OutboxDelete's and OutboxMarkPublished's.
 	OutboxDeleteArgs(token []byte, seqs []int64) []any
 	OutboxFailArgs(token []byte, fails []store.OutboxFailure) []any
 }
@@ -352,7 +363,8 @@ type OutboxArrays interface {
 // Listener is implemented by a dialect whose database tells relays that
 // outbox rows were committed (PostgreSQL's LISTEN/NOTIFY): OutboxListen
 // listens for tables t on a connection of db that it holds, and drops
-// rather than pools, until the notifications' Close.
+// rather than pools, until the notifications' Close. Its error wraps
+// store.ErrNoNotifications where db's connections cannot listen.
 type Listener interface {
 	OutboxListen(ctx context.Context, db *sql.DB, t store.Tables) (store.OutboxNotifications, error)
 }

@@ -6,9 +6,12 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"github.com/inboxkit/inbox"
+	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/inboxkit/inbox"
 
 	"github.com/inboxkit/inbox/store"
 	"github.com/inboxkit/inbox/store/sqlstore"
@@ -40,8 +43,7 @@ func LedgerEnv(db *sql.DB, d *sqlstore.Driver, tables store.Tables, q LedgerSQL)
 			}
 			return err
 		},
-		// Relayer: the PostgreSQL driver that listens for new outbox rows.
-		Driver: d.Relayer().(store.Driver[*sql.Tx]),
+		Driver: d,
 		Write: func(ctx context.Context, tx *sql.Tx, key string) error {
 			_, err := tx.ExecContext(ctx, q.Insert, key)
 			return err
@@ -176,7 +178,9 @@ func ProcessTxFlow(t *testing.T, db *sql.DB, dialect sqlstore.Dialect, credit st
 // whose tables are migrated: one Write of more rows than a statement
 // takes, with a payload of more bytes than one takes and a duplicate ID
 // across chunks, then a claim, release, claim, a stale token's release
-// and deletes of them all.
+// (which releases nothing), delete and mark, then deletes and marks of
+// thousands, Writes of their IDs and prunes of the marked rows, oldest
+// first.
 func OutboxBatches(t *testing.T, db *sql.DB, d *sqlstore.Driver) {
 	t.Helper()
 	ctx := context.Background()
@@ -243,7 +247,114 @@ func OutboxBatches(t *testing.T, db *sql.DB, d *sqlstore.Driver) {
 	if got, err := d.OutboxDelete(ctx, []byte("first"), seqs); err != nil || got != 0 {
 		t.Fatalf("OutboxDelete with the released lease's token deleted %d (%v), want 0", got, err)
 	}
-	if got, err := d.OutboxDelete(ctx, []byte("second"), seqs); err != nil || got != n-1 {
-		t.Fatalf("OutboxDelete deleted %d (%v), want %d", got, err, n-1)
+	if got, err := d.OutboxMarkPublished(ctx, []byte("first"), seqs); err != nil || got != 0 {
+		t.Fatalf("OutboxMarkPublished with the released lease's token marked %d (%v), want 0", got, err)
 	}
+	// Deleted, kept (marked in two batches, the second later) and pruned
+	// by thousands: more sequence numbers than a statement takes.
+	deleted, older, newer := seqs[:5000], seqs[5000:8000], seqs[8000:]
+	if got, err := d.OutboxDelete(ctx, []byte("second"), deleted); err != nil || got != len(deleted) {
+		t.Fatalf("OutboxDelete deleted %d (%v), want %d", got, err, len(deleted))
+	}
+	mark := func(s []int64) {
+		t.Helper()
+		if got, err := d.OutboxMarkPublished(ctx, []byte("second"), s); err != nil || got != len(s) {
+			t.Fatalf("OutboxMarkPublished marked %d (%v), want %d", got, err, len(s))
+		}
+	}
+	mark(older)
+	time.Sleep(5 * time.Millisecond) // SQLite's clock counts milliseconds
+	mark(newer)
+	if got, err := d.OutboxDelete(ctx, []byte("second"), seqs); err != nil || got != 0 {
+		t.Fatalf("OutboxDelete after the rows were marked published deleted %d (%v), want 0: the mark kept the lease", got, err)
+	}
+	// Which of three IDs, a deleted row's, an older and a newer kept row's,
+	// a Write inserts: a kept row's ID is skipped until it is pruned.
+	ids := func(seqs ...int64) []*store.OutboxRow {
+		var out []*store.OutboxRow
+		for _, r := range recs {
+			if slices.Contains(seqs, r.Seq) {
+				out = append(out, &store.OutboxRow{ID: r.ID, Destination: "d"})
+			}
+		}
+		return out
+	}
+	rewrite := func(want int, what string) {
+		t.Helper()
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := d.OutboxWrite(ctx, tx, ids(deleted[0], older[0], newer[0]))
+		if err != nil {
+			_ = tx.Rollback()
+			t.Fatalf("OutboxWrite: %v", err)
+		}
+		if err := tx.Rollback(); err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Fatalf("OutboxWrite of a deleted row's ID and two kept rows' %s inserted %d rows, want %d", what, got, want)
+		}
+	}
+	rewrite(1, "while they are kept")
+	prune := func(age time.Duration, limit, want int) {
+		t.Helper()
+		if got, err := d.OutboxPrunePublished(ctx, age, limit); err != nil || got != want {
+			t.Fatalf("OutboxPrunePublished(%v, %d) deleted %d (%v), want %d", age, limit, got, err, want)
+		}
+	}
+	prune(time.Hour, n, 0)
+	prune(0, len(older), len(older))
+	rewrite(2, "after the older were pruned (oldest first)")
+	prune(0, n, len(newer))
+	rewrite(3, "after all were pruned")
+}
+
+// OutboxKept checks, on d whose tables are migrated, that a row marked
+// published is never claimed again, though its lease ran out, and that it
+// holds back no later row of its key in the ordered claim, which an
+// unpublished older row does.
+func OutboxKept(t *testing.T, db *sql.DB, d *sqlstore.Driver) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []*store.OutboxRow
+	for _, id := range []string{"k-1", "k-2", "k-3"} {
+		rows = append(rows, &store.OutboxRow{ID: []byte(id), Destination: "d", Key: []byte("k")})
+	}
+	if _, err := d.OutboxWrite(ctx, tx, rows); err != nil {
+		_ = tx.Rollback()
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	claim := func(token, want string) []int64 {
+		t.Helper()
+		recs, err := d.OutboxClaim(ctx, &store.OutboxClaimParams{Limit: 10, Lease: time.Millisecond, Token: []byte(token), Ordered: true})
+		if err != nil {
+			t.Fatalf("OutboxClaim: %v", err)
+		}
+		var got []string
+		var seqs []int64
+		for _, r := range recs {
+			got, seqs = append(got, string(r.ID)), append(seqs, r.Seq)
+		}
+		if strings.Join(got, " ") != want {
+			t.Fatalf("ordered claim %s took %q, want %q", token, got, want)
+		}
+		return seqs
+	}
+	seqs := claim("a", "k-1")
+	if got, err := d.OutboxMarkPublished(ctx, []byte("a"), seqs); err != nil || got != 1 {
+		t.Fatalf("OutboxMarkPublished marked %d (%v), want 1", got, err)
+	}
+	time.Sleep(10 * time.Millisecond) // the 1 ms lease ran out
+	claim("b", "k-2")                 // k-1 published: neither claimed again nor holding k-2 back
+	time.Sleep(10 * time.Millisecond)
+	claim("c", "k-2") // k-2 unpublished, its lease run out: claimed again, holding k-3 back
 }

@@ -1,15 +1,19 @@
 -- The transactional outbox: messages written in a business transaction,
--- published by a relay, and deleted once the broker has them, so that the
+-- published by a relay, and deleted once the broker has them (or marked
+-- published_at and deleted later, when the relay keeps them), so that the
 -- table holds only the backlog. A row is due when available_at has passed
--- and it is not parked; a relay leases due rows by moving available_at
--- past its lease and stamping lease_token. Times are UTC by the database's
--- clock (UTC_TIMESTAMP(6)).
+-- and it is neither parked nor published; a relay leases due rows by
+-- moving available_at past its lease and stamping lease_token. Times are
+-- UTC by the database's clock (UTC_TIMESTAMP(6)).
 --
--- MySQL has no partial index: the claim (parked_at IS NULL AND
--- available_at <= now, ORDER BY available_at, seq, FOR UPDATE SKIP
--- LOCKED) reads the due rows in order from outbox_due_idx, whose NULL
--- parked_at entries come first, without a sort. The ordered claim finds a
--- key's older rows through outbox_key_idx.
+-- MySQL has no partial index: the claim (published_at IS NULL AND
+-- parked_at IS NULL AND available_at <= now, ORDER BY available_at, seq,
+-- FOR UPDATE SKIP LOCKED) reads the due rows in order from
+-- outbox_due_idx, the two NULLs a constant prefix, without a sort and
+-- without passing the published or parked rows. The same index yields the
+-- published rows oldest first for their pruning (published_at < ...,
+-- after the NULLs). The ordered claim finds a key's older unpublished
+-- rows through outbox_key_idx.
 CREATE TABLE IF NOT EXISTS {outbox} (
     seq          BIGINT          NOT NULL AUTO_INCREMENT PRIMARY KEY,
     message_id   VARBINARY(1024) NOT NULL,
@@ -24,7 +28,8 @@ CREATE TABLE IF NOT EXISTS {outbox} (
     last_error   TEXT            NOT NULL,
     lease_token  VARBINARY(255),
     parked_at    DATETIME(6),
+    published_at DATETIME(6),
     UNIQUE KEY `{prefix}outbox_message_id_key` (message_id),
-    INDEX `{prefix}outbox_due_idx` (parked_at, available_at, seq),
-    INDEX `{prefix}outbox_key_idx` (msg_key, seq)
+    INDEX `{prefix}outbox_due_idx` (published_at, parked_at, available_at, seq),
+    INDEX `{prefix}outbox_key_idx` (msg_key, published_at, seq)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
