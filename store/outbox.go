@@ -44,10 +44,9 @@ type OutboxRelayer interface {
 	// skipping rows another relay is claiming at the same moment (SKIP
 	// LOCKED, or the database's single writer): it sets their available_at
 	// to now + p.Lease and their token to p.Token, and returns them.
-	// With p.Ordered it returns a row only if no row of the same
-	// non-empty key has a lower sequence number (published rows are
-	// deleted, so that is the key's oldest unpublished row; a parked or
-	// leased older row holds it back).
+	// With p.Ordered it returns a row only if no unpublished row of the
+	// same non-empty key has a lower sequence number (a parked or leased
+	// older row holds it back; one marked published does not).
 	OutboxClaim(ctx context.Context, p *OutboxClaimParams) ([]*OutboxRecord, error)
 	// OutboxDelete deletes the rows of seqs that are still leased by
 	// token, after their publication, and returns how many it deleted.

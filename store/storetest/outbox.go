@@ -628,8 +628,12 @@ func testOutboxKeepPublished[TTx any](t *testing.T, h Harness[TTx]) {
 	first.Key = "k"
 	e.write(t, true, first)
 	s := &sink{}
-	keep := e.relay(t, outbox.RelayConfig{Publish: s.publish, KeepPublished: time.Hour, Ordered: true})
+	// A lease as short as allowed, so that a marked row outlives it: it
+	// must stay unclaimed for being published, not for being leased.
+	keep := e.relay(t, outbox.RelayConfig{Publish: s.publish, KeepPublished: time.Hour, Ordered: true,
+		Lease: 20 * time.Millisecond, PublishTimeout: 10 * time.Millisecond})
 	drain(t, keep)
+	time.Sleep(30 * time.Millisecond)
 	second := outMsg("kept-2")
 	second.Key = "k"
 	e.write(t, true, outMsg("kept-1"), second) // kept-1 again: skipped
