@@ -117,6 +117,7 @@ func Run(t *testing.T, h Harness) {
 		{"UnrecoverableStopsConsume", testUnrecoverableStopsConsume, nil},
 		{"HandlerSeesDelivery", testHandlerSeesDelivery, nil},
 		{"PanickingHookStillAcks", testPanickingHook, nil},
+		{"BatchConsume", testBatchConsume, nil},
 		{"RepublishEffectOnce", testRepublish, nil},
 		{"PublishedFieldsArrive", testFieldsArrive, nil},
 		{"PublishedKeyArrives", testKeyArrives, nil},
