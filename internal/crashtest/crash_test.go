@@ -78,7 +78,22 @@ func TestCrash(t *testing.T) {
 		for _, point := range points {
 			t.Run(b+"/"+point, func(t *testing.T) {
 				t.Parallel()
-				runPoint(t, b, point, messages())
+				runPoint(t, b, point, "single", messages())
+			})
+		}
+	}
+}
+
+// TestCrashBatch is TestCrash for batch consumption (ConsumerConfig.BatchSize:
+// ProcessBatch, killed mid-batch, before and after its COMMIT) and for
+// ProcessQueued's one-round-trip pipeline (killed before and after it), on
+// NATS.
+func TestCrashBatch(t *testing.T) {
+	for _, mode := range []string{"batch", "queued"} {
+		for _, point := range points {
+			t.Run(mode+"/"+point, func(t *testing.T) {
+				t.Parallel()
+				runPoint(t, "nats", point, mode, messages())
 			})
 		}
 	}
@@ -150,7 +165,7 @@ func destination(t *testing.T, brokerName string) (string, broker.Publisher, []s
 	}
 }
 
-func runPoint(t *testing.T, brokerName, point string, n int) {
+func runPoint(t *testing.T, brokerName, point, mode string, n int) {
 	ctx := context.Background()
 	pool := pgenv.Pool(t, 4)
 	schema := testenv.Name("crash_")
@@ -186,7 +201,7 @@ func runPoint(t *testing.T, brokerName, point string, n int) {
 			t.Fatalf("%s: %d of %d messages processed or dead-lettered after %d crashes", point, done(t, pool, schema), n, crashes)
 		}
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), "INBOX_CRASH_CHILD="+point, "INBOX_CRASH_SCHEMA="+schema,
+		cmd.Env = append(os.Environ(), "INBOX_CRASH_CHILD="+point, "INBOX_CRASH_MODE="+mode, "INBOX_CRASH_SCHEMA="+schema,
 			"INBOX_CRASH_BROKER="+brokerName, "INBOX_CRASH_DEST="+dest, "INBOX_CRASH_TOTAL="+strconv.Itoa(n))
 		cmd.Env = append(cmd.Env, childEnv...)
 		out, err := cmd.CombinedOutput()
@@ -306,16 +321,76 @@ func child(point string) error {
 			time.Sleep(100 * time.Millisecond)
 		}
 	}()
-	return inbox.Consume(cctx, ib, &crashSource{Source: src, crash: crashNow}, h, &inbox.ConsumerConfig{Workers: 4})
+	csrc := &crashSource{Source: src, crash: crashNow}
+	switch os.Getenv("INBOX_CRASH_MODE") {
+	case "batch":
+		return inbox.Consume(cctx, ib, csrc, h, &inbox.ConsumerConfig{Workers: 2, BatchSize: 4, BatchLinger: 20 * time.Millisecond})
+	case "queued":
+		// The queued handler runs before the claim: its kill points are
+		// before the pipeline (after-claim, after-write) and around it
+		// (before-commit, after-failure-commit: see crashDriver).
+		qh := func(ctx context.Context, q *inbox.Queue, m *inbox.Message) error {
+			handled.Add(1)
+			crashNow("after-claim")
+			q.Add("INSERT INTO "+schema+".ledger (id) VALUES ($1)", m.ID)
+			crashNow("after-write")
+			if strings.HasPrefix(m.ID, "poison-") {
+				q.Add("SELECT 1/0") // fails after the write, which must not apply
+			}
+			return nil
+		}
+		return consumeQueued(cctx, ib, csrc, qh)
+	}
+	return inbox.Consume(cctx, ib, csrc, h, &inbox.ConsumerConfig{Workers: 4})
 }
 
-// crashDriver kills the process just before the COMMIT of a message, and
-// before and after the COMMIT of a failure's transaction (an attempt or a
-// dead letter: the transactions that Begin opens, not BeginClaim).
+// consumeQueued consumes with ProcessQueued, one message at a time per
+// worker, acking by outcome, as Consume does with Process.
+func consumeQueued(ctx context.Context, ib *inbox.Inbox[pgx.Tx], src broker.Source, qh inbox.QueuedHandler) error {
+	var wg sync.WaitGroup
+	errc := make(chan error, 4)
+	for range 4 {
+		wg.Go(func() {
+			for {
+				d, err := src.Next(ctx)
+				if err != nil {
+					if ctx.Err() == nil {
+						errc <- err
+					}
+					return
+				}
+				m := d.Message()
+				out, _ := ib.ProcessQueued(ctx, inbox.Message{ID: m.ID, Payload: m.Payload}, qh)
+				actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+				if out.Ack() {
+					_ = d.Ack(actx)
+				} else {
+					_ = d.Nack(actx, out.Delay)
+				}
+				cancel()
+			}
+		})
+	}
+	wg.Wait()
+	select {
+	case err := <-errc:
+		return err
+	default:
+		return nil
+	}
+}
+
+// crashDriver kills the process just before the COMMIT of a message (or
+// of a batch), and before and after the COMMIT of a failure's transaction
+// (an attempt or a dead letter: the transactions that Begin opens for
+// them, not BeginClaim, nor a batch's, which claims with ClaimBatch,
+// unless it is the second pass that records its failures). It
+// passes ProcessBatch's and ProcessQueued's methods through, with their
+// kill points.
 type crashDriver struct {
-	store.Driver[pgx.Tx]
+	*pgxstore.Driver
 	crash    func(at string)
-	failures sync.Map // pgx.Tx from Begin -> struct{}
+	failures sync.Map // pgx.Tx from Begin, not (yet) a batch's -> struct{}
 }
 
 func (d *crashDriver) Begin(ctx context.Context, p *store.BeginParams) (pgx.Tx, error) {
@@ -324,6 +399,27 @@ func (d *crashDriver) Begin(ctx context.Context, p *store.BeginParams) (pgx.Tx, 
 		d.failures.Store(tx, struct{}{})
 	}
 	return tx, err
+}
+
+func (d *crashDriver) ClaimBatch(ctx context.Context, tx pgx.Tx, p *store.ClaimBatchParams) ([]store.ClaimResult, error) {
+	d.failures.Delete(tx) // a batch's transaction: its COMMIT is a message's
+	return d.Driver.ClaimBatch(ctx, tx, p)
+}
+
+// Savepoint marks a batch's second pass, which records the failures of
+// the batch's failing messages: its COMMIT is a failure's.
+func (d *crashDriver) Savepoint(ctx context.Context, tx pgx.Tx, name string) error {
+	d.failures.Store(tx, struct{}{})
+	return d.Driver.Savepoint(ctx, tx, name)
+}
+
+func (d *crashDriver) ClaimAndRun(ctx context.Context, p *store.ClaimParams, stmts []store.Statement) (*store.ClaimResult, error) {
+	d.crash("before-commit")
+	res, err := d.Driver.ClaimAndRun(ctx, p, stmts)
+	if err == nil && res.Claimed {
+		d.crash("after-failure-commit") // committed, not yet acked
+	}
+	return res, err
 }
 
 func (d *crashDriver) Commit(ctx context.Context, tx pgx.Tx) error {
