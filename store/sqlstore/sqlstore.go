@@ -426,8 +426,21 @@ func (d *Driver) Commit(_ context.Context, tx *sql.Tx) error {
 // what it did since: PostgreSQL aborted it after a failed statement, or
 // the server rolled it back (a MySQL deadlock, after which later
 // statements run in a new transaction and would commit without the claim).
+//
+// Without a savepoint (ProcessBatch's first pass), it checks tx since
+// ClaimBatch: PostgreSQL makes and releases a savepoint (which fails in an
+// aborted transaction, and outside one); MySQL and SQLite, where a transaction that the server
+// rolled back (or that a handler ended) leaves nothing behind to fail,
+// release the savepoint that ClaimBatch created after its claim.
 func (d *Driver) CheckTx(ctx context.Context, tx *sql.Tx, savepoint string) error {
-	if _, err := tx.ExecContext(ctx, "RELEASE SAVEPOINT "+d.dialect.Quote(savepoint)); err != nil {
+	check := "RELEASE SAVEPOINT " + d.dialect.Quote(savepoint)
+	switch {
+	case savepoint == "" && d.q.TxAlive != "":
+		check = d.q.TxAlive
+	case savepoint == "":
+		check = "RELEASE SAVEPOINT " + d.dialect.Quote(claimedSavepoint)
+	}
+	if _, err := tx.ExecContext(ctx, check); err != nil {
 		if d.dialect.ConnBusy(err) { // the handler's fault: not wrapped, so not transient
 			return fmt.Errorf("sqlstore: %w (a result set left open: close its rows): %v", store.ErrTxUnusable, err)
 		}

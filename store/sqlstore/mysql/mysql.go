@@ -246,6 +246,22 @@ ON DUPLICATE KEY UPDATE consumer = IF(LAST_INSERT_ID(1), consumer, consumer)`,
 
 	RollbackToSavepoint: `ROLLBACK TO SAVEPOINT `,
 
+	// MySQL has no INSERT ... RETURNING, and MariaDB's returns the
+	// duplicates' existing rows too: each duplicate sets its bit (its
+	// row's place among {ids}, the rows' IDs in order) in LAST_INSERT_ID,
+	// which the first row's values reset to 0 (dead = FALSE), and which
+	// the statement's result carries (sqldialect.BatchMask). The update
+	// changes nothing: 0 rows affected.
+	ClaimBatch: `INSERT INTO {inbox} (consumer, message_id, received_at, message_type, fingerprint, dead)
+VALUES {values}
+ON DUPLICATE KEY UPDATE consumer = IF(LAST_INSERT_ID(LAST_INSERT_ID() | 1 << (FIELD(VALUES(message_id), {ids}) - 1)), consumer, consumer)`,
+	ClaimBatchFirst:  `(?, ?, ` + mysqlNow + `, ?, ?, LAST_INSERT_ID(0))`,
+	ClaimBatchValues: `(?, ?, ` + mysqlNow + `, ?, ?, FALSE)`,
+	ClaimBatchBy:     sqldialect.BatchMask,
+	ClaimBatchRows:   64,
+	ClaimBatchLookup: `SELECT message_id, fingerprint, message_type FROM {inbox} WHERE consumer = ? AND message_id IN ({ids})`,
+	Unclaim:          `DELETE FROM {inbox} WHERE consumer = ? AND message_id = ?`,
+
 	AttemptAdd: `INSERT INTO {attempts} (consumer, message_id, last_error, attempts, transient_failures, first_failed_at, last_failed_at)
 VALUES (?, ?, ?, ?, ?, ` + mysqlNow + `, ` + mysqlNow + `)
 ON DUPLICATE KEY UPDATE

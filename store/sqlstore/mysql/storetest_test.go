@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"github.com/inboxkit/inbox/store/sqlstore/internal/sqltest"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/inboxkit/inbox/internal/testenv/mysqlenv"
 	"github.com/inboxkit/inbox/store"
 	"github.com/inboxkit/inbox/store/sqlstore"
+	"github.com/inboxkit/inbox/store/sqlstore/internal/sqldialect"
 	"github.com/inboxkit/inbox/store/sqlstore/mysql"
 	"github.com/inboxkit/inbox/store/storetest"
 )
@@ -75,12 +77,16 @@ func mysqlEnv(db *sql.DB, d *sqlstore.Driver, tables store.Tables) *storetest.En
 	if tables.Schema == "" {
 		_ = db.QueryRow("SELECT DATABASE()").Scan(&tables.Schema)
 	}
-	env := sqltest.LedgerEnv(db, d, tables, sqltest.LedgerSQL{
-		Insert:   "INSERT INTO ledger (k) VALUES (?)",
-		Count:    "SELECT COUNT(*) FROM ledger WHERE k = ?",
-		Backdate: "UPDATE " + tables.Name("inbox", store.QuoteBacktick) + " SET received_at = UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND WHERE consumer = ? AND message_id = ?",
-		Age:      func(d time.Duration) any { return d.Microseconds() },
-	})
+	ledger := sqltest.LedgerSQL{
+		Insert:      "INSERT INTO ledger (k) VALUES (?)",
+		Count:       "SELECT COUNT(*) FROM ledger WHERE k = ?",
+		Backdate:    "UPDATE " + tables.Name("inbox", store.QuoteBacktick) + " SET received_at = UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND WHERE consumer = ? AND message_id = ?",
+		Age:         func(d time.Duration) any { return d.Microseconds() },
+		InsertMany:  "INSERT INTO ledger (k) VALUES {values}",
+		InsertValue: "(?)",
+	}
+	env := sqltest.LedgerEnv(db, d, tables, ledger)
+	env.HandBatch = sqltest.HandBatch(db, ledger, mysqlHandClaim(tables.Name("inbox", store.QuoteBacktick)))
 	env.MaxConns = mysqlMaxConns
 	env.Transient = func(ctx context.Context, tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, "SIGNAL SQLSTATE '40001' SET MYSQL_ERRNO = 1213, MESSAGE_TEXT = 'Deadlock found (raised by a test)'")
@@ -120,6 +126,44 @@ func TestMySQLStoreInterpolated(t *testing.T) { storetest.Run(t, mysqlInterpolat
 func BenchmarkMySQLStore(b *testing.B)             { storetest.Bench(b, mysqlPrepared) }
 func BenchmarkMySQLStoreInterpolated(b *testing.B) { storetest.Bench(b, mysqlInterpolated) }
 func BenchmarkMySQLPrune(b *testing.B)             { storetest.BenchPrune(b, mysqlPrepared) }
+func BenchmarkMySQLBatch(b *testing.B)             { storetest.BenchBatch(b, mysqlPrepared) }
+func BenchmarkMySQLBatchInterpolated(b *testing.B) { storetest.BenchBatch(b, mysqlInterpolated) }
+
+// mysqlHandClaim is the raw batched claim of BenchBatch on MySQL, which
+// has no INSERT ... RETURNING: the dialect's multi-row INSERT ... ON
+// DUPLICATE KEY UPDATE, each duplicate marking its bit in LAST_INSERT_ID,
+// 64 rows a statement.
+func mysqlHandClaim(inboxTable string) func(ctx context.Context, tx *sql.Tx, consumer []byte, ids [][]byte) ([]string, error) {
+	stmt := `INSERT INTO ` + inboxTable + ` (consumer, message_id, received_at, dead) VALUES (?, ?, UTC_TIMESTAMP(6), LAST_INSERT_ID(0)){values}
+ON DUPLICATE KEY UPDATE consumer = IF(LAST_INSERT_ID(LAST_INSERT_ID() | 1 << (FIELD(VALUES(message_id), {ids}) - 1)), consumer, consumer)`
+	return func(ctx context.Context, tx *sql.Tx, consumer []byte, ids [][]byte) ([]string, error) {
+		var fresh []string
+		for chunk := range slices.Chunk(ids, 64) {
+			args := make([]any, 0, 3*len(chunk))
+			for _, id := range chunk {
+				args = append(args, consumer, id)
+			}
+			for _, id := range chunk {
+				args = append(args, id)
+			}
+			q := sqldialect.ExpandList(stmt, "{values}", ", (?, ?, UTC_TIMESTAMP(6), FALSE)", len(chunk)-1, "")
+			res, err := tx.ExecContext(ctx, sqldialect.ExpandList(q, "{ids}", "?", len(chunk), ", "), args...)
+			if err != nil {
+				return nil, err
+			}
+			mask, err := res.LastInsertId()
+			if err != nil {
+				return nil, err
+			}
+			for i, id := range chunk {
+				if uint64(mask)&(1<<i) == 0 {
+					fresh = append(fresh, string(id))
+				}
+			}
+		}
+		return fresh, nil
+	}
+}
 
 // mysqlLockWaits counts the transactions of db's database (of its
 // connections) that wait for a lock, from SHOW ENGINE INNODB STATUS, which
@@ -162,3 +206,14 @@ func mysqlLockWaits(ctx context.Context, db *sql.DB) (int, error) {
 // mysqlWaitingThread finds, in one transaction of SHOW ENGINE INNODB
 // STATUS, a lock wait and the thread (connection) ID of the transaction.
 var mysqlWaitingThread = regexp.MustCompile(`(?ms)^LOCK WAIT .*?^(?:MySQL|MariaDB) thread id (\d+),`)
+
+func TestMySQLBatchTxEnded(t *testing.T) { sqltest.BatchTxEnded(t, mysqlPrepared, "ROLLBACK") }
+
+func TestMySQLClaimBatch(t *testing.T) {
+	for name, h := range map[string]storetest.Harness[*sql.Tx]{"prepared": mysqlPrepared, "interpolated": mysqlInterpolated} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			sqltest.ClaimBatch(t, h)
+		})
+	}
+}

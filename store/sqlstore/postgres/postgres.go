@@ -53,6 +53,12 @@ func (postgresDialect) ScriptFrame(store.Tables) (sqldialect.ScriptFrame, error)
 	return sqldialect.ScriptFrame{}, errors.New("the PostgreSQL script is internal/pgsql's")
 }
 
+// postgresTxAlive fails in an aborted transaction, and outside a
+// transaction block (a handler ended it: later statements commit on their
+// own); one round trip (a simple query, without arguments), and no
+// subtransaction left.
+const postgresTxAlive = `SAVEPOINT "inbox_batch_check"; RELEASE SAVEPOINT "inbox_batch_check"`
+
 var postgresTxOptions = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 
 // templates maps internal/pgsql's statements, with internal/migrate's
@@ -66,6 +72,10 @@ func (postgresDialect) Templates() sqldialect.Queries {
 		LockTimeoutText:         pgsql.LockTimeout,
 		ClaimLookup:             s.ClaimLookup,
 		RollbackToSavepoint:     "ROLLBACK TO SAVEPOINT ",
+		ClaimBatch:              s.ClaimBatch,
+		ClaimBatchBy:            sqldialect.BatchArrays,
+		Unclaim:                 s.Unclaim,
+		TxAlive:                 postgresTxAlive,
 		AttemptAdd:              s.AttemptAdd,
 		AttemptsDelete:          s.AttemptsDelete,
 		DeadInsert:              s.DeadInsert,

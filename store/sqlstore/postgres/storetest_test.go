@@ -1,9 +1,11 @@
 package postgres_test
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"github.com/inboxkit/inbox/store/sqlstore/internal/sqltest"
+	"slices"
 	"testing"
 	"time"
 
@@ -50,7 +52,31 @@ var postgresHarness = storetest.Harness[*sql.Tx]{Open: func(tb testing.TB, table
 		Count:    "SELECT count(*) FROM " + ledger + " WHERE key = $1",
 		Backdate: "UPDATE " + inboxTable + " SET received_at = now() - $1::bigint * interval '1 millisecond' WHERE consumer = $2 AND message_id = $3",
 		Age:      func(d time.Duration) any { return d.Milliseconds() },
+
+		InsertMany: "INSERT INTO " + ledger + " (key) SELECT unnest($1::text[])",
 	})
+	handBatch := `WITH ins AS (
+	INSERT INTO ` + inboxTable + ` (consumer, message_id) SELECT $1, id FROM unnest($2::bytea[]) AS t(id)
+	ON CONFLICT DO NOTHING RETURNING message_id)
+INSERT INTO ` + ledger + ` (key) SELECT convert_from(message_id, 'UTF8') FROM ins`
+	// The raw batched SQL, as store/pgxstore's harness has it: one
+	// statement claims and writes.
+	env.HandBatch = func(ctx context.Context, consumer string, ids []string) error {
+		bids := make([][]byte, len(ids))
+		for i, id := range ids {
+			bids[i] = []byte(id)
+		}
+		slices.SortFunc(bids, bytes.Compare)
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = tx.Rollback() }()
+		if _, err := tx.ExecContext(ctx, handBatch, []byte(consumer), bids); err != nil {
+			return err
+		}
+		return tx.Commit()
+	}
 	env.MaxConns = 20
 	env.Transient = func(ctx context.Context, tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, pgenv.RaiseDeadlock)
@@ -84,3 +110,10 @@ func TestPostgresStore(t *testing.T) { storetest.Run(t, postgresHarness) }
 
 func BenchmarkPostgresStore(b *testing.B) { storetest.Bench(b, postgresHarness) }
 func BenchmarkPostgresPrune(b *testing.B) { storetest.BenchPrune(b, postgresHarness) }
+func BenchmarkPostgresBatch(b *testing.B) { storetest.BenchBatch(b, postgresHarness) }
+
+func TestPostgresBatchTxEnded(t *testing.T) {
+	sqltest.BatchTxEnded(t, postgresHarness, "ROLLBACK", "SELECT * FROM inbox_no_such_table")
+}
+
+func TestPostgresClaimBatch(t *testing.T) { sqltest.ClaimBatch(t, postgresHarness) }

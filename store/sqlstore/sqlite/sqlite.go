@@ -171,6 +171,8 @@ WHERE seq IN (
 RETURNING ` + sqliteOutboxColumns
 }
 
+const sqliteClaimBatchValues = `(?, ?, ` + sqliteNow + `, ?, ?, 0)`
+
 const sqliteDeadLetterColumns = `id, consumer, message_id, message_type, payload, headers, error, attempts, failed_at`
 
 var sqliteQueries = sqldialect.Queries{
@@ -183,6 +185,18 @@ RETURNING 1`,
 	ClaimLookup: `SELECT fingerprint, message_type FROM {inbox} WHERE consumer = ? AND message_id = ?`,
 
 	RollbackToSavepoint: `ROLLBACK TO SAVEPOINT `,
+
+	// RETURNING returns the rows inserted, in no particular order.
+	ClaimBatch: `INSERT INTO {inbox} (consumer, message_id, received_at, message_type, fingerprint, dead)
+VALUES {values}
+ON CONFLICT (consumer, message_id) DO NOTHING
+RETURNING message_id`,
+	ClaimBatchFirst:  sqliteClaimBatchValues,
+	ClaimBatchValues: sqliteClaimBatchValues,
+	ClaimBatchBy:     sqldialect.BatchReturning,
+	ClaimBatchRows:   500, // 2000 placeholders, of SQLite's 32766
+	ClaimBatchLookup: `SELECT message_id, fingerprint, message_type FROM {inbox} WHERE consumer = ? AND message_id IN ({ids})`,
+	Unclaim:          `DELETE FROM {inbox} WHERE consumer = ? AND message_id = ?`,
 
 	AttemptAdd: `INSERT INTO {attempts} (consumer, message_id, last_error, attempts, transient_failures, first_failed_at, last_failed_at)
 VALUES (?, ?, ?, ?, ?, ` + sqliteNow + `, ` + sqliteNow + `)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/inboxkit/inbox/store"
 	"github.com/inboxkit/inbox/store/sqlstore"
+	"github.com/inboxkit/inbox/store/sqlstore/internal/sqldialect"
 	"github.com/inboxkit/inbox/store/sqlstore/sqlite"
 	"github.com/inboxkit/inbox/store/storetest"
 )
@@ -34,11 +35,36 @@ var sqliteHarness = storetest.Harness[*sql.Tx]{
 		if err != nil {
 			return nil, err
 		}
-		env := sqltest.LedgerEnv(db, d, tables, sqltest.LedgerSQL{
-			Insert:   "INSERT INTO ledger (key) VALUES (?)",
-			Count:    "SELECT count(*) FROM ledger WHERE key = ?",
-			Backdate: "UPDATE " + tables.Name("inbox", store.QuoteDouble) + " SET received_at = CAST(ROUND(unixepoch('now', 'subsec') * 1000) AS INTEGER) - ? WHERE consumer = ? AND message_id = ?",
-			Age:      func(d time.Duration) any { return d.Milliseconds() },
+		ledger := sqltest.LedgerSQL{
+			Insert:      "INSERT INTO ledger (key) VALUES (?)",
+			Count:       "SELECT count(*) FROM ledger WHERE key = ?",
+			Backdate:    "UPDATE " + tables.Name("inbox", store.QuoteDouble) + " SET received_at = CAST(ROUND(unixepoch('now', 'subsec') * 1000) AS INTEGER) - ? WHERE consumer = ? AND message_id = ?",
+			Age:         func(d time.Duration) any { return d.Milliseconds() },
+			InsertMany:  "INSERT INTO ledger (key) VALUES {values}",
+			InsertValue: "(?)",
+		}
+		env := sqltest.LedgerEnv(db, d, tables, ledger)
+		handClaim := `INSERT INTO ` + tables.Name("inbox", store.QuoteDouble) + ` (consumer, message_id, received_at)
+VALUES {values} ON CONFLICT DO NOTHING RETURNING message_id`
+		env.HandBatch = sqltest.HandBatch(db, ledger, func(ctx context.Context, tx *sql.Tx, consumer []byte, ids [][]byte) ([]string, error) {
+			args := make([]any, 0, 2*len(ids))
+			for _, id := range ids {
+				args = append(args, consumer, id)
+			}
+			rows, err := tx.QueryContext(ctx, sqldialect.ExpandList(handClaim, "{values}", "(?, ?, CAST(ROUND(unixepoch('now', 'subsec') * 1000) AS INTEGER))", len(ids), ", "), args...)
+			if err != nil {
+				return nil, err
+			}
+			defer rows.Close()
+			var fresh []string
+			for rows.Next() {
+				var id []byte
+				if err := rows.Scan(&id); err != nil {
+					return nil, err
+				}
+				fresh = append(fresh, string(id))
+			}
+			return fresh, rows.Err()
 		})
 		// SQLite counts milliseconds: a thousand rows share each.
 		expire := `WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < ?3)
@@ -76,3 +102,8 @@ func TestSQLiteStore(t *testing.T) { storetest.Run(t, sqliteHarness) }
 
 func BenchmarkSQLiteStore(b *testing.B) { storetest.Bench(b, sqliteHarness) }
 func BenchmarkSQLitePrune(b *testing.B) { storetest.BenchPrune(b, sqliteHarness) }
+func BenchmarkSQLiteBatch(b *testing.B) { storetest.BenchBatch(b, sqliteHarness) }
+
+func TestSQLiteBatchTxEnded(t *testing.T) { sqltest.BatchTxEnded(t, sqliteHarness, "ROLLBACK") }
+
+func TestSQLiteClaimBatch(t *testing.T) { sqltest.ClaimBatch(t, sqliteHarness) }

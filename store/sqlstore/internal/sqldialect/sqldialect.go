@@ -133,6 +133,35 @@ type Queries struct {
 	// savepoint itself: setLockTimeoutAndSavepoint).
 	RollbackToSavepoint string
 
+	// ClaimBatch claims many messages of one consumer in one statement,
+	// in the order of its rows, inserting each row unless it exists;
+	// ClaimBatchBy says how it tells the rows it inserted. Except for
+	// BatchArrays, {values} stands for the rows: the first is
+	// ClaimBatchFirst, the others ClaimBatchValues, each with args
+	// consumer, message_id, message_type, fingerprint; then come the args
+	// of {ids} (BatchMask: every row's message_id again, in order).
+	ClaimBatch                        string
+	ClaimBatchFirst, ClaimBatchValues string
+	ClaimBatchBy                      BatchReport
+	// ClaimBatchRows bounds the rows of one ClaimBatch statement (0: no
+	// bound, BatchArrays).
+	ClaimBatchRows int
+	// ClaimBatchLookup reads the message_id, fingerprint and message_type
+	// of duplicates: args consumer, then the IDs of {ids} (at most
+	// ClaimBatchRows). Unused with BatchArrays.
+	ClaimBatchLookup string
+	// Unclaim deletes an inbox row. Args: consumer, message_id.
+	Unclaim string
+	// TxAlive, when set, is a statement that fails when the transaction
+	// can no longer commit (PostgreSQL: a savepoint made and released,
+	// which fails in an aborted transaction and outside one): CheckTx
+	// without a savepoint runs it. Where it is empty (a
+	// transaction that the server or the handler ended leaves none
+	// behind, and later statements commit on their own: MySQL, SQLite),
+	// ClaimBatch creates a savepoint after its claim, which CheckTx
+	// without a savepoint releases.
+	TxAlive string
+
 	// AttemptAdd counts a failed attempt or a transient failure
 	// (RETURNING attempts, transient_failures when attemptCount is empty).
 	// Args: consumer, message_id, error, attempts to add, transient
@@ -229,6 +258,30 @@ type Queries struct {
 	OutboxUnpark string
 }
 
+// BatchReport is how a dialect's ClaimBatch statement tells the rows it
+// inserted from the duplicates.
+type BatchReport int
+
+const (
+	// BatchNone: the dialect claims no batches.
+	BatchNone BatchReport = iota
+	// BatchReturning: it returns the message_id of each row it inserted
+	// (RETURNING), in no particular order (SQLite).
+	BatchReturning
+	// BatchMask: LastInsertId is a bit mask of the duplicates, bit i for
+	// the statement's row i, and RowsAffected the number of rows inserted:
+	// each duplicate's ON DUPLICATE KEY UPDATE sets its bit with
+	// LAST_INSERT_ID(expr), which the first row's values reset to 0
+	// (MySQL and MariaDB, of which only MariaDB has INSERT ... RETURNING,
+	// and that returns the existing rows too). At most 64 rows.
+	BatchMask
+	// BatchArrays: it takes args consumer, then arrays of the message
+	// IDs, types and fingerprints, and returns a row per claim, in order:
+	// claimed, and a duplicate's fingerprint and message type
+	// (PostgreSQL, internal/pgsql's).
+	BatchArrays
+)
+
 // ScriptFrame is what a dialect's MigrationScript puts around the
 // migrations: header comment, lines that take and release Migrate's lock,
 // and the clause that keeps the record statement from recording a version
@@ -278,6 +331,7 @@ func Render(q Queries, t store.Tables, quote func(string) string) Queries {
 	)
 	for _, s := range []*string{
 		&q.Claim, &q.ClaimSettingLockTimeout, &q.ClaimLookup, &q.RollbackToSavepoint,
+		&q.ClaimBatch, &q.ClaimBatchLookup, &q.Unclaim,
 		&q.AttemptAdd, &q.AttemptCount, &q.AttemptsDelete,
 		&q.DeadInsert, &q.DeadLetterInsert, &q.DeadLetterList, &q.DeadLetterGet, &q.DeadLetterDelete,
 		&q.Reclaim, &q.PruneInbox, &q.PruneAttempts,

@@ -3,7 +3,9 @@
 package sqltest
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"database/sql"
 	"fmt"
 	"slices"
@@ -26,6 +28,11 @@ import (
 type LedgerSQL struct {
 	Insert, Count, Backdate string
 	Age                     func(time.Duration) any
+	// InsertMany inserts many keys (Env.WriteMany, of BenchBatch): its
+	// {values} stands for InsertValue once per key, or, when InsertValue
+	// is empty, it takes the keys as one array (PostgreSQL). Empty: no
+	// WriteMany.
+	InsertMany, InsertValue string
 }
 
 // LedgerEnv is the suite's environment on db and d, on tables.
@@ -63,6 +70,58 @@ func LedgerEnv(db *sql.DB, d *sqlstore.Driver, tables store.Tables, q LedgerSQL)
 			return nil
 		},
 		BeginPlain: func(ctx context.Context) (*sql.Tx, error) { return db.BeginTx(ctx, nil) },
+		WriteMany:  q.writeMany(),
+	}
+}
+
+func (q LedgerSQL) writeMany() func(ctx context.Context, tx *sql.Tx, keys []string) error {
+	switch {
+	case q.InsertMany == "":
+		return nil
+	case q.InsertValue == "":
+		return func(ctx context.Context, tx *sql.Tx, keys []string) error {
+			_, err := tx.ExecContext(ctx, q.InsertMany, keys)
+			return err
+		}
+	}
+	return func(ctx context.Context, tx *sql.Tx, keys []string) error {
+		if len(keys) == 0 {
+			return nil
+		}
+		args := make([]any, len(keys))
+		for i, k := range keys {
+			args[i] = k
+		}
+		_, err := tx.ExecContext(ctx, sqldialect.ExpandList(q.InsertMany, "{values}", q.InsertValue, len(keys), ", "), args...)
+		return err
+	}
+}
+
+// HandBatch is Env.HandBatch on db: in one transaction, claim (which
+// claims ids, sorted, for consumer, in one statement or a few, and returns
+// the IDs it inserted) and one ledger insert (LedgerSQL.InsertMany) of
+// those, then COMMIT: no inbox logic.
+func HandBatch(db *sql.DB, q LedgerSQL, claim func(ctx context.Context, tx *sql.Tx, consumer []byte, ids [][]byte) ([]string, error)) func(ctx context.Context, consumer string, ids []string) error {
+	write := q.writeMany()
+	return func(ctx context.Context, consumer string, ids []string) error {
+		bids := make([][]byte, len(ids))
+		for i, id := range ids {
+			bids[i] = []byte(id)
+		}
+		slices.SortFunc(bids, bytes.Compare)
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = tx.Rollback() }()
+		fresh, err := claim(ctx, tx, []byte(consumer), bids)
+		if err != nil {
+			return err
+		}
+		if err := write(ctx, tx, fresh); err != nil {
+			return err
+		}
+		return tx.Commit()
 	}
 }
 
@@ -357,4 +416,148 @@ func OutboxKept(t *testing.T, db *sql.DB, d *sqlstore.Driver) {
 	claim("b", "k-2")                 // k-1 published: neither claimed again nor holding k-2 back
 	time.Sleep(10 * time.Millisecond)
 	claim("c", "k-2") // k-2 unpublished, its lease run out: claimed again, holding k-3 back
+}
+
+// BatchTxEnded checks that ProcessBatchFunc notices, before its COMMIT, a
+// transaction that a handler's statement ended while the handler returned
+// nil (CheckTx without a savepoint), for each statement of ends: "ROLLBACK",
+// as MySQL does on a deadlock, after which later statements commit on their
+// own; on PostgreSQL, a failed statement, which aborts the transaction. The
+// handler does it in its first call only: the batch is then run again with
+// a savepoint per message, and every message is processed once.
+func BatchTxEnded(t *testing.T, h storetest.Harness[*sql.Tx], ends ...string) {
+	t.Helper()
+	for _, end := range ends {
+		t.Run(end, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			env, err := h.Open(t, store.Tables{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := env.Driver.Migrate(ctx); err != nil {
+				t.Fatal(err)
+			}
+			ib, err := inbox.New(ctx, env.Driver, &inbox.Config{Consumer: "ended"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			calls := 0
+			outs, err := ib.ProcessBatchFunc(ctx, []inbox.Message{{ID: "e-1"}, {ID: "e-2"}, {ID: "e-3"}},
+				func(ctx context.Context, tx *sql.Tx, ms []*inbox.Message) error {
+					calls++
+					for _, m := range ms {
+						if err := env.Write(ctx, tx, m.ID); err != nil {
+							return err
+						}
+					}
+					if calls == 1 {
+						_ = env.Exec(ctx, tx, end) // the handler's bug, or a deadlock it swallowed
+					}
+					return nil
+				})
+			if err != nil {
+				t.Fatalf("ProcessBatchFunc: %v", err)
+			}
+			for i, o := range outs {
+				if o.Status != inbox.Processed {
+					t.Fatalf("message %d: %v, want processed", i, o.Status)
+				}
+			}
+			if calls != 4 {
+				t.Fatalf("%d handler calls, want 4: the batch, then one per message after the first COMMIT was refused", calls)
+			}
+			for _, id := range []string{"e-1", "e-2", "e-3"} {
+				if n, err := env.Count(ctx, id); err != nil || n != 1 {
+					t.Fatalf("%s: %d effects (%v), want 1", id, n, err)
+				}
+			}
+		})
+	}
+}
+
+// ClaimBatch checks Driver.ClaimBatch on a batch of 130 IDs, more than one
+// MySQL statement takes (64), sorted bytewise, among them IDs that differ
+// only in case, trailing spaces or NUL bytes and invalid UTF-8: a
+// committed claim of some of them first (the first and last of each 64, of
+// another type and payload) makes those duplicates, with their stored
+// fingerprint and type; an ID given twice is a duplicate of its first
+// claim; the others are claimed.
+func ClaimBatch(t *testing.T, h storetest.Harness[*sql.Tx]) {
+	t.Helper()
+	ctx := context.Background()
+	env, err := h.Open(t, store.Tables{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Driver.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	d := env.Driver.(*sqlstore.Driver)
+	ids := [][]byte{[]byte("a"), []byte("A"), []byte("a "), []byte("a\x00"), {0xff, 0xfe}, {0}}
+	for i := len(ids); i < 130; i++ {
+		ids = append(ids, fmt.Appendf(nil, "id-%03d", i))
+	}
+	slices.SortFunc(ids, bytes.Compare)
+	claim := func(id []byte, typ string) store.ClaimParams {
+		fp := sha256.Sum256(append([]byte(typ), id...))
+		return store.ClaimParams{Key: store.Key{Consumer: []byte("c"), MessageID: id}, Type: typ, Fingerprint: fp[:]}
+	}
+	batch := func(claims []store.ClaimParams) []store.ClaimResult {
+		t.Helper()
+		tx, err := d.Begin(ctx, &store.BeginParams{LockTimeout: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := d.ClaimBatch(ctx, tx, &store.ClaimBatchParams{Claims: claims, LockTimeout: time.Second})
+		if err == nil {
+			err = d.CheckTx(ctx, tx, "")
+		}
+		if err != nil {
+			_ = d.Rollback(ctx, tx)
+			t.Fatalf("ClaimBatch of %d: %v", len(claims), err)
+		}
+		if err := d.Commit(ctx, tx); err != nil {
+			t.Fatal(err)
+		}
+		if len(res) != len(claims) {
+			t.Fatalf("ClaimBatch of %d returned %d results", len(claims), len(res))
+		}
+		return res
+	}
+	old := map[int]bool{0: true, 63: true, 64: true, 127: true, 128: true, 129: true, 5: true}
+	var before []store.ClaimParams
+	for i := range old {
+		before = append(before, claim(ids[i], "old"))
+	}
+	slices.SortFunc(before, func(a, b store.ClaimParams) int { return bytes.Compare(a.MessageID, b.MessageID) })
+	for i, r := range batch(before) {
+		if !r.Claimed {
+			t.Fatalf("first batch: %q not claimed", before[i].MessageID)
+		}
+	}
+	var claims []store.ClaimParams
+	for _, id := range ids {
+		claims = append(claims, claim(id, "new"))
+	}
+	claims = append(claims, claim(ids[7], "again"), claim(ids[0], "again"))
+	res := batch(claims)
+	for i, r := range res {
+		c := claims[i]
+		var want store.ClaimResult
+		switch {
+		case i >= len(ids) && old[slices.IndexFunc(ids, func(id []byte) bool { return bytes.Equal(id, c.MessageID) })]:
+			want = store.ClaimResult{Fingerprint: claim(c.MessageID, "old").Fingerprint, Type: "old"}
+		case i >= len(ids):
+			want = store.ClaimResult{Fingerprint: claim(c.MessageID, "new").Fingerprint, Type: "new"}
+		case old[i]:
+			want = store.ClaimResult{Fingerprint: claim(c.MessageID, "old").Fingerprint, Type: "old"}
+		default:
+			want = store.ClaimResult{Claimed: true}
+		}
+		if r.Claimed != want.Claimed || !bytes.Equal(r.Fingerprint, want.Fingerprint) || r.Type != want.Type {
+			t.Fatalf("claim %d (%q): claimed %v, fingerprint %x, type %q; want claimed %v, fingerprint %x, type %q",
+				i, c.MessageID, r.Claimed, r.Fingerprint, r.Type, want.Claimed, want.Fingerprint, want.Type)
+		}
+	}
 }
