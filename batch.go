@@ -235,6 +235,14 @@ func (ib *Inbox[TTx]) batchPass(ctx context.Context, bc store.BatchClaimer[TTx],
 			}
 			if err := ib.driver.RollbackToSavepoint(ctx, tx, batchSavepoint); err != nil {
 				_ = ib.driver.Rollback(ctx, tx)
+				if errors.Is(err, store.ErrTxRestarted) {
+					// The server ended the transaction with the messages
+					// processed before this one: retry the batch, and count
+					// this message's failure, or it comes back for ever.
+					it.out, it.err = ib.failed(ctx, nil, it.msg, it.p, herr)
+					it.done = true
+					return fail("batch handler", store.Retryable(herr))
+				}
 				return fail("batch: rollback to savepoint", err)
 			}
 			if err := bc.Unclaim(ctx, tx, it.p.Key); err != nil {

@@ -242,7 +242,9 @@ func (ib *Inbox[TTx]) ProcessTx(ctx context.Context, tx TTx, msg Message, h Hand
 		herr = fmt.Errorf("inbox: the handler returned no error, but: %w", herr)
 	}
 	caller := &tx
-	if err := ib.driver.RollbackToSavepoint(ctx, tx, savepoint); err != nil {
+	if err := ib.driver.RollbackToSavepoint(ctx, tx, savepoint); err != nil && !errors.Is(err, store.ErrTxRestarted) {
+		// (Restarted: the claim is gone with the rest; the failure is
+		// recorded in the new transaction.)
 		if !errors.Is(err, store.ErrTxUnusable) {
 			out, err := ib.dbFailed(ctx, "rollback to savepoint", err)
 			return ib.finish(ctx, &msg, start, out, errors.Join(herr, err))

@@ -90,8 +90,8 @@ type Driver[TTx any] interface {
 	// When the server already rolled back the whole transaction (MySQL,
 	// after a deadlock), nothing is left to undo: it begins a transaction
 	// again on tx's connection, for what the inbox records next, and
-	// returns nil. An error wrapping ErrTxUnusable: tx can only be rolled
-	// back.
+	// returns an error wrapping ErrTxRestarted. An error wrapping
+	// ErrTxUnusable: tx can only be rolled back.
 	RollbackToSavepoint(ctx context.Context, tx TTx, name string) error
 
 	// AttemptAdd counts one failed attempt of a message in tx (a
@@ -287,6 +287,13 @@ var ErrTooLarge = errors.New("inbox store: too large for the database")
 // (pgx, with a result set left open): tx can only be rolled back, which
 // closes that connection.
 var ErrTxUnusable = errors.New("inbox store: the transaction's connection cannot run a statement")
+
+// ErrTxRestarted is wrapped by RollbackToSavepoint's error when the server
+// had already rolled back the whole transaction (MySQL, after a deadlock
+// or a ROLLBACK the handler ran) and a new one was begun on tx's
+// connection: what tx did before the savepoint is gone too, and tx can
+// go on only with what is written from now on.
+var ErrTxRestarted = errors.New("inbox store: the transaction was rolled back by the server and begun again")
 
 // RetryableError wraps an error after which trying again may succeed.
 type RetryableError struct{ Err error }

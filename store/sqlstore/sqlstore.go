@@ -480,8 +480,10 @@ func (d *Driver) RollbackToSavepoint(ctx context.Context, tx *sql.Tx, name strin
 		// The server rolled back the whole transaction, the claim with it:
 		// nothing is left to undo. What the inbox records next must be one
 		// transaction again, committed by the caller's COMMIT.
-		_, err = tx.ExecContext(ctx, "START TRANSACTION")
-		return d.fail("rollback to savepoint: the transaction was rolled back; starting one", err)
+		if _, err := tx.ExecContext(ctx, "START TRANSACTION"); err != nil {
+			return d.fail("rollback to savepoint: the transaction was rolled back; starting one", err)
+		}
+		return fmt.Errorf("sqlstore: rollback to savepoint: %w", store.ErrTxRestarted)
 	}
 	return d.fail("rollback to savepoint", err)
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"database/sql"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -442,6 +443,41 @@ func BatchTxEnded(t *testing.T, h storetest.Harness[*sql.Tx], ends ...string) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// In the second pass too: e-3's handler ends the transaction
+			// after e-1 and e-2 were processed in it. They must not be
+			// reported processed unless their writes commit.
+			t.Run("second pass", func(t *testing.T) {
+				ib2, err := inbox.New(ctx, env.Driver, &inbox.Config{Consumer: "ended-2"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				ended, seen := false, map[string]int{}
+				outs, err := ib2.ProcessBatch(ctx, []inbox.Message{{ID: "s-1"}, {ID: "s-2"}, {ID: "s-3"}, {ID: "s-4"}},
+					func(ctx context.Context, tx *sql.Tx, m *inbox.Message) error {
+						seen[m.ID]++
+						if err := env.Write(ctx, tx, m.ID); err != nil {
+							return err
+						}
+						switch {
+						case m.ID == "s-4" && !ended: // fails the first pass
+							return errors.New("s-4 fails")
+						case m.ID == "s-3" && !ended && seen[m.ID] == 2: // in the second pass
+							ended = true
+							_ = env.Exec(ctx, tx, end)
+						}
+						return nil
+					})
+				for i, o := range outs {
+					id := fmt.Sprintf("s-%d", i+1)
+					n, cerr := env.Count(ctx, id)
+					if cerr != nil {
+						t.Fatal(cerr)
+					}
+					if o.Status == inbox.Processed && n != 1 || o.Status == inbox.Retry && n != 0 {
+						t.Fatalf("%s: %v with %d effects (batch error %v): reported processed without its effect, or lost", id, o.Status, n, err)
+					}
+				}
+			})
 			calls := 0
 			outs, err := ib.ProcessBatchFunc(ctx, []inbox.Message{{ID: "e-1"}, {ID: "e-2"}, {ID: "e-3"}},
 				func(ctx context.Context, tx *sql.Tx, ms []*inbox.Message) error {
