@@ -10,7 +10,8 @@
 // gaps, which tests work around rather than the adapter:
 //   - ApproximateReceiveCount stays 1 on every receive;
 //   - SendMessageBatch enqueues but reports no entries;
-//   - a FIFO group is not held while one of its messages is in flight;
+//   - a FIFO group is not held while one of its messages is in flight,
+//     and a received message does not carry its MessageGroupId;
 //   - a queue created without VisibilityTimeout gets 0 (CreateQueue
 //     always sets it);
 //   - its errors are not SQS's types (match smithy.APIError.ErrorCode());
@@ -87,10 +88,11 @@ func start() {
 
 // Intercepted returns the URL of a server, closed when tb ends, that
 // hands each request to intercept first, and to the emulator unless
-// intercept answered it (returned true): fault injection, on the emulator
+// intercept answered it (returned true; intercept may read r's body, and
+// must then put it back): fault injection, on the emulator
 // only (tb skips on a real endpoint). action is the request's SQS action
 // ("ReceiveMessage").
-func Intercepted(tb testing.TB, intercept func(w http.ResponseWriter, action string) bool) string {
+func Intercepted(tb testing.TB, intercept func(w http.ResponseWriter, r *http.Request, action string) bool) string {
 	tb.Helper()
 	if !Emulated() {
 		tb.Skip("fault injection needs the in-process emulator; INBOX_SQS_ENDPOINT is set")
@@ -100,7 +102,7 @@ func Intercepted(tb testing.TB, intercept func(w http.ResponseWriter, action str
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		action := r.Header.Get("X-Amz-Target")
 		action = action[strings.LastIndexByte(action, '.')+1:]
-		if !intercept(w, action) {
+		if !intercept(w, r, action) {
 			emu.ServeHTTP(w, r)
 		}
 	}))
