@@ -84,6 +84,11 @@ type Env struct {
 	// BadHeaders are headers the broker cannot carry, one case each
 	// (Features.HeaderLimits only).
 	BadHeaders []map[string]string
+	// MaxHeaders is the most headers a message of the suite can carry
+	// besides its ID and type (SQS: ten message attributes in all); 0
+	// means no limit. The fields check then spreads its headers over
+	// several messages.
+	MaxHeaders int
 }
 
 // Harness opens environments for the suite.

@@ -27,8 +27,10 @@ import (
 	"github.com/inboxkit/inbox/broker/kafka"
 	"github.com/inboxkit/inbox/broker/natsjs"
 	"github.com/inboxkit/inbox/broker/rabbitmq"
+	"github.com/inboxkit/inbox/broker/sqs"
 	"github.com/inboxkit/inbox/internal/testenv"
 	"github.com/inboxkit/inbox/internal/testenv/pgenv"
+	"github.com/inboxkit/inbox/internal/testenv/sqsenv"
 	"github.com/inboxkit/inbox/store"
 	"github.com/inboxkit/inbox/store/pgxstore"
 )
@@ -60,6 +62,12 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
+	// The SQS queues, before any traffic (see sqsenv); the children reach
+	// the emulator of this process.
+	if err := sqsenv.Precreate(len(points), 0); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	os.Exit(m.Run())
 }
 
@@ -74,7 +82,7 @@ func messages() int {
 // again and again until every message is processed, then checks the
 // ledger.
 func TestCrash(t *testing.T) {
-	for _, b := range []string{"nats", "rabbitmq", "kafka"} {
+	for _, b := range []string{"nats", "rabbitmq", "kafka", "sqs"} {
 		for _, point := range points {
 			t.Run(b+"/"+point, func(t *testing.T) {
 				t.Parallel()
@@ -122,6 +130,13 @@ func destination(t *testing.T, brokerName string) (string, broker.Publisher, []s
 			t.Fatal(err)
 		}
 		return topic, pub, []string{"INBOX_CRASH_KAFKA=" + strings.Join(c.ListenAddrs(), ",")}
+	case "sqs": // a queue of the emulator in this process, or of INBOX_SQS_ENDPOINT
+		queue := sqsenv.Queue(t, false)
+		pub, err := sqs.NewPublisher(sqsenv.Client(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return queue, pub, []string{"INBOX_CRASH_SQS=" + sqsenv.Endpoint()}
 	case "nats":
 		nc, err := nats.Connect(testenv.NATSURL(), nats.Timeout(2*time.Second))
 		if err != nil {
@@ -468,9 +483,9 @@ func (d *crashDelivery) Ack(ctx context.Context) error {
 	return <-errc
 }
 
-// source consumes dest: a stream with a short AckWait, or a queue, whose
-// unacked deliveries come back as soon as the killed process's connection
-// closes.
+// source consumes dest: a stream with a short AckWait, an SQS queue with
+// a short visibility timeout, or a RabbitMQ queue, whose unacked
+// deliveries come back as soon as the killed process's connection closes.
 func source(ctx context.Context, brokerName, dest string) (broker.Source, error) {
 	if brokerName == "kafka" {
 		// The children are one static member of the group, so that the next
@@ -478,6 +493,10 @@ func source(ctx context.Context, brokerName, dest string) (broker.Source, error)
 		return kafka.NewSource(ctx, &kafka.Config{Brokers: strings.Split(os.Getenv("INBOX_CRASH_KAFKA"), ","), Topic: dest, Group: "crash",
 			CommitInterval: 100 * time.Millisecond,
 			Options:        []kgo.Opt{kgo.InstanceID("crash-child"), kgo.SessionTimeout(500 * time.Millisecond), kgo.HeartbeatInterval(100 * time.Millisecond), kgo.FetchMaxWait(200 * time.Millisecond)}})
+	}
+	if brokerName == "sqs" {
+		return sqs.NewSource(ctx, &sqs.Config{Client: sqsenv.ClientOn(os.Getenv("INBOX_CRASH_SQS")), Queue: dest,
+			VisibilityTimeout: time.Second, WaitTime: time.Second})
 	}
 	if brokerName == "nats" {
 		nc, err := nats.Connect(testenv.NATSURL())

@@ -1,5 +1,6 @@
 // Package crashtest kills real consumer processes (PostgreSQL, with NATS
-// JetStream, RabbitMQ or Kafka on an in-process kfake) at every step between the claim and the ack, and
+// JetStream, RabbitMQ, Kafka on an in-process kfake, or SQS on the
+// in-process goaws emulator) at every step between the claim and the ack, and
 // in the transaction that records a failure or a dead letter, and checks
 // that every message's effect committed exactly once and every failing
 // message has one dead letter after exactly MaxAttempts attempts. It has

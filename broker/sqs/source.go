@@ -1,0 +1,218 @@
+package sqs
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/inboxkit/inbox/broker"
+	"github.com/inboxkit/inbox/internal/latch"
+)
+
+// Source is a broker.LeaseSource on an SQS queue.
+type Source struct {
+	cfg   Config
+	url   string // the queue's URL
+	name  string // the queue's name: Message.Subject
+	fifo  bool
+	ready chan *delivery // received messages, for Next
+	del   deleter
+
+	ctx    context.Context // canceled by Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	closed sync.Once
+	failed *latch.Error // the terminal error
+}
+
+var _ broker.LeaseSource = (*Source)(nil)
+
+// NewSource resolves the queue (a name with GetQueueUrl, which fails for a
+// queue that does not exist) and starts receiving.
+func NewSource(ctx context.Context, cfg *Config) (*Source, error) {
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	queueURL := c.Queue
+	if !isURL(queueURL) {
+		out, err := c.Client.GetQueueUrl(ctx, &awssqs.GetQueueUrlInput{QueueName: aws.String(c.Queue)})
+		if err != nil {
+			return nil, fmt.Errorf("sqs: queue %q: %w", c.Queue, classify(err))
+		}
+		queueURL = aws.ToString(out.QueueUrl)
+	}
+	sctx, cancel := context.WithCancel(context.Background())
+	s := &Source{
+		cfg: c, url: queueURL, name: queueName(queueURL), fifo: fifo(queueURL),
+		ready: make(chan *delivery), ctx: sctx, cancel: cancel, failed: latch.New(),
+	}
+	s.del.s = s
+	s.wg.Add(1)
+	go s.receive()
+	return s, nil
+}
+
+// receive receives messages and hands them to Next one at a time, so that
+// at most one receive's worth waits in the Source, until Close or a
+// terminal error.
+func (s *Source) receive() {
+	defer s.wg.Done()
+	in := &awssqs.ReceiveMessageInput{
+		QueueUrl:              aws.String(s.url),
+		MaxNumberOfMessages:   int32(s.cfg.MaxMessages),
+		WaitTimeSeconds:       int32(s.cfg.WaitTime / time.Second),
+		VisibilityTimeout:     int32(s.cfg.VisibilityTimeout / time.Second),
+		MessageAttributeNames: []string{"All"},
+		MessageSystemAttributeNames: []types.MessageSystemAttributeName{
+			types.MessageSystemAttributeNameApproximateReceiveCount,
+			types.MessageSystemAttributeNameMessageGroupId,
+		},
+	}
+	delay := s.cfg.RetryDelay
+	for s.ctx.Err() == nil {
+		out, err := s.cfg.Client.ReceiveMessage(s.ctx, in)
+		if err != nil {
+			if s.ctx.Err() != nil {
+				return
+			}
+			err = classify(err)
+			if terminal(err) {
+				s.failed.Set(fmt.Errorf("sqs: receiving from %s: %w", s.name, err))
+				return
+			}
+			s.cfg.Logger.Warn("sqs: receive failed; retrying", "queue", s.name, "delay", delay, "error", err)
+			if !s.sleep(jitter(delay)) {
+				return
+			}
+			delay = min(2*delay, s.cfg.RetryMaxDelay)
+			continue
+		}
+		delay = s.cfg.RetryDelay
+		received := time.Now()
+		for i, m := range out.Messages {
+			select {
+			case s.ready <- s.delivery(m, received):
+			case <-s.ctx.Done():
+				s.release(out.Messages[i:])
+				return
+			case <-s.failed.Done():
+				return
+			}
+		}
+	}
+}
+
+// sleep waits d unless the Source closes first.
+func (s *Source) sleep(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-s.ctx.Done():
+		return false
+	}
+}
+
+// jitter spreads d by ±20 %.
+func jitter(d time.Duration) time.Duration {
+	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
+}
+
+// release makes messages received but never handed out visible again at
+// once, instead of after their visibility timeout.
+func (s *Source) release(msgs []types.Message) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, m := range msgs {
+		_, err := s.cfg.Client.ChangeMessageVisibility(ctx, &awssqs.ChangeMessageVisibilityInput{
+			QueueUrl: aws.String(s.url), ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: 0,
+		})
+		if err != nil {
+			s.cfg.Logger.Info("sqs: releasing a message at Close failed; it comes back after its visibility timeout",
+				"queue", s.name, "message_id", aws.ToString(m.MessageId), "error", err)
+		}
+	}
+}
+
+// delivery makes the delivery of m, received at received.
+func (s *Source) delivery(m types.Message, received time.Time) *delivery {
+	msg := &broker.Message{Subject: s.name}
+	var encoding string
+	if len(m.MessageAttributes) > 0 {
+		msg.Headers = make(map[string]string, len(m.MessageAttributes))
+		for k, a := range m.MessageAttributes {
+			v := attributeString(a)
+			switch k {
+			case BodyEncodingAttribute:
+				encoding = v
+				continue // ours: not the producer's header
+			case s.cfg.IDAttribute:
+				msg.ID = v
+			case s.cfg.TypeAttribute:
+				msg.Type = v
+			}
+			msg.Headers[k] = v
+		}
+	}
+	if msg.ID == "" && s.cfg.IDFromMessageID {
+		msg.ID = aws.ToString(m.MessageId)
+	}
+	payload, err := decodeBody(aws.ToString(m.Body), encoding)
+	if err != nil {
+		// Dead-lettered as having no ID, with the body as it came and
+		// the encoding among its headers, rather than handled as garbage.
+		payload, msg.ID = []byte(aws.ToString(m.Body)), ""
+		if msg.Headers == nil {
+			msg.Headers = map[string]string{}
+		}
+		msg.Headers[BodyEncodingAttribute] = encoding
+		s.cfg.Logger.Warn("sqs: undecodable body; the message will be dead-lettered", "queue", s.name,
+			"message_id", aws.ToString(m.MessageId), "error", err)
+	}
+	msg.Payload = payload
+	if n, err := strconv.Atoi(m.Attributes[string(types.MessageSystemAttributeNameApproximateReceiveCount)]); err == nil {
+		msg.Deliveries = n
+	}
+	if s.fifo {
+		msg.Key = m.Attributes[string(types.MessageSystemAttributeNameMessageGroupId)]
+	}
+	return &delivery{s: s, handle: aws.ToString(m.ReceiptHandle), received: received, msg: msg}
+}
+
+// Next returns the next delivery.
+func (s *Source) Next(ctx context.Context) (broker.Delivery, error) {
+	select {
+	case d := <-s.ready:
+		return d, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-s.ctx.Done():
+		return nil, broker.ErrSourceClosed
+	case <-s.failed.Done():
+		return nil, s.failed.Err()
+	}
+}
+
+// LeaseInterval is a third of the visibility timeout.
+func (s *Source) LeaseInterval() time.Duration { return s.cfg.VisibilityTimeout / 3 }
+
+// Close stops receiving, and makes the messages received but not yet
+// handed out visible again. Deliveries handed out and not acked come back
+// after their visibility timeout; they can still be acked or nacked after
+// Close (the client is the caller's), which SQS then honours.
+func (s *Source) Close() error {
+	s.closed.Do(func() {
+		s.cancel()
+		s.wg.Wait()
+	})
+	return nil
+}
