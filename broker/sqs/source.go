@@ -216,3 +216,21 @@ func (s *Source) Close() error {
 	})
 	return nil
 }
+
+var _ broker.RedeliveryWindower = (*Source)(nil)
+
+// RedeliveryWindow returns the queue's MessageRetentionPeriod (SQS keeps
+// a message 4 days by default, 14 at most).
+func (s *Source) RedeliveryWindow(ctx context.Context) (time.Duration, error) {
+	out, err := s.cfg.Client.GetQueueAttributes(ctx, &awssqs.GetQueueAttributesInput{QueueUrl: aws.String(s.url),
+		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameMessageRetentionPeriod}})
+	if err != nil {
+		return 0, fmt.Errorf("sqs: queue %s: %w", s.name, classify(err))
+	}
+	v, ok := out.Attributes[string(types.QueueAttributeNameMessageRetentionPeriod)]
+	secs, err := strconv.Atoi(v)
+	if !ok || err != nil || secs <= 0 {
+		return 0, fmt.Errorf("sqs: queue %s: MessageRetentionPeriod %q", s.name, v)
+	}
+	return time.Duration(secs) * time.Second, nil
+}

@@ -508,3 +508,34 @@ func TestQueueDeletedEndsConsume(t *testing.T) {
 		t.Fatal("Consume did not return after its queue was deleted")
 	}
 }
+
+// The queue's MessageRetentionPeriod is the redelivery window: SQS's 4
+// days by default are within the inbox's 7; 14 days are not, and
+// CheckRetention says so.
+func TestRedeliveryWindow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cl := sqsenv.Client()
+	name := sqsenv.Queue(t, false)
+	src := newSource(t, cl, name, sqs.Config{})
+	got, err := src.RedeliveryWindow(ctx)
+	switch {
+	case sqsenv.Emulated(): // goaws reports 0 until the attribute is set: an error, not "unbounded"
+		if err == nil {
+			t.Fatalf("goaws's MessageRetentionPeriod 0: window %v, want an error", got)
+		}
+	case err != nil || got != 4*24*time.Hour:
+		t.Fatalf("default window %v, %v; want 4 days", got, err)
+	}
+	if _, err := cl.SetQueueAttributes(ctx, &awssqs.SetQueueAttributesInput{QueueUrl: aws.String(queueURL(t, cl, name)),
+		Attributes: map[string]string{"MessageRetentionPeriod": "1209600"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := src.RedeliveryWindow(ctx); err != nil || got != 14*24*time.Hour {
+		t.Fatalf("window %v, %v; want 14 days", got, err)
+	}
+	warning, _, err := inbox.CheckRetention(ctx, src, inbox.DefaultRetention)
+	if err != nil || !strings.Contains(warning, "336h0m0s") {
+		t.Fatalf("CheckRetention: %q %v, want a warning naming 14 days (336h)", warning, err)
+	}
+}
