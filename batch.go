@@ -160,6 +160,9 @@ func (ib *Inbox[TTx]) processBatch(ctx context.Context, msgs []Message, run runF
 // before each message (the second), whose failures it records. It sets
 // each item's outcome; an error fails the whole batch (every item Retry).
 func (ib *Inbox[TTx]) batchPass(ctx context.Context, bc store.BatchClaimer[TTx], items []*batchItem, run runFunc[TTx], isolate bool) (bool, error) {
+	for _, it := range items { // what an earlier pass settled, this one settles again
+		it.done = false
+	}
 	fail := func(op string, err error) (bool, error) {
 		out, err := ib.dbFailed(ctx, op, err)
 		for _, it := range items {
@@ -223,9 +226,8 @@ func (ib *Inbox[TTx]) batchPass(ctx context.Context, bc store.BatchClaimer[TTx],
 				}
 				herr = fmt.Errorf("inbox: the handler returned no error, but: %w", herr)
 			}
-			if ctx.Err() != nil || !IsPermanent(herr) && ib.transient(herr) || errors.Is(herr, store.ErrTxUnusable) {
-				// A deadlock may have ended the whole transaction (MySQL),
-				// and an unusable one cannot go on: retry the batch.
+			if ctx.Err() != nil || errors.Is(herr, store.ErrTxUnusable) {
+				// Shutting down, or tx cannot go on: retry the batch.
 				_ = ib.driver.Rollback(ctx, tx)
 				if errors.Is(herr, store.ErrTxUnusable) { // count it, or it comes back for ever
 					it.out, it.err = ib.failed(ctx, nil, it.msg, it.p, herr)
@@ -249,7 +251,12 @@ func (ib *Inbox[TTx]) batchPass(ctx context.Context, bc store.BatchClaimer[TTx],
 				_ = ib.driver.Rollback(ctx, tx)
 				return fail("batch: unclaim", err)
 			}
-			out, keep, rerr := ib.recordFailure(ctx, tx, it.msg, it.p, herr, false, nil)
+			// A transient failure (a deadlock of the handler's queries:
+			// PostgreSQL undid the savepoint's subtransaction, and MySQL
+			// the whole transaction, which RollbackToSavepoint said above)
+			// counts as one for this message alone.
+			transient := !IsPermanent(herr) && ib.transient(herr)
+			out, keep, rerr := ib.recordFailure(ctx, tx, it.msg, it.p, herr, transient, nil)
 			var refused *payloadRefusedError
 			switch {
 			case errors.As(rerr, &refused): // a dead letter too large: kept without its payload, in a transaction of its own

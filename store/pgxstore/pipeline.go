@@ -49,6 +49,12 @@ func (d *Driver) ClaimAndRun(ctx context.Context, p *store.ClaimParams, stmts []
 			}
 			return res, pgsql.Classify(err)
 		}
+		// pgx prepares the batch's new statements before sending it, and
+		// reports a statement the server refuses to prepare (a syntax
+		// error, an unknown column) here, at the first result: find it.
+		if i, perr := badStatement(ctx, c.Conn().PgConn(), stmts); perr != nil {
+			return nil, &store.StatementError{Index: i, Err: perr}
+		}
 		return nil, pgsql.Classify(err)
 	}
 	for i := range stmts {
@@ -69,4 +75,18 @@ func (d *Driver) ClaimAndRun(ctx context.Context, p *store.ClaimParams, stmts []
 func isPgError(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr)
+}
+
+// badStatement prepares each of stmts as the unnamed statement (no cache
+// kept) and returns the first the server refuses, with its error.
+func badStatement(ctx context.Context, pc *pgconn.PgConn, stmts []store.Statement) (int, error) {
+	for i, s := range stmts {
+		if _, err := pc.Prepare(ctx, "", s.SQL, nil); err != nil {
+			if isPgError(err) {
+				return i, err
+			}
+			return -1, nil // the connection failed: not the statement's fault
+		}
+	}
+	return -1, nil
 }

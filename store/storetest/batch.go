@@ -260,3 +260,34 @@ func testBatchFunc[TTx any](t *testing.T, h Harness[TTx]) {
 		}
 	}
 }
+
+// A transient failure in a batch (a deadlock of the handler's queries, an
+// error marked retryable) is counted as a transient failure of its
+// message alone: its neighbours commit, and at MaxTransientFailures it is
+// dead-lettered instead of coming back for ever.
+func testBatchTransient[TTx any](t *testing.T, h Harness[TTx]) {
+	env, ib := openBatch(t, h, inbox.Config{MaxTransientFailures: 2})
+	ctx := context.Background()
+	hd := func(ctx context.Context, tx TTx, m *inbox.Message) error {
+		if err := env.Write(ctx, tx, key(m.ID)); err != nil {
+			return err
+		}
+		if m.ID == "busy" {
+			return store.Retryable(errors.New("downstream busy"))
+		}
+		return nil
+	}
+	outs, err := ib.ProcessBatch(ctx, msgs("t-1", "busy", "t-2"), hd)
+	if err != nil || statuses(outs) != "processed retry processed" || !inbox.IsRetryable(outs[1].Err) || outs[1].Attempts != 0 {
+		t.Fatalf("first batch: %s %v (%+v), want processed retry processed, the retry transient and uncounted", statuses(outs), err, outs[1])
+	}
+	outs, err = ib.ProcessBatch(ctx, msgs("busy", "t-3"), hd)
+	if err != nil || statuses(outs) != "dead-lettered processed" {
+		t.Fatalf("second batch: %s %v, want busy dead-lettered at MaxTransientFailures", statuses(outs), err)
+	}
+	for id, want := range map[string]int{"t-1": 1, "t-2": 1, "t-3": 1, "busy": 0} {
+		if n := count(t, env, id); n != want {
+			t.Fatalf("%s: %d effects, want %d", id, n, want)
+		}
+	}
+}

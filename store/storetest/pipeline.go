@@ -142,3 +142,29 @@ func testQueuedRace[TTx any](t *testing.T, h Harness[TTx]) {
 		}
 	}
 }
+
+// A queued statement that the database refuses to prepare (a syntax
+// error, an unknown column) is the handler's failure, counted up to its
+// dead letter: not an error of the inbox's own statements, and never one
+// that stops the consumer (ErrUnrecoverable).
+func testQueuedBadStatement[TTx any](t *testing.T, h Harness[TTx]) {
+	env, ib := openPipeline(t, h)
+	ctx := context.Background()
+	for _, sql := range []string{"INSERT INTO inbox_storetest_no_such_table VALUES ($1", "SELECT no_such_column FROM (SELECT 1) AS t"} {
+		bad := func(_ context.Context, q *inbox.Queue, m *inbox.Message) error {
+			env.QueueWrite(q, key(m.ID))
+			q.Add(sql)
+			return nil
+		}
+		for i, want := range []inbox.Status{inbox.Retry, inbox.DeadLettered} {
+			out, err := ib.ProcessQueued(ctx, msg(sql), bad)
+			var se *store.StatementError
+			if out.Status != want || out.Attempts != i+1 || errors.Is(err, inbox.ErrUnrecoverable) || want == inbox.Retry && !errors.As(err, &se) {
+				t.Fatalf("%q, delivery %d: %+v %v, want %v after %d attempts, a *store.StatementError", sql, i+1, out, err, want, i+1)
+			}
+		}
+		if n := count(t, env, sql); n != 0 {
+			t.Fatalf("%q: %d effects, want 0", sql, n)
+		}
+	}
+}

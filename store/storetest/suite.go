@@ -77,10 +77,12 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"BatchLarge", testBatchLarge[TTx]},
 		{"BatchRace", testBatchRace[TTx]},
 		{"BatchFunc", testBatchFunc[TTx]},
+		{"BatchTransient", testBatchTransient[TTx]},
 		// pipeline.go: ProcessQueued, where the store pipelines
 		{"QueuedThenDuplicate", testQueuedThenDuplicate[TTx]},
 		{"QueuedFailures", testQueuedFailures[TTx]},
 		{"QueuedRace", testQueuedRace[TTx]},
+		{"QueuedBadStatement", testQueuedBadStatement[TTx]},
 		// hooks.go
 		{"Hooks", testHooks[TTx]},
 		{"HookPanics", testHookPanics[TTx]},
