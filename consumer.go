@@ -193,6 +193,9 @@ func consume[TTx any](ctx context.Context, ib *Inbox[TTx], src broker.Source, cf
 		return fmt.Errorf("%w: nil source", ErrInvalidConfig)
 	}
 	c := cfg.withDefaults(src)
+	if c.BatchSize < 0 {
+		return fmt.Errorf("%w: negative ConsumerConfig.BatchSize %d", ErrInvalidConfig, c.BatchSize)
+	}
 	if c.BatchSize == 0 {
 		c.BatchSize = batchSize
 	}

@@ -40,6 +40,11 @@ var ErrNoPipeline = errors.New("inbox: the store cannot pipeline a claim with qu
 // or serialization failure in the statements is transient). A store
 // without the pipeline (anything but pgxstore) gives Retry and an error
 // wrapping ErrNoPipeline, and nothing runs.
+//
+// The handler runs before the claim, so it also runs for a duplicate;
+// should it fail for one, the failure is counted like a new message's
+// until the dead letter, which finds the processed row and makes the
+// outcome Duplicate: nothing applies twice.
 func (ib *Inbox[TTx]) ProcessQueued(ctx context.Context, msg Message, h QueuedHandler) (Outcome, error) {
 	if ib == nil || h == nil {
 		return Outcome{Status: Retry}, fmt.Errorf("%w: nil *Inbox or handler", ErrInvalidConfig)

@@ -116,7 +116,8 @@ func checkSchema(ctx context.Context, s store.Schema) error {
 }
 
 // Write writes msgs in tx, to be published once tx commits. A message
-// whose ID is already in the outbox table (not yet published) is skipped.
+// whose ID is already in the outbox table (not yet published, or kept
+// published: RelayConfig.KeepPublished) is skipped.
 // An invalid message fails the whole call with an *InvalidMessageError
 // before anything is written; an error of the database leaves tx to be
 // rolled back, as any failed statement does.

@@ -23,6 +23,7 @@ const (
 	DefaultMaxAttempts    = 10
 	DefaultPublishTimeout = 10 * time.Second
 	DefaultParallel       = 8
+	DefaultOutageAfter    = time.Minute
 	// busyPoll is how soon a relay that claimed rows looks again: writers
 	// notify at most every few milliseconds (pgxstore's
 	// OutboxNotifyEvery), so rows committed after a notification and
@@ -86,6 +87,16 @@ type RelayConfig struct {
 	// for concurrent use (the adapters' Publishers are). Default
 	// DefaultParallel (8).
 	Parallel int
+	// OutageAfter tells an outage from a bad row. A failed publication
+	// counts towards MaxAttempts only while the broker takes other
+	// messages: when none of this relay's publications succeeded for
+	// OutageAfter (or ever), the broker is taken for down (a lost
+	// connection, expired credentials, a deleted stream), the row's
+	// failure is not counted, and it is retried with a backoff that grows
+	// with the outage, so that an outage parks nothing. A bad row that is
+	// the only traffic is thus retried for ever (with that backoff, logged
+	// at WARN) rather than parked. Default DefaultOutageAfter (1 min).
+	OutageAfter time.Duration
 	// PublishTimeout bounds one Publish call. Default
 	// DefaultPublishTimeout (10 s).
 	PublishTimeout time.Duration
@@ -93,8 +104,12 @@ type RelayConfig struct {
 	// inbox.Backoff's defaults (1 s doubling to 5 min, ±10 % jitter).
 	Backoff inbox.Backoff
 	// Ordered publishes each key's messages one at a time, in the order
-	// they were written (their sequence numbers): a key's next message
-	// waits until the previous one is published, or while it is parked.
+	// of their sequence numbers, which Write takes when it inserts: a
+	// key's next message waits until the previous one is published, or
+	// while it is parked. Two transactions writing one key at once may
+	// commit in the other order than they wrote; a service that needs
+	// its order locks the key's aggregate (SELECT ... FOR UPDATE) before
+	// it writes.
 	// Rows without a key are not held back. Default false: rows are
 	// published oldest first, but a failed row is retried after younger
 	// ones.
@@ -105,7 +120,9 @@ type RelayConfig struct {
 	// deleted as soon as the broker confirmed it.
 	KeepPublished time.Duration
 	// NoListen makes the relay poll even where the database can tell it
-	// of new rows. Default false.
+	// of new rows. Default false: on PostgreSQL, Run holds a connection
+	// of the driver's pool for LISTEN while it runs (size the pool for
+	// it).
 	NoListen bool
 	// Logger receives failed publications (WARN), parked rows (ERROR) and
 	// database errors (WARN). Default slog.Default().
@@ -135,6 +152,9 @@ func (c *RelayConfig) withDefaults() (RelayConfig, error) {
 	if out.Parallel == 0 {
 		out.Parallel = DefaultParallel
 	}
+	if out.OutageAfter == 0 {
+		out.OutageAfter = DefaultOutageAfter
+	}
 	if out.PublishTimeout == 0 {
 		out.PublishTimeout = DefaultPublishTimeout
 	}
@@ -142,7 +162,8 @@ func (c *RelayConfig) withDefaults() (RelayConfig, error) {
 		out.Logger = slog.Default()
 	}
 	switch {
-	case out.Batch < 0, out.Lease < 0, out.PollInterval < 0, out.MaxAttempts < 0, out.PublishTimeout < 0, out.Parallel < 0, out.KeepPublished < 0:
+	case out.Batch < 0, out.Lease < 0, out.PollInterval < 0, out.MaxAttempts < 0, out.PublishTimeout < 0, out.Parallel < 0,
+		out.KeepPublished < 0, out.OutageAfter < 0:
 		return out, fmt.Errorf("%w: negative setting in %+v", ErrInvalidConfig, out)
 	case out.Lease < 2*out.PublishTimeout:
 		return out, fmt.Errorf("%w: Lease %v is shorter than twice PublishTimeout %v", ErrInvalidConfig, out.Lease, out.PublishTimeout)
@@ -159,6 +180,10 @@ func (c *RelayConfig) withDefaults() (RelayConfig, error) {
 type Relay struct {
 	d   store.OutboxRelayer
 	cfg RelayConfig
+
+	mu     sync.Mutex
+	lastOK time.Time // of the last successful publication
+	down   int       // rounds since, whose failures were not counted
 }
 
 // NewRelay returns a Relay on driver (pgxstore's or sqlstore's Driver). It
@@ -194,8 +219,10 @@ func (r *Relay) Run(ctx context.Context) error {
 	wake := make(chan struct{}, 1)
 	if l, ok := r.d.(store.OutboxListener); ok && !r.cfg.NoListen {
 		lctx, cancel := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		wg.Go(func() { r.listen(lctx, l, wake) })
+		defer wg.Wait() // its connection is back when Run returns
 		defer cancel()
-		go r.listen(lctx, l, wake)
 	}
 	failures := 0
 	var pruned time.Time
@@ -264,10 +291,16 @@ func (r *Relay) listen(ctx context.Context, l store.OutboxListener, wake chan<- 
 			continue
 		}
 		signal() // rows committed before LISTEN took effect
-		for n.Wait(ctx) == nil {
-			signal()
+		for err == nil {
+			if err = n.Wait(ctx); err == nil {
+				signal()
+			}
 		}
 		n.Close()
+		if ctx.Err() == nil { // the connection broke: not at once again
+			r.cfg.Logger.WarnContext(ctx, "outbox: listening for new rows failed; listening again", "error", err, "after", r.cfg.PollInterval)
+			sleep(ctx, r.cfg.PollInterval)
+		}
 	}
 }
 
@@ -314,15 +347,19 @@ func (r *Relay) RelayOnce(ctx context.Context) (RelayResult, error) {
 	}
 	wg.Wait()
 	var published []int64
+	for i := range recs {
+		if !released[i] && errs[i] == nil {
+			published = append(published, recs[i].Seq)
+		}
+	}
+	outage := r.outage(len(published) > 0)
 	var fails []store.OutboxFailure
 	for i, rec := range recs {
 		switch {
 		case released[i]:
 			fails = append(fails, store.OutboxFailure{Seq: rec.Seq, Released: true})
-		case errs[i] == nil:
-			published = append(published, rec.Seq)
-		default:
-			fails = append(fails, r.failure(ctx, rec, errs[i], &res))
+		case errs[i] != nil:
+			fails = append(fails, r.failure(ctx, rec, errs[i], outage, &res))
 		}
 	}
 	// The rows are ours until the lease ends, whatever ctx says.
@@ -369,12 +406,38 @@ func (r *Relay) publish(ctx context.Context, rec *store.OutboxRecord) (err error
 	return r.cfg.Publish(pctx, m)
 }
 
-// failure decides what a failed publication makes of its row.
-func (r *Relay) failure(ctx context.Context, rec *store.OutboxRecord, err error, res *RelayResult) store.OutboxFailure {
+// outage records whether this round published something, and returns
+// the number of rounds the broker has taken nothing for OutageAfter (0:
+// it is up, failures count).
+func (r *Relay) outage(published bool) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := time.Now()
+	switch {
+	case published:
+		r.lastOK, r.down = now, 0
+	case now.Sub(r.lastOK) >= r.cfg.OutageAfter:
+		r.down++
+	}
+	return r.down
+}
+
+// failure decides what a failed publication makes of its row; outage is
+// the number of rounds the broker has taken nothing (see OutageAfter).
+func (r *Relay) failure(ctx context.Context, rec *store.OutboxRecord, err error, outage int, res *RelayResult) store.OutboxFailure {
 	attempts := rec.Attempts + 1
 	f := store.OutboxFailure{Seq: rec.Seq, Error: storable(err.Error()), Delay: r.cfg.Backoff.Delay(attempts)}
-	attrs := []any{"id", fmt.Sprintf("%q", rec.ID), "destination", rec.Destination, "seq", rec.Seq, "attempts", attempts, "error", err}
-	if inbox.IsPermanent(err) || errors.Is(err, broker.ErrInvalidMessage) || attempts >= r.cfg.MaxAttempts {
+	attrs := []any{"id", fmt.Sprintf("%q", rec.ID), "destination", rec.Destination, "seq", rec.Seq, "error", err}
+	bad := inbox.IsPermanent(err) || errors.Is(err, broker.ErrInvalidMessage)
+	if outage > 0 && !bad {
+		f.Released, f.Delay = true, r.cfg.Backoff.Delay(outage)
+		res.Failed++
+		r.cfg.Logger.WarnContext(ctx, "outbox: publication failed while the broker takes nothing; not counted, retrying",
+			append(attrs, "attempts", rec.Attempts, "retry_in", f.Delay)...)
+		return f
+	}
+	attrs = append(attrs, "attempts", attempts)
+	if bad || attempts >= r.cfg.MaxAttempts {
 		f.Park = true
 		res.Parked++
 		r.cfg.Logger.ErrorContext(ctx, "outbox: message parked: it is no longer published until unparked", attrs...)

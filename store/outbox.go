@@ -62,9 +62,9 @@ type OutboxRelayer interface {
 	// many it deleted.
 	OutboxPrunePublished(ctx context.Context, age time.Duration, limit int) (int, error)
 	// OutboxFail records failed publications of rows still leased by
-	// token: each counts one attempt, keeps the error and becomes due
-	// after its Delay, or is parked (never claimed again until unparked).
-	// A Released row is made due at once without counting an attempt.
+	// token: each counts one attempt, keeps the error (when not empty) and
+	// becomes due after its Delay, or is parked (never claimed again until
+	// unparked). A Released one counts no attempt.
 	OutboxFail(ctx context.Context, token []byte, fails []OutboxFailure) error
 	// OutboxParked lists parked rows in sequence order, after p.AfterSeq.
 	OutboxParked(ctx context.Context, p *OutboxListParams) ([]*OutboxRecord, error)
@@ -150,8 +150,9 @@ type OutboxFailure struct {
 	Delay time.Duration
 	// Park parks the row instead.
 	Park bool
-	// Released gives the row back unpublished without counting an
-	// attempt (the relay ran out of its lease before publishing it).
+	// Released gives the row back without counting an attempt: the relay
+	// ran out of its lease before publishing it (no Error), or the broker
+	// takes nothing at the moment (an outage: the Error is kept).
 	Released bool
 }
 

@@ -369,6 +369,8 @@ func (s *Source) RedeliveryWindow(context.Context) (time.Duration, error) {
 		return time.Duration(ttl) * time.Millisecond, nil
 	case int64:
 		return time.Duration(ttl) * time.Millisecond, nil
+	case float64:
+		return time.Duration(ttl * float64(time.Millisecond)), nil
 	}
 	return 0, nil
 }

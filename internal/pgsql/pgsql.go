@@ -327,7 +327,7 @@ WHERE seq = ANY($1) AND lease_token = $2`,
 	ORDER BY published_at LIMIT $2))`,
 		OutboxFail: `UPDATE ` + n.Outbox + ` o SET
 	attempts = o.attempts + CASE WHEN f.released THEN 0 ELSE 1 END,
-	last_error = CASE WHEN f.released THEN o.last_error ELSE f.error END,
+	last_error = CASE WHEN f.error = '' THEN o.last_error ELSE f.error END,
 	available_at = now() + f.delay * interval '1 millisecond',
 	parked_at = CASE WHEN f.park THEN now() END,
 	lease_token = NULL

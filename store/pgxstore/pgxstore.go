@@ -52,8 +52,11 @@ type Config struct {
 	// notification is older, so that a burst of writes costs a few
 	// notifications. A NOTIFY serializes the notifying COMMITs for a
 	// moment: measured here, notifying every write halved the throughput
-	// of 8 writers. A relay that published rows looks again after 10 ms,
-	// so rows written between two notifications wait about that long.
+	// of 8 writers. Whether a write notifies is decided when it writes: rows
+	// written within OutboxNotifyEvery of a notifying write are found
+	// when that write commits (a relay that published rows looks again
+	// 10 ms later), or, when it rolls back or commits much later, by the
+	// relay's next poll (PollInterval, 1 s).
 	// Default DefaultOutboxNotifyEvery (10 ms); negative: never notify
 	// (relays poll).
 	OutboxNotifyEvery time.Duration

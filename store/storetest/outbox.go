@@ -659,3 +659,49 @@ func testOutboxKeepPublished[TTx any](t *testing.T, h Harness[TTx]) {
 		t.Fatalf("published %q, want kept-1 again after its kept row was pruned", got)
 	}
 }
+
+// While the broker takes nothing (every publication fails, none succeeded
+// for OutageAfter), failures are not counted: an outage parks nothing,
+// and the rows keep their last error. Once the broker takes messages
+// again, a row that still fails is counted and parked.
+func testOutboxOutage[TTx any](t *testing.T, h Harness[TTx]) {
+	e := openOutbox(t, h)
+	ctx := context.Background()
+	e.write(t, true, outMsg("o-1"), outMsg("o-2"))
+	down := true
+	s := &sink{fail: func(m *outbox.Message) error {
+		if down || m.ID == "o-2" {
+			return errors.New("connection refused")
+		}
+		return nil
+	}}
+	r := e.relay(t, outbox.RelayConfig{Publish: s.publish, MaxAttempts: 2, OutageAfter: time.Hour,
+		Backoff: inbox.Backoff{Initial: time.Millisecond, Max: time.Millisecond, Jitter: -1}})
+	for range 6 { // a fresh relay that never published: an outage from the start
+		if _, err := r.RelayOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(3 * time.Millisecond)
+	}
+	if parked, err := r.Parked(ctx, 0, 10); err != nil || len(parked) != 0 {
+		t.Fatalf("parked during the outage: %d %v, want none", len(parked), err)
+	}
+	recs, err := e.rs.OutboxClaim(ctx, &store.OutboxClaimParams{Limit: 10, Lease: time.Millisecond, Token: []byte("peek")})
+	if err != nil || len(recs) != 2 || recs[0].Attempts != 0 || recs[0].LastError != "connection refused" {
+		t.Fatalf("rows after the outage: %d %v (first %+v), want both, 0 attempts, the last error kept", len(recs), err, recs)
+	}
+	time.Sleep(5 * time.Millisecond) // the peek's lease
+	down = false
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(3 * time.Millisecond) {
+		if _, err := r.RelayOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if parked, _ := r.Parked(ctx, 0, 10); len(parked) == 1 {
+			if parked[0].Message.ID != "o-2" || parked[0].Attempts != 2 || !slices.Equal(s.ids(), []string{"o-1"}) {
+				t.Fatalf("parked %+v, published %q; want o-2 after 2 counted attempts, o-1 published", parked[0], s.ids())
+			}
+			return
+		}
+	}
+	t.Fatalf("o-2 never parked once the broker took o-1 (published %q)", s.ids())
+}

@@ -62,6 +62,7 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"OutboxDuplicateID", testOutboxDuplicateID[TTx]},
 		{"OutboxInvalid", testOutboxInvalid[TTx]},
 		{"OutboxRetryAndPark", testOutboxRetryAndPark[TTx]},
+		{"OutboxOutage", testOutboxOutage[TTx]},
 		{"OutboxLease", testOutboxLease[TTx]},
 		{"OutboxCommitOrder", testOutboxCommitOrder[TTx]},
 		{"OutboxRelaysShare", testOutboxRelaysShare[TTx]},

@@ -324,7 +324,7 @@ ORDER BY published_at
 LIMIT ?`,
 	OutboxFail: `UPDATE {outbox} o JOIN ({failures}) f ON o.seq = f.seq SET
     o.attempts = o.attempts + IF(f.released, 0, 1),
-    o.last_error = IF(f.released, o.last_error, f.error),
+    o.last_error = IF(f.error = '', o.last_error, f.error),
     o.available_at = ` + mysqlNow + ` + INTERVAL (f.delay_ms * 1000) MICROSECOND,
     o.parked_at = IF(f.park, ` + mysqlNow + `, NULL),
     o.lease_token = NULL

@@ -262,7 +262,7 @@ WHERE lease_token = ? AND seq IN ({seqs})`,
     LIMIT ?)`,
 	OutboxFail: `UPDATE {outbox} AS o SET
     attempts = o.attempts + CASE WHEN f.released THEN 0 ELSE 1 END,
-    last_error = CASE WHEN f.released THEN o.last_error ELSE f.error END,
+    last_error = CASE WHEN f.error = '' THEN o.last_error ELSE f.error END,
     available_at = ` + sqliteNow + ` + f.delay_ms,
     parked_at = CASE WHEN f.park THEN ` + sqliteNow + ` END,
     lease_token = NULL
