@@ -35,6 +35,10 @@ func (d *Driver) ClaimAndRun(ctx context.Context, p *store.ClaimParams, stmts []
 	if d.perTx {
 		if _, err := br.Exec(); err != nil {
 			_ = br.Close()
+			// A statement the server refused to prepare shows here, first.
+			if i, perr := badStatement(ctx, c.Conn().PgConn(), stmts); perr != nil {
+				return nil, &store.StatementError{Index: i, Err: perr}
+			}
 			return nil, pgsql.Classify(err)
 		}
 	}
