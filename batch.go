@@ -172,18 +172,27 @@ func (ib *Inbox[TTx]) batchPass(ctx context.Context, bc store.BatchClaimer[TTx],
 		}
 		return true, err
 	}
-	tx, err := ib.driver.Begin(ctx, &store.BeginParams{LockTimeout: ib.cfg.LockTimeout})
-	if err != nil {
-		return fail("batch: begin", err)
-	}
 	params := make([]store.ClaimParams, len(items))
 	for i, it := range items {
 		params[i] = *it.p
 	}
-	res, err := bc.ClaimBatch(ctx, tx, &store.ClaimBatchParams{Claims: params, LockTimeout: ib.cfg.LockTimeout})
-	if err != nil {
-		_ = ib.driver.Rollback(ctx, tx)
-		return fail("batch claim", err)
+	p := &store.ClaimBatchParams{Claims: params, LockTimeout: ib.cfg.LockTimeout}
+	var tx TTx
+	var res []store.ClaimResult
+	if bb, ok := bc.(store.BatchBeginner[TTx]); ok { // one round trip
+		var err error
+		if tx, res, err = bb.BeginClaimBatch(ctx, p); err != nil {
+			return fail("batch claim", err)
+		}
+	} else {
+		var err error
+		if tx, err = ib.driver.Begin(ctx, &store.BeginParams{LockTimeout: ib.cfg.LockTimeout}); err != nil {
+			return fail("batch: begin", err)
+		}
+		if res, err = bc.ClaimBatch(ctx, tx, p); err != nil {
+			_ = ib.driver.Rollback(ctx, tx)
+			return fail("batch claim", err)
+		}
 	}
 	ib.health.ok(ctx)
 	var fresh []*batchItem // claimed by this transaction, in msgs' order

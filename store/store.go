@@ -412,6 +412,15 @@ type BatchClaimer[TTx any] interface {
 	Unclaim(ctx context.Context, tx TTx, key Key) error
 }
 
+// BatchBeginner is a BatchClaimer that also begins the transaction and
+// claims the batch in one round trip (pgx: BEGIN and the claim in one
+// batch), as Driver.BeginClaim does for one message.
+type BatchBeginner[TTx any] interface {
+	// BeginClaimBatch is Begin, then ClaimBatch in the new transaction;
+	// on error no transaction is left open.
+	BeginClaimBatch(ctx context.Context, p *ClaimBatchParams) (TTx, []ClaimResult, error)
+}
+
 // ClaimBatchParams are the parameters of BatchClaimer.ClaimBatch; every
 // claim has the same consumer.
 type ClaimBatchParams struct {

@@ -11,32 +11,65 @@ import (
 
 var _ store.BatchClaimer[pgx.Tx] = (*Driver)(nil)
 
+var _ store.BatchBeginner[pgx.Tx] = (*Driver)(nil)
+
 // ClaimBatch claims the batch in one statement (unnest of arrays).
 func (d *Driver) ClaimBatch(ctx context.Context, tx pgx.Tx, p *store.ClaimBatchParams) ([]store.ClaimResult, error) {
 	if len(p.Claims) == 0 {
 		return nil, nil
 	}
+	b := &pgx.Batch{}
+	out := d.queueClaimBatch(b, p)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return nil, pgsql.Classify(err)
+	}
+	return *out, nil
+}
+
+// BeginClaimBatch sends BEGIN (with the lock timeout where it is set per
+// transaction) and the batch's claim in one round trip.
+func (d *Driver) BeginClaimBatch(ctx context.Context, p *store.ClaimBatchParams) (pgx.Tx, []store.ClaimResult, error) {
+	c, err := d.acquire(ctx, p.LockTimeout)
+	if err != nil {
+		return nil, nil, err
+	}
+	b := &pgx.Batch{}
+	b.BeginTx(pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	if d.perTx {
+		b.Queue(d.q.SetLockTimeout, pgsql.LockTimeout(p.LockTimeout))
+	}
+	out := &[]store.ClaimResult{}
+	if len(p.Claims) > 0 {
+		out = d.queueClaimBatch(b, p)
+	}
+	br := c.SendBatch(ctx, b)
+	tx := &connTx{Tx: br.Tx(), conn: c}
+	if err := br.Close(); err != nil {
+		_ = tx.Rollback(ctx)
+		return nil, nil, pgsql.Classify(err)
+	}
+	return tx, *out, nil
+}
+
+// queueClaimBatch queues the batch's claim on b; its results fill the
+// returned slice when b's results are read.
+func (d *Driver) queueClaimBatch(b *pgx.Batch, p *store.ClaimBatchParams) *[]store.ClaimResult {
 	ids, types, fps := make([][]byte, len(p.Claims)), make([]string, len(p.Claims)), make([][]byte, len(p.Claims))
 	for i, c := range p.Claims {
 		ids[i], types[i], fps[i] = c.MessageID, c.Type, c.Fingerprint
 	}
-	rows, err := tx.Query(ctx, d.q.ClaimBatch, p.Claims[0].Consumer, ids, types, fps)
-	if err != nil {
-		return nil, pgsql.Classify(err)
-	}
 	out := make([]store.ClaimResult, 0, len(p.Claims))
-	for rows.Next() {
-		var r store.ClaimResult
-		if err := rows.Scan(&r.Claimed, &r.Fingerprint, &r.Type); err != nil {
-			rows.Close()
-			return nil, pgsql.Classify(err)
+	b.Queue(d.q.ClaimBatch, p.Claims[0].Consumer, ids, types, fps).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var r store.ClaimResult
+			if err := rows.Scan(&r.Claimed, &r.Fingerprint, &r.Type); err != nil {
+				return err
+			}
+			out = append(out, r)
 		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, pgsql.Classify(err)
-	}
-	return out, nil
+		return rows.Err()
+	})
+	return &out
 }
 
 // Savepoint creates the named savepoint.
