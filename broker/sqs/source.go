@@ -78,11 +78,11 @@ func (s *Source) receive() {
 	}
 	delay := s.cfg.RetryDelay
 	for s.ctx.Err() == nil {
-		out, err := s.cfg.Client.ReceiveMessage(s.ctx, in)
+		out, closed, err := s.receiveOnce(in)
+		if closed {
+			return
+		}
 		if err != nil {
-			if s.ctx.Err() != nil {
-				return
-			}
 			err = classify(err)
 			if terminal(err) {
 				s.failed.Set(fmt.Errorf("sqs: receiving from %s: %w", s.name, err))
@@ -107,6 +107,46 @@ func (s *Source) receive() {
 				return
 			}
 		}
+	}
+}
+
+// receiveGrace bounds a receive beyond its long poll: the client may have
+// no timeout of its own.
+const receiveGrace = 30 * time.Second
+
+// receiveOnce receives once; closed reports that the Source closed meanwhile.
+// Close does not cancel the receive: SQS (and the emulator) may already
+// have made its messages invisible, and a canceled request loses them
+// until their visibility timeout. The receive finishes on its own, and
+// what it brings is released.
+func (s *Source) receiveOnce(in *awssqs.ReceiveMessageInput) (out *awssqs.ReceiveMessageOutput, closed bool, err error) {
+	type result struct {
+		out *awssqs.ReceiveMessageOutput
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), s.cfg.WaitTime+receiveGrace)
+		defer cancel()
+		out, err := s.cfg.Client.ReceiveMessage(ctx, in)
+		done <- result{out, err}
+	}()
+	select {
+	case r := <-done:
+		if s.ctx.Err() == nil {
+			return r.out, false, r.err
+		}
+		if r.err == nil {
+			s.release(r.out.Messages)
+		}
+		return nil, true, nil
+	case <-s.ctx.Done():
+		go func() {
+			if r := <-done; r.err == nil {
+				s.release(r.out.Messages)
+			}
+		}()
+		return nil, true, nil
 	}
 }
 
@@ -206,9 +246,11 @@ func (s *Source) Next(ctx context.Context) (broker.Delivery, error) {
 func (s *Source) LeaseInterval() time.Duration { return s.cfg.VisibilityTimeout / 3 }
 
 // Close stops receiving, and makes the messages received but not yet
-// handed out visible again. Deliveries handed out and not acked come back
-// after their visibility timeout; they can still be acked or nacked after
-// Close (the client is the caller's), which SQS then honours.
+// handed out visible again, as well as those of a receive in flight once
+// it ends (in the background: Close does not wait for it). Deliveries
+// handed out and not acked come back after their visibility timeout; they
+// can still be acked or nacked after Close (the client is the caller's),
+// which SQS then honours.
 func (s *Source) Close() error {
 	s.closed.Do(func() {
 		s.cancel()
