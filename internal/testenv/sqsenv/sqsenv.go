@@ -147,7 +147,10 @@ func ClientOn(endpoint string) *sqs.Client {
 // CreateQueue creates the queue name (a FIFO queue when it ends in
 // ".fifo") with VisibilityTimeout, and returns its URL.
 func CreateQueue(ctx context.Context, cl *sqs.Client, name string) (string, error) {
-	attrs := map[string]string{"VisibilityTimeout": strconv.Itoa(int(VisibilityTimeout / time.Second))}
+	// SQS's default retention, 4 days, given explicitly: goaws reports 0
+	// for a queue created without it.
+	attrs := map[string]string{"VisibilityTimeout": strconv.Itoa(int(VisibilityTimeout / time.Second)),
+		"MessageRetentionPeriod": "345600"}
 	if len(name) > 5 && name[len(name)-5:] == ".fifo" {
 		attrs["FifoQueue"] = "true"
 	}
