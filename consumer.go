@@ -54,9 +54,11 @@ type ConsumerConfig struct {
 	// and acks or nacks each by its own outcome. Give the broker a
 	// prefetch of at least Workers × BatchSize. Default 1: one message per
 	// transaction (Consume), DefaultBatchSize (100) for ConsumeBatch.
+	// A broker.BatchSource (Kafka) makes the batches itself: up to
+	// BatchSize records of one partition in offset order, without linger.
 	BatchSize int
-	// BatchLinger is how long a worker waits for a batch to fill. Default
-	// DefaultBatchLinger (5 ms).
+	// BatchLinger is how long a worker waits for a batch to fill, unless
+	// the source is a broker.BatchSource. Default DefaultBatchLinger (5 ms).
 	BatchLinger time.Duration
 
 	// Retention is how long the inbox keeps processed IDs: the pruner's
@@ -233,14 +235,13 @@ func consume[TTx any](ctx context.Context, ib *Inbox[TTx], src broker.Source, cf
 	for range c.Workers {
 		wg.Go(func() {
 			for {
-				d, err := src.Next(fetch)
-				if err != nil {
+				ds, serr := gather(fetch, src, &c)
+				if len(ds) == 0 {
 					if fetch.Err() == nil { // the source failed for good
-						stop(err, "inbox: the message source failed; stopping")
+						stop(serr, "inbox: the message source failed; stopping")
 					}
 					return
 				}
-				ds, serr := gather(fetch, src, d, &c)
 				if err := process(work, ds, &c); err != nil {
 					stop(err, "inbox: the database cannot be used; stopping")
 					return
@@ -256,10 +257,23 @@ func consume[TTx any](ctx context.Context, ib *Inbox[TTx], src broker.Source, cf
 	return terminal
 }
 
-// gather takes up to c.BatchSize deliveries, first included, waiting at
-// most c.BatchLinger for them; the source's error, if it failed for good
-// meanwhile, comes back with the deliveries taken before.
-func gather(fetch context.Context, src broker.Source, first broker.Delivery, c *ConsumerConfig) ([]broker.Delivery, error) {
+// gather waits for a delivery, then takes up to c.BatchSize in all,
+// waiting at most c.BatchLinger after the first for more; the source's
+// error, if it failed for good meanwhile, comes back with the deliveries
+// taken before. A broker.BatchSource makes the batch itself, in the order
+// its broker keeps (a Kafka partition's).
+func gather(fetch context.Context, src broker.Source, c *ConsumerConfig) ([]broker.Delivery, error) {
+	if bs, ok := src.(broker.BatchSource); ok && c.BatchSize > 1 {
+		ds, err := bs.NextBatch(fetch, c.BatchSize)
+		if len(ds) == 0 && err == nil { // against the contract: do not spin on it
+			err = fmt.Errorf("inbox: %T.NextBatch returned no delivery and no error", src)
+		}
+		return ds, err
+	}
+	first, err := src.Next(fetch)
+	if err != nil {
+		return nil, err
+	}
 	ds := []broker.Delivery{first}
 	if c.BatchSize <= 1 {
 		return ds, nil

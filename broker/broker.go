@@ -87,6 +87,22 @@ type LeaseSource interface {
 	LeaseInterval() time.Duration
 }
 
+// BatchSource is a Source that hands out batches which keep the order its
+// broker promises, where taking deliveries one by one with Next would mix
+// them: Kafka's records of one partition, in offset order. The consumer
+// runtime calls NextBatch instead of Next when it processes in batches.
+type BatchSource interface {
+	Source
+	// NextBatch blocks until at least one delivery is ready, then returns
+	// up to max deliveries (at least one) that may be processed together
+	// in the returned order. It ends as Next does: ctx's error, an error
+	// wrapping ErrSourceClosed, or the broker's terminal error, with no
+	// deliveries. A source may hold back deliveries that must follow the
+	// batch's until each of the batch's is acked, nacked or termed. It is
+	// safe for concurrent use.
+	NextBatch(ctx context.Context, max int) ([]Delivery, error)
+}
+
 // RedeliveryWindower is a Source that can tell how long its broker may
 // still deliver a message again after it was published: the stream's
 // MaxAge (NATS), the topic's retention.ms (Kafka), the queue's

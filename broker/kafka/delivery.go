@@ -14,6 +14,7 @@ type delivery struct {
 	r    *kgo.Record
 	part *partition
 	msg  *broker.Message
+	held bool // under s.mu: in a batch of NextBatch, its partition held until it is settled
 }
 
 func (d *delivery) Message() *broker.Message { return d.msg }

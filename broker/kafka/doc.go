@@ -22,6 +22,16 @@
 // committed offset, at once. A message's ID is its IDHeader header, and its
 // Key the record's key, both of which Publisher sets.
 //
+// In batches (ConsumeBatch, or ConsumerConfig.BatchSize above 1) the
+// consumer runtime takes them from NextBatch (broker.BatchSource): a batch
+// holds consecutive records of one partition in offset order, and the
+// partition is held until each of the batch's records is acked or nacked,
+// so that no two workers have records of one partition at once. A nacked
+// record goes back in offset order; it is handed out after its delay, not
+// before the records that follow it. Next (one record at a time, as
+// Consume takes them) takes records of the partitions no batch holds.
+// Up to 512 records are fetched ahead of the workers.
+//
 // A fetch error that franz-go does not retry itself (authorization, an
 // unsupported format) is terminal: Next returns it, and so Consume does.
 // A lost group session (the member was kicked out: UNKNOWN_MEMBER_ID) is

@@ -26,12 +26,19 @@ type fake struct {
 
 func newFake(t *testing.T, topic string) *fake {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, topic))
+	return newFakeParts(t, topic, 1)
+}
+
+// newFakeParts is newFake with a topic of n partitions, which the
+// publisher fills round-robin.
+func newFakeParts(t *testing.T, topic string, n int32) *fake {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(n, topic))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	prod, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	prod, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
 	if err != nil {
 		t.Fatal(err)
 	}

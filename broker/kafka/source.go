@@ -1,10 +1,12 @@
 package kafka
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -28,6 +30,13 @@ type partition struct {
 	next      int64           // one past the highest record delivered (-1: none)
 	epoch     int32           // leader epoch of that record
 	committed int64           // last offset committed (-1: none by this Source)
+	// queue holds the records fetched or due for a retry, not yet handed
+	// out, in offset order.
+	queue []*delivery
+	// held counts the deliveries of a batch from NextBatch not yet acked
+	// or nacked: while it is above 0 the queue waits, so that the
+	// partition's records are worked on by one batch at a time.
+	held int
 }
 
 // commitOffset is what may be committed: the oldest pending offset, or
@@ -47,9 +56,10 @@ type Source struct {
 	cfg Config
 	cl  *kgo.Client
 
-	mu    sync.Mutex
-	parts map[partKey]*partition
-	ready chan *delivery // fetched records and retries due, for Next
+	mu      sync.Mutex
+	parts   map[partKey]*partition
+	queued  int           // records in the partitions' queues
+	changed chan struct{} // closed (and replaced) when a queue grows or shrinks, or a hold ends
 
 	ctx     context.Context // canceled by Close
 	cancel  context.CancelFunc
@@ -65,7 +75,11 @@ type Source struct {
 	failed *latch.Error // the terminal error
 }
 
-var _ broker.Source = (*Source)(nil)
+var _ broker.BatchSource = (*Source)(nil)
+
+// queueLimit bounds the records fetched and not yet handed out: fetching
+// waits while the queues hold that many.
+const queueLimit = 512
 
 // NewSource joins the group and starts fetching. A group without a
 // committed offset starts at the topic's oldest record.
@@ -93,7 +107,7 @@ func newSource(ctx context.Context, cfg *Config, afterPoll func(n int)) (*Source
 	}
 	sctx, cancel := context.WithCancel(context.Background())
 	s := &Source{
-		cfg: c, parts: map[partKey]*partition{}, ready: make(chan *delivery),
+		cfg: c, parts: map[partKey]*partition{}, changed: make(chan struct{}),
 		ctx: sctx, cancel: cancel, kick: make(chan struct{}, 1), failed: latch.New(),
 		afterPoll: afterPoll,
 	}
@@ -135,6 +149,7 @@ func (s *Source) assigned(_ context.Context, _ *kgo.Client, assigned map[string]
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, p := range assigned[s.cfg.Topic] {
+		s.forget(p)
 		s.parts[p] = &partition{pending: map[int64]int32{}, next: -1, committed: -1}
 	}
 }
@@ -151,37 +166,57 @@ func (s *Source) lost(_ context.Context, _ *kgo.Client, lost map[string][]int32)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, p := range lost[s.cfg.Topic] {
-		delete(s.parts, p)
+		s.forget(p)
 	}
 }
 
-// fetch polls records, registers the batch as pending, lets the group
-// rebalance again, and hands the records to Next one at a time, skipping
-// those whose partition was revoked meanwhile (the new owner reads them
-// again from the committed offset).
+// forget drops partition k's state and its queue, under s.mu: the records
+// not yet handed out are read again by the partition's next owner.
+func (s *Source) forget(k partKey) {
+	if p := s.parts[k]; p != nil {
+		s.queued -= len(p.queue)
+		p.queue = nil
+		delete(s.parts, k)
+		s.signal()
+	}
+}
+
+// signal wakes those waiting for a change of the queues, under s.mu.
+func (s *Source) signal() {
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+// fetch polls records while the queues have room and queues them by
+// partition, for Next and NextBatch.
 func (s *Source) fetch() {
 	defer s.wg.Done()
-	for s.ctx.Err() == nil {
-		batch := s.poll()
-		for _, d := range batch {
-			if !s.current(d) {
-				continue
-			}
+	for {
+		s.mu.Lock()
+		room, changed := queueLimit-s.queued, s.changed
+		s.mu.Unlock()
+		if room <= 0 {
 			select {
-			case s.ready <- d:
+			case <-changed:
+				continue
 			case <-s.ctx.Done():
 				return
 			}
 		}
+		if s.ctx.Err() != nil {
+			return
+		}
+		s.poll(min(room, 64))
 	}
 }
 
-// poll polls one batch and registers it while rebalancing is blocked.
-func (s *Source) poll() []*delivery {
-	fetches := s.cl.PollRecords(s.ctx, 64)
+// poll polls up to n records, and registers them as pending and queues
+// them while rebalancing is blocked.
+func (s *Source) poll(n int) {
+	fetches := s.cl.PollRecords(s.ctx, n)
 	defer s.cl.AllowRebalance()
 	if fetches.IsClientClosed() || s.ctx.Err() != nil {
-		return nil
+		return
 	}
 	if s.afterPoll != nil {
 		s.afterPoll(fetches.NumRecords())
@@ -204,9 +239,9 @@ func (s *Source) poll() []*delivery {
 			s.cfg.Logger.Warn("kafka: fetch error", "topic", topic, "partition", p, "error", err)
 		}
 	})
-	var batch []*delivery
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	queued := s.queued
 	fetches.EachRecord(func(r *kgo.Record) {
 		p := s.parts[r.Partition]
 		if r.Topic != s.cfg.Topic || p == nil {
@@ -216,17 +251,12 @@ func (s *Source) poll() []*delivery {
 		if r.Offset+1 > p.next {
 			p.next, p.epoch = r.Offset+1, r.LeaderEpoch
 		}
-		batch = append(batch, &delivery{s: s, r: r, part: p, msg: s.message(r)})
+		p.queue = append(p.queue, &delivery{s: s, r: r, part: p, msg: s.message(r)})
+		s.queued++
 	})
-	return batch
-}
-
-// current reports whether d's partition is still assigned as it was when
-// d was fetched.
-func (s *Source) current(d *delivery) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.parts[d.r.Partition] == d.part
+	if s.queued != queued {
+		s.signal()
+	}
 }
 
 func (s *Source) message(r *kgo.Record) *broker.Message {
@@ -252,6 +282,7 @@ func (s *Source) message(r *kgo.Record) *broker.Message {
 // done marks d's record acked, and asks for a commit.
 func (s *Source) done(d *delivery) {
 	s.mu.Lock()
+	s.release(d)
 	if s.parts[d.r.Partition] == d.part { // else revoked since: the new owner has it
 		delete(d.part.pending, d.r.Offset)
 	}
@@ -265,6 +296,7 @@ func (s *Source) done(d *delivery) {
 // retry hands d out again after delay, unless the Source closes first.
 func (s *Source) retry(d *delivery, delay time.Duration) {
 	s.mu.Lock()
+	s.release(d)
 	if s.closing {
 		s.mu.Unlock()
 		return // read again from the committed offset by the next owner
@@ -281,27 +313,94 @@ func (s *Source) retry(d *delivery, delay time.Duration) {
 		case <-s.ctx.Done():
 			return
 		}
-		if !s.current(d) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.parts[d.r.Partition] != d.part {
 			return // revoked meanwhile: the new owner reads it again
 		}
-		select {
-		case s.ready <- d:
-		case <-s.ctx.Done():
-		}
+		// Back in offset order, so that a batch stays in it.
+		q := d.part.queue
+		i, _ := slices.BinarySearchFunc(q, d.r.Offset, func(e *delivery, off int64) int { return cmp.Compare(e.r.Offset, off) })
+		d.part.queue = slices.Insert(q, i, d)
+		s.queued++
+		s.signal()
 	}()
 }
 
-// Next returns the next record, fetched or due for a retry.
+// release ends d's hold on its partition, under s.mu.
+func (s *Source) release(d *delivery) {
+	if !d.held {
+		return
+	}
+	d.held = false
+	if d.part.held--; d.part.held == 0 {
+		s.signal()
+	}
+}
+
+// Next returns the next record, fetched or due for a retry, of a
+// partition that no batch of NextBatch holds.
 func (s *Source) Next(ctx context.Context) (broker.Delivery, error) {
-	select {
-	case d := <-s.ready:
-		return d, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-s.ctx.Done():
-		return nil, broker.ErrSourceClosed
-	case <-s.failed.Done():
-		return nil, s.failed.Err()
+	ds, err := s.take(ctx, 1, false)
+	if err != nil {
+		return nil, err
+	}
+	return ds[0], nil
+}
+
+// NextBatch returns up to n consecutive records of one partition, in
+// offset order, fetched or due for a retry. The partition is held until
+// each of them is acked, nacked or termed: meanwhile neither NextBatch nor
+// Next hands out its other records, so that a partition's records are
+// worked on by one batch at a time, in order. (A nacked record is handed
+// out again after its delay, not before the records that follow it.)
+func (s *Source) NextBatch(ctx context.Context, n int) ([]broker.Delivery, error) {
+	return s.take(ctx, max(n, 1), true)
+}
+
+// take waits for a partition with queued records that no batch holds, and
+// takes up to n of them, holding the partition if hold.
+func (s *Source) take(ctx context.Context, n int, hold bool) ([]broker.Delivery, error) {
+	for {
+		switch {
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		case s.ctx.Err() != nil:
+			return nil, broker.ErrSourceClosed
+		case s.failed.Err() != nil:
+			return nil, s.failed.Err()
+		}
+		s.mu.Lock()
+		// Map order is random: no partition is favored for long.
+		for _, p := range s.parts {
+			if p.held > 0 || len(p.queue) == 0 {
+				continue
+			}
+			k := min(n, len(p.queue))
+			ds := make([]broker.Delivery, k)
+			for i, d := range p.queue[:k] {
+				d.held = hold
+				ds[i] = d
+			}
+			if hold {
+				p.held = k
+			}
+			if p.queue = p.queue[k:]; len(p.queue) == 0 {
+				p.queue = nil // let the array go
+			}
+			s.queued -= k
+			s.signal() // room for fetch
+			s.mu.Unlock()
+			return ds, nil
+		}
+		changed := s.changed
+		s.mu.Unlock()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+		case <-s.ctx.Done():
+		case <-s.failed.Done():
+		}
 	}
 }
 

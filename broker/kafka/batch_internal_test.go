@@ -1,0 +1,202 @@
+package kafka
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/inboxkit/inbox/broker"
+)
+
+// batchLog checks the batches of NextBatch as workers take and settle
+// them: one partition each, in offset order, a partition in one batch at a
+// time, and its first deliveries in offset order across batches.
+type batchLog struct {
+	mu      sync.Mutex
+	busy    map[int32]bool
+	last    map[int32]int64 // highest offset handed out for the first time
+	acked   map[string]int
+	batches int
+	errs    []string
+}
+
+func newBatchLog() *batchLog {
+	return &batchLog{busy: map[int32]bool{}, last: map[int32]int64{}, acked: map[string]int{}}
+}
+
+func (l *batchLog) failf(format string, args ...any) {
+	if len(l.errs) < 10 {
+		l.errs = append(l.errs, fmt.Sprintf(format, args...))
+	}
+}
+
+// take records a batch taken; it returns the batch's partition.
+func (l *batchLog) take(ds []broker.Delivery) int32 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.batches++
+	p := ds[0].(*delivery).r.Partition
+	if l.busy[p] {
+		l.failf("partition %d handed out in a batch while another batch of it was not settled", p)
+	}
+	l.busy[p] = true
+	prev := int64(-1)
+	for _, bd := range ds {
+		d := bd.(*delivery)
+		if d.r.Partition != p {
+			l.failf("a batch mixes partitions %d and %d", p, d.r.Partition)
+		}
+		if d.r.Offset <= prev {
+			l.failf("partition %d: offset %d after %d in one batch, want offset order", p, d.r.Offset, prev)
+		}
+		prev = d.r.Offset
+		if d.msg.Deliveries == 1 {
+			if last, ok := l.last[p]; ok && d.r.Offset <= last {
+				l.failf("partition %d: offset %d handed out after %d, want offset order across batches", p, d.r.Offset, last)
+			}
+			l.last[p] = d.r.Offset
+		}
+	}
+	return p
+}
+
+// settled records that the batch of partition p is about to be settled.
+func (l *batchLog) settled(p int32, acked []string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.busy[p] = false
+	for _, id := range acked {
+		l.acked[id]++
+	}
+}
+
+// NextBatch hands out batches of one partition in offset order, one batch
+// of a partition at a time, to workers that nack some records once: every
+// record is acked once, and the group resumes after the last.
+func TestNextBatchKeepsPartitionOrder(t *testing.T) {
+	t.Parallel()
+	const n, parts, workers = 600, 4, 4
+	for _, tc := range []struct {
+		name string
+		max  int
+	}{
+		{"one", 1},
+		{"seven", 7},
+		{"hundred", 100},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFakeParts(t, "order-"+tc.name, parts)
+			f.publish(t, 0, n)
+			src := f.source(t, "g", nil)
+			log := newBatchLog()
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			var wg sync.WaitGroup
+			var total sync.Mutex
+			ackedAll := make(chan struct{})
+			count := 0
+			for range workers {
+				wg.Go(func() {
+					for {
+						ds, err := src.NextBatch(ctx, tc.max)
+						if err != nil {
+							return
+						}
+						if len(ds) == 0 || len(ds) > tc.max {
+							log.mu.Lock()
+							log.failf("NextBatch(%d) returned %d deliveries", tc.max, len(ds))
+							log.mu.Unlock()
+							return
+						}
+						p := log.take(ds)
+						time.Sleep(time.Duration(rand.IntN(3)) * time.Millisecond) // the batch's transaction
+						var acked []string
+						for _, d := range ds {
+							if id := d.Message().ID; len(id)%2 == 0 && d.Message().Deliveries == 1 && id[len(id)-1] == '3' {
+								continue // nacked below, once
+							}
+							acked = append(acked, d.Message().ID)
+						}
+						log.settled(p, acked)
+						for _, d := range ds {
+							m := d.Message()
+							if len(m.ID)%2 == 0 && m.Deliveries == 1 && m.ID[len(m.ID)-1] == '3' {
+								_ = d.Nack(ctx, 10*time.Millisecond)
+							} else {
+								_ = d.Ack(ctx)
+							}
+						}
+						total.Lock()
+						if count += len(acked); count == n {
+							close(ackedAll)
+						}
+						total.Unlock()
+					}
+				})
+			}
+			select {
+			case <-ackedAll:
+			case <-ctx.Done():
+			}
+			cancel()
+			wg.Wait()
+			log.mu.Lock()
+			defer log.mu.Unlock()
+			for _, e := range log.errs {
+				t.Error(e)
+			}
+			for i := range n {
+				if k := log.acked[fmt.Sprint(i)]; k != 1 {
+					t.Errorf("record %d acked %d times, want once", i, k)
+				}
+			}
+			if t.Failed() {
+				return
+			}
+			t.Logf("%d records in %d batches", n, log.batches)
+			time.Sleep(300 * time.Millisecond) // past the commit interval
+			_ = src.Close()
+			if d := next(f.source(t, "g", nil), time.Second); d != nil {
+				t.Fatalf("after a restart the group was handed record %s again: the offsets were not committed past the acked records", d.Message().ID)
+			}
+		})
+	}
+}
+
+// A partition held by a batch that was never settled is revoked and given
+// back: the new assignment is not held by the old batch, whose records
+// come back first, and acking the old batch then commits nothing past
+// them.
+func TestHeldPartitionRevoked(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, "held")
+	f.publish(t, 0, 50)
+	a := f.source(t, "g", nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	old, err := a.NextBatch(ctx, 10)
+	if err != nil || len(old) == 0 || old[0].Message().ID != "0" {
+		t.Fatalf("first batch %v, %v: want one starting at record 0", old, err)
+	}
+	b := f.source(t, "g", nil) // joins: A's partition is revoked
+	time.Sleep(2 * time.Second)
+	_ = b.Close() // leaves: the partition goes back to A
+	time.Sleep(2 * time.Second)
+	got, err := a.NextBatch(ctx, 10)
+	if err != nil {
+		t.Fatalf("after the partition came back: %v, want a batch (the old batch's hold must not carry over)", err)
+	}
+	if got[0].Message().ID != "0" {
+		t.Fatalf("after the partition came back the batch starts at record %s, want 0 (read again from the committed offset)", got[0].Message().ID)
+	}
+	for _, d := range old { // the old assignment's: acking them changes nothing
+		_ = d.Ack(ctx)
+	}
+	time.Sleep(300 * time.Millisecond) // past the commit interval
+	_ = a.Close()
+	f.resumesAt(t, "g", "0")
+}

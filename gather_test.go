@@ -1,0 +1,89 @@
+package inbox
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/inboxkit/inbox/broker"
+)
+
+// stubDelivery is a delivery that only carries its message.
+type stubDelivery struct{ msg *broker.Message }
+
+func delivered(id string) broker.Delivery { return stubDelivery{&broker.Message{ID: id}} }
+
+func (d stubDelivery) Message() *broker.Message                { return d.msg }
+func (stubDelivery) Ack(context.Context) error                 { return nil }
+func (stubDelivery) Nack(context.Context, time.Duration) error { return nil }
+func (stubDelivery) Term(context.Context, string) error        { return nil }
+func (stubDelivery) InProgress(context.Context) error          { return nil }
+
+// stubSource hands out deliveries "n1" to "n3" from Next, then nothing.
+type stubSource struct{ nexts int }
+
+func (s *stubSource) Next(ctx context.Context) (broker.Delivery, error) {
+	if s.nexts == 3 {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	s.nexts++
+	return delivered("n" + string(rune('0'+s.nexts))), nil
+}
+
+func (s *stubSource) Close() error { return nil }
+
+// stubBatchSource is a stubSource whose NextBatch returns batch and err.
+type stubBatchSource struct {
+	stubSource
+	batch []broker.Delivery
+	err   error
+}
+
+func (s *stubBatchSource) NextBatch(context.Context, int) ([]broker.Delivery, error) {
+	return s.batch, s.err
+}
+
+// gather takes a broker.BatchSource's batch as it is, in its order, when it
+// processes in batches, and one delivery of Next otherwise; other sources
+// fill a batch with Next.
+func TestGather(t *testing.T) {
+	t.Parallel()
+	errGone := errors.New("gone")
+	for _, tc := range []struct {
+		name      string
+		src       broker.Source
+		batchSize int
+		want      []string
+		wantErr   bool
+	}{
+		{"batch source", &stubBatchSource{batch: []broker.Delivery{delivered("b1"), delivered("b2")}}, 10, []string{"b1", "b2"}, false},
+		{"batch source, one at a time", &stubBatchSource{batch: []broker.Delivery{delivered("b1")}}, 1, []string{"n1"}, false},
+		{"batch source fails", &stubBatchSource{err: errGone}, 10, nil, true},
+		{"batch source returns nothing", &stubBatchSource{}, 10, nil, true},
+		{"plain source", &stubSource{}, 10, []string{"n1", "n2", "n3"}, false},
+		{"plain source, one at a time", &stubSource{}, 1, []string{"n1"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := (&ConsumerConfig{BatchSize: tc.batchSize}).withDefaults(tc.src)
+			ds, err := gather(context.Background(), tc.src, &c)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("gather: error %v, want an error: %v", err, tc.wantErr)
+			}
+			var got []string
+			for _, d := range ds {
+				got = append(got, d.Message().ID)
+			}
+			if len(got) != len(tc.want) {
+				t.Fatalf("gather took %v, want %v", got, tc.want)
+			}
+			for i := range got {
+				if got[i] != tc.want[i] {
+					t.Fatalf("gather took %v, want %v", got, tc.want)
+				}
+			}
+		})
+	}
+}
