@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"slices"
 	"time"
 
@@ -48,13 +49,13 @@ func (ib *Inbox[TTx]) ProcessBatch(ctx context.Context, msgs []Message, h Handle
 	if err := checkArgs(ib, h); err != nil {
 		return retryAll(len(msgs)), err
 	}
-	return ib.processBatch(ctx, msgs, func(ctx context.Context, tx TTx, ms []*Message) (int, error) {
-		for i, m := range ms {
+	return ib.processBatch(ctx, msgs, func(ctx context.Context, tx TTx, ms []*Message) error {
+		for _, m := range ms {
 			if err := callHandler(ctx, tx, m, h); err != nil {
-				return i, err
+				return err
 			}
 		}
-		return -1, nil
+		return nil
 	})
 }
 
@@ -65,12 +66,8 @@ func (ib *Inbox[TTx]) ProcessBatchFunc(ctx context.Context, msgs []Message, h Ba
 	if ib == nil || h == nil {
 		return retryAll(len(msgs)), fmt.Errorf("%w: nil *Inbox or handler", ErrInvalidConfig)
 	}
-	return ib.processBatch(ctx, msgs, func(ctx context.Context, tx TTx, ms []*Message) (int, error) {
-		err := callBatch(ctx, tx, ms, h)
-		if err != nil && len(ms) == 1 {
-			return 0, err
-		}
-		return -1, err
+	return ib.processBatch(ctx, msgs, func(ctx context.Context, tx TTx, ms []*Message) error {
+		return callBatch(ctx, tx, ms, h)
 	})
 }
 
@@ -85,7 +82,7 @@ func retryAll(n int) []Outcome {
 func callBatch[TTx any](ctx context.Context, tx TTx, ms []*Message, h BatchHandler[TTx]) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			err = &PanicError{Value: v}
+			err = &PanicError{Value: v, Stack: debug.Stack()}
 		}
 	}()
 	return h(ctx, tx, ms)
@@ -102,11 +99,7 @@ type batchItem struct {
 	done bool // out is settled
 }
 
-// runFunc runs the handler for ms in tx; on failure it returns the index
-// in ms of the failing message, or -1 when it cannot tell.
-type runFunc[TTx any] func(ctx context.Context, tx TTx, ms []*Message) (int, error)
-
-func (ib *Inbox[TTx]) processBatch(ctx context.Context, msgs []Message, run runFunc[TTx]) ([]Outcome, error) {
+func (ib *Inbox[TTx]) processBatch(ctx context.Context, msgs []Message, run BatchHandler[TTx]) ([]Outcome, error) {
 	bc, ok := ib.driver.(store.BatchClaimer[TTx])
 	if !ok {
 		return retryAll(len(msgs)), fmt.Errorf("%w (%T)", ErrNoBatch, ib.driver)
@@ -159,7 +152,7 @@ func (ib *Inbox[TTx]) processBatch(ctx context.Context, msgs []Message, run runF
 // first pass; false when a message failed, nothing committed), or with one
 // before each message (the second), whose failures it records. It sets
 // each item's outcome; an error fails the whole batch (every item Retry).
-func (ib *Inbox[TTx]) batchPass(ctx context.Context, bc store.BatchClaimer[TTx], items []*batchItem, run runFunc[TTx], isolate bool) (bool, error) {
+func (ib *Inbox[TTx]) batchPass(ctx context.Context, bc store.BatchClaimer[TTx], items []*batchItem, run BatchHandler[TTx], isolate bool) (bool, error) {
 	for _, it := range items { // what an earlier pass settled, this one settles again
 		it.done = false
 	}
@@ -210,7 +203,7 @@ func (ib *Inbox[TTx]) batchPass(ctx context.Context, bc store.BatchClaimer[TTx],
 		for i, it := range fresh {
 			ms[i] = it.msg
 		}
-		if _, herr := run(ctx, tx, ms); herr != nil || ctx.Err() != nil {
+		if herr := run(ctx, tx, ms); herr != nil || ctx.Err() != nil {
 			_ = ib.driver.Rollback(ctx, tx)
 			if ctx.Err() != nil {
 				return fail("batch", ctx.Err())
@@ -227,7 +220,7 @@ func (ib *Inbox[TTx]) batchPass(ctx context.Context, bc store.BatchClaimer[TTx],
 				_ = ib.driver.Rollback(ctx, tx)
 				return fail("batch savepoint", err)
 			}
-			_, herr := run(ctx, tx, []*Message{it.msg})
+			herr := run(ctx, tx, []*Message{it.msg})
 			if herr == nil {
 				if herr = ib.driver.CheckTx(ctx, tx, batchSavepoint); herr == nil {
 					it.out = Outcome{Status: Processed}
