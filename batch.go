@@ -132,12 +132,15 @@ func (ib *Inbox[TTx]) processBatch(ctx context.Context, msgs []Message, run Batc
 		}
 		batchErr = err
 	}
-	byIdx := map[int]*batchItem{}
+	byIdx := make([]*batchItem, len(msgs))
 	for _, it := range items {
 		outs[it.idx], errs[it.idx] = it.out, it.err
 		byIdx[it.idx] = it
 	}
 	for i := range msgs {
+		if batchErr == nil && errors.Is(errs[i], ErrUnrecoverable) { // an invalid message's dead letter, say
+			batchErr = errs[i]
+		}
 		it := byIdx[i]
 		if it != nil && outs[i].Status == Duplicate && it.res.Fingerprint != nil && !bytes.Equal(it.res.Fingerprint, it.p.Fingerprint) {
 			outs[i], _ = ib.duplicate(ctx, &msgs[i], start, it.p, &it.res) // reports the conflict

@@ -90,6 +90,14 @@ func testUnrecoverable[TTx any](t *testing.T, h Harness[TTx]) {
 	if out.Status != inbox.Retry || !errors.Is(err, inbox.ErrUnrecoverable) {
 		t.Fatalf("Process without the inbox table: %v %v, want Retry with ErrUnrecoverable", out.Status, err)
 	}
+	// A batch says so too, also when only an invalid message's dead letter
+	// met the missing table: Consume stops on the batch's error.
+	for _, batch := range [][]inbox.Message{{msg("no-table")}, {{Payload: []byte("no id")}}} {
+		outs, err := ib.ProcessBatch(ctx, batch, writer(env))
+		if outs[0].Status != inbox.Retry || !errors.Is(err, inbox.ErrUnrecoverable) {
+			t.Fatalf("ProcessBatch(%q) without the inbox table: %v %v, want Retry with ErrUnrecoverable", batch[0].ID, outs[0].Status, err)
+		}
+	}
 }
 
 // While the inbox's own statements keep failing (here: claims timing out
