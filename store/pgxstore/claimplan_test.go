@@ -97,4 +97,3 @@ func TestClaimBatchReadsOnlyItsRows(t *testing.T) {
 		})
 	}
 }
-
