@@ -93,15 +93,16 @@ func TestCrash(t *testing.T) {
 }
 
 // TestCrashBatch is TestCrash for batch consumption (ConsumerConfig.BatchSize:
-// ProcessBatch, killed mid-batch, before and after its COMMIT) and for
-// ProcessQueued's one-round-trip pipeline (killed before and after it), on
-// NATS.
+// ProcessBatch, killed mid-batch, before and after its COMMIT) on NATS and
+// on Kafka (whose batches are a partition's consecutive records,
+// broker.BatchSource), and for ProcessQueued's one-round-trip pipeline
+// (killed before and after it) on NATS.
 func TestCrashBatch(t *testing.T) {
-	for _, mode := range []string{"batch", "queued"} {
+	for _, run := range []struct{ broker, mode string }{{"nats", "batch"}, {"kafka", "batch"}, {"nats", "queued"}} {
 		for _, point := range points {
-			t.Run(mode+"/"+point, func(t *testing.T) {
+			t.Run(run.broker+"/"+run.mode+"/"+point, func(t *testing.T) {
 				t.Parallel()
-				runPoint(t, "nats", point, mode, messages())
+				runPoint(t, run.broker, point, run.mode, messages())
 			})
 		}
 	}
