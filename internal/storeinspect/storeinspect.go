@@ -77,7 +77,9 @@ func InOrder(ids, deleted []int64) []int64 {
 }
 
 // Stats gathers the rows of the statistics' statements by consumer.
-type Stats struct{ by map[string]*store.ConsumerStats }
+type Stats struct {
+	by map[string]*store.ConsumerStats
+}
 
 // NewStats returns an empty Stats.
 func NewStats() *Stats { return &Stats{by: map[string]*store.ConsumerStats{}} }
