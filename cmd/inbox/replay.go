@@ -76,15 +76,25 @@ func (b *brokerFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&b.timeout, "timeout", 10*time.Second, "how long to wait for the broker to confirm each publish")
 }
 
-// publisher connects to the selected broker; close disconnects.
-func (b *brokerFlags) publisher(ctx context.Context) (pub broker.Publisher, subject string, close func(), err error) {
+// validate checks that one broker and its destination were given.
+func (b *brokerFlags) validate() error {
 	switch {
 	case b.nats != "" && b.amqp != "":
-		return nil, "", nil, errors.New("give one of -nats and -amqp")
-	case b.nats != "":
-		if b.subject == "" {
-			return nil, "", nil, errors.New("-nats needs -subject")
-		}
+		return errors.New("give one of -nats and -amqp")
+	case b.nats != "" && b.subject == "":
+		return errors.New("-nats needs -subject")
+	case b.amqp != "" && b.routingKey == "":
+		return errors.New("-amqp needs -routing-key")
+	case b.nats == "" && b.amqp == "":
+		return errors.New("give -nats URL -subject S or -amqp URL -routing-key K")
+	}
+	return nil
+}
+
+// publisher connects to the selected broker (validate first); close
+// disconnects.
+func (b *brokerFlags) publisher(ctx context.Context) (pub broker.Publisher, subject string, close func(), err error) {
+	if b.nats != "" {
 		nc, err := nats.Connect(b.nats, nats.Timeout(b.timeout), nats.Name("inbox dead-letters replay"))
 		if err != nil {
 			return nil, "", nil, fmt.Errorf("connecting to NATS at %s: %w", b.nats, err)
@@ -98,17 +108,12 @@ func (b *brokerFlags) publisher(ctx context.Context) (pub broker.Publisher, subj
 			return nil, "", nil, err
 		}
 		return pub, b.subject, nc.Close, nil
-	case b.amqp != "":
-		if b.routingKey == "" {
-			return nil, "", nil, errors.New("-amqp needs -routing-key")
-		}
-		p, err := rabbitmq.NewPublisher(ctx, &rabbitmq.PublisherConfig{URL: b.amqp, Exchange: b.exchange, ConnectionName: "inbox dead-letters replay"})
-		if err != nil {
-			return nil, "", nil, err
-		}
-		return p, b.routingKey, func() { _ = p.Close() }, nil
 	}
-	return nil, "", nil, errors.New("give -nats URL -subject S or -amqp URL -routing-key K")
+	p, err := rabbitmq.NewPublisher(ctx, &rabbitmq.PublisherConfig{URL: b.amqp, Exchange: b.exchange, ConnectionName: "inbox dead-letters replay"})
+	if err != nil {
+		return nil, "", nil, err
+	}
+	return p, b.routingKey, func() { _ = p.Close() }, nil
 }
 
 // replayJSON is one dead letter in replay's JSON output.
@@ -144,6 +149,9 @@ func dlReplay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	p, err := ff.params(time.Now())
 	if err != nil {
+		return usageError(fs, stderr, "%v", err)
+	}
+	if err := bf.validate(); err != nil {
 		return usageError(fs, stderr, "%v", err)
 	}
 	pub, subject, closePub, err := bf.publisher(ctx)
