@@ -371,16 +371,9 @@ func dlDiscard(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	ff.register(fs)
 	all := fs.Bool("all", false, "discard every dead letter the filters select (required to discard without IDs)")
 	asJSON := fs.Bool("json", false, "write JSON")
-	list, err := parseIDs(fs, args, stdout, stderr)
+	list, p, err := ff.selection(fs, args, all, stdout, stderr)
 	if err != nil {
 		return err
-	}
-	if err := checkSelection(fs, stderr, list, *all, &ff); err != nil {
-		return err
-	}
-	p, err := ff.params(time.Now())
-	if err != nil {
-		return usageError(fs, stderr, "%v", err)
 	}
 	d, err := sf.open(ctx, false, stderr)
 	if err != nil {
@@ -420,6 +413,23 @@ func dlDiscard(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return withCode(exitNotFound, fmt.Errorf("no dead letters %v", missing))
 	}
 	return err
+}
+
+// selection parses the flags and the IDs of discard and replay, and
+// checks them (checkSelection); p holds the filters.
+func (f *filterFlags) selection(fs *flag.FlagSet, args []string, all *bool, stdout, stderr io.Writer) ([]int64, *store.DeadLetterSearchParams, error) {
+	list, err := parseIDs(fs, args, stdout, stderr)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := checkSelection(fs, stderr, list, *all, f); err != nil {
+		return nil, nil, err
+	}
+	p, err := f.params(time.Now())
+	if err != nil {
+		return nil, nil, usageError(fs, stderr, "%v", err)
+	}
+	return list, p, nil
 }
 
 // checkSelection checks that IDs or -all were given, not both, and

@@ -140,16 +140,9 @@ func dlReplay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	all := fs.Bool("all", false, "replay every dead letter the filters select (required to replay without IDs)")
 	lockTimeout := fs.Duration("lock-timeout", inbox.DefaultLockTimeout, "how long to wait for a dead letter's lock (another replay of it)")
 	asJSON := fs.Bool("json", false, "write JSON (an array, one object per dead letter)")
-	list, err := parseIDs(fs, args, stdout, stderr)
+	list, p, err := ff.selection(fs, args, all, stdout, stderr)
 	if err != nil {
 		return err
-	}
-	if err := checkSelection(fs, stderr, list, *all, &ff); err != nil {
-		return err
-	}
-	p, err := ff.params(time.Now())
-	if err != nil {
-		return usageError(fs, stderr, "%v", err)
 	}
 	if err := bf.validate(); err != nil {
 		return usageError(fs, stderr, "%v", err)

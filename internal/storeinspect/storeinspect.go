@@ -76,54 +76,85 @@ func InOrder(ids, deleted []int64) []int64 {
 	return out
 }
 
-// Stats gathers the rows of the statistics' statements by consumer.
-type Stats struct {
-	by map[string]*store.ConsumerStats
-}
+// StatsStatements are a store's statements of Inspector.Stats: each
+// takes the consumer (nil: all); Errors also the characters kept and the
+// errors per consumer. Rows: see sqldialect.InspectQueries.
+type StatsStatements struct{ Inbox, DeadLetters, Attempts, Errors string }
 
-// NewStats returns an empty Stats.
-func NewStats() *Stats { return &Stats{by: map[string]*store.ConsumerStats{}} }
+// Each runs query with args and calls fn with the Scan of each row.
+type Each func(query string, args []any, fn func(scan func(dest ...any) error) error) error
 
-func (s *Stats) of(c []byte) *store.ConsumerStats {
-	cs, ok := s.by[string(c)]
-	if !ok {
-		cs = &store.ConsumerStats{Consumer: bytes.Clone(c)}
-		s.by[string(c)] = cs
+// Stats runs the statements q through each and gathers their rows by
+// consumer, in byte order of the consumer.
+func Stats(p *store.StatsParams, q StatsStatements, each Each) ([]*store.ConsumerStats, error) {
+	by := map[string]*store.ConsumerStats{}
+	of := func(c []byte) *store.ConsumerStats {
+		cs, ok := by[string(c)]
+		if !ok {
+			cs = &store.ConsumerStats{Consumer: bytes.Clone(c)}
+			by[string(c)] = cs
+		}
+		return cs
 	}
-	return cs
-}
-
-// Inbox records a row of StatsInbox.
-func (s *Stats) Inbox(c []byte, rows, dead, oldest, newest int64) {
-	cs := s.of(c)
-	cs.InboxRows, cs.DeadRows, cs.OldestClaim, cs.NewestClaim = rows, dead, UnixMilli(oldest), UnixMilli(newest)
-}
-
-// DeadLetters records a row of StatsDeadLetters.
-func (s *Stats) DeadLetters(c []byte, n, oldest, newest int64) {
-	cs := s.of(c)
-	cs.DeadLetters, cs.OldestDeadLetter, cs.NewestDeadLetter = n, UnixMilli(oldest), UnixMilli(newest)
-}
-
-// Attempts records a row of StatsAttempts.
-func (s *Stats) Attempts(c []byte, messages, attempts, transient int64) {
-	cs := s.of(c)
-	cs.FailedMessages, cs.FailedAttempts, cs.TransientFailures = messages, attempts, transient
-}
-
-// Error records a row of StatsErrors; they come most frequent first.
-func (s *Stats) Error(c []byte, text string, n int64) {
-	cs := s.of(c)
-	cs.TopErrors = append(cs.TopErrors, store.ErrorCount{Error: text, Count: n})
-}
-
-// Result returns the statistics in byte order of the consumer.
-func (s *Stats) Result() []*store.ConsumerStats {
-	out := make([]*store.ConsumerStats, 0, len(s.by))
-	for _, cs := range s.by {
+	var consumer any
+	if len(p.Consumer) > 0 {
+		consumer = p.Consumer
+	}
+	var c []byte
+	var n, a, b, d int64
+	var e string
+	steps := []struct {
+		query string
+		args  []any
+		dest  []any
+		keep  func(cs *store.ConsumerStats)
+	}{
+		{q.Inbox, []any{consumer}, []any{&c, &n, &a, &b, &d}, func(cs *store.ConsumerStats) {
+			cs.InboxRows, cs.DeadRows, cs.OldestClaim, cs.NewestClaim = n, a, UnixMilli(b), UnixMilli(d)
+		}},
+		{q.DeadLetters, []any{consumer}, []any{&c, &n, &a, &b}, func(cs *store.ConsumerStats) {
+			cs.DeadLetters, cs.OldestDeadLetter, cs.NewestDeadLetter = n, UnixMilli(a), UnixMilli(b)
+		}},
+		{q.Attempts, []any{consumer}, []any{&c, &n, &a, &b}, func(cs *store.ConsumerStats) {
+			cs.FailedMessages, cs.FailedAttempts, cs.TransientFailures = n, a, b
+		}},
+		{q.Errors, []any{consumer, max(p.ErrorChars, 1), p.TopErrors}, []any{&c, &e, &n}, func(cs *store.ConsumerStats) {
+			cs.TopErrors = append(cs.TopErrors, store.ErrorCount{Error: e, Count: n})
+		}},
+	}
+	if p.TopErrors <= 0 {
+		steps = steps[:3]
+	}
+	for _, st := range steps {
+		err := each(st.query, st.args, func(scan func(...any) error) error {
+			if err := scan(st.dest...); err != nil {
+				return err
+			}
+			st.keep(of(c))
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	out := make([]*store.ConsumerStats, 0, len(by))
+	for _, cs := range by {
 		slices.SortStableFunc(cs.TopErrors, func(a, b store.ErrorCount) int { return cmp.Compare(b.Count, a.Count) })
 		out = append(out, cs)
 	}
 	slices.SortFunc(out, func(a, b *store.ConsumerStats) int { return bytes.Compare(a.Consumer, b.Consumer) })
-	return out
+	return out, nil
+}
+
+// ScanInfo scans a row of the dialects' DeadLetterSearch.
+func ScanInfo(scan func(dest ...any) error) (*store.DeadLetterInfo, error) {
+	info := &store.DeadLetterInfo{}
+	dl := &info.DeadLetter
+	var failedAt int64
+	if err := scan(&dl.ID, &dl.Key.Consumer, &dl.Key.MessageID, &dl.Type, &dl.Payload, &dl.Headers,
+		&dl.Error, &dl.Attempts, &failedAt, &info.PayloadSize); err != nil {
+		return nil, err
+	}
+	dl.FailedAt = UnixMilli(failedAt)
+	return info, nil
 }

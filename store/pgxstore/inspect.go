@@ -22,56 +22,14 @@ func (d *Driver) inspect() pgsql.Inspect { return pgsql.InspectOf(d.q.Tables) }
 // Stats counts the rows of each consumer in the three tables.
 func (d *Driver) Stats(ctx context.Context, p *store.StatsParams) ([]*store.ConsumerStats, error) {
 	q := d.inspect()
-	sc := storeinspect.NewStats()
-	consumer := nilIfEmpty(p.Consumer)
-	err := d.each(ctx, q.StatsInbox, []any{consumer}, func(row pgx.Row) error {
-		var c []byte
-		var oldest, newest int64
-		var n, dead int64
-		if err := row.Scan(&c, &n, &dead, &oldest, &newest); err != nil {
-			return err
-		}
-		sc.Inbox(c, n, dead, oldest, newest)
-		return nil
+	stats, err := storeinspect.Stats(p, storeinspect.StatsStatements{Inbox: q.StatsInbox, DeadLetters: q.StatsDeadLetters,
+		Attempts: q.StatsAttempts, Errors: q.StatsErrors}, func(query string, args []any, fn func(func(...any) error) error) error {
+		return d.each(ctx, query, args, func(row pgx.Row) error { return fn(row.Scan) })
 	})
-	if err == nil {
-		err = d.each(ctx, q.StatsDeadLetters, []any{consumer}, func(row pgx.Row) error {
-			var c []byte
-			var n, oldest, newest int64
-			if err := row.Scan(&c, &n, &oldest, &newest); err != nil {
-				return err
-			}
-			sc.DeadLetters(c, n, oldest, newest)
-			return nil
-		})
-	}
-	if err == nil {
-		err = d.each(ctx, q.StatsAttempts, []any{consumer}, func(row pgx.Row) error {
-			var c []byte
-			var n, attempts, transient int64
-			if err := row.Scan(&c, &n, &attempts, &transient); err != nil {
-				return err
-			}
-			sc.Attempts(c, n, attempts, transient)
-			return nil
-		})
-	}
-	if err == nil && p.TopErrors > 0 {
-		err = d.each(ctx, q.StatsErrors, []any{consumer, max(p.ErrorChars, 1), p.TopErrors}, func(row pgx.Row) error {
-			var c []byte
-			var e string
-			var n int64
-			if err := row.Scan(&c, &e, &n); err != nil {
-				return err
-			}
-			sc.Error(c, e, n)
-			return nil
-		})
-	}
 	if err != nil {
 		return nil, fmt.Errorf("pgxstore: stats: %w", pgsql.Classify(err))
 	}
-	return sc.Result(), nil
+	return stats, nil
 }
 
 // each runs query and calls fn for each row.
@@ -94,16 +52,9 @@ func (d *Driver) DeadLetterSearch(ctx context.Context, p *store.DeadLetterSearch
 	args := storeinspect.SearchArgs(p)
 	var out []*store.DeadLetterInfo
 	err := d.each(ctx, d.inspect().DeadLetterSearch, args, func(row pgx.Row) error {
-		info := &store.DeadLetterInfo{}
-		var failedAt int64
-		dl := &info.DeadLetter
-		if err := row.Scan(&dl.ID, &dl.Key.Consumer, &dl.Key.MessageID, &dl.Type, &dl.Payload, &dl.Headers,
-			&dl.Error, &dl.Attempts, &failedAt, &info.PayloadSize); err != nil {
-			return err
-		}
-		dl.FailedAt = storeinspect.UnixMilli(failedAt)
+		info, err := storeinspect.ScanInfo(row.Scan)
 		out = append(out, info)
-		return nil
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("pgxstore: search dead letters: %w", pgsql.Classify(err))
@@ -153,12 +104,4 @@ func (d *Driver) DeadLetterRelease(ctx context.Context, tx pgx.Tx, id int64) (*s
 		return nil, false, fmt.Errorf("pgxstore: release dead letter %d: %w", id, pgsql.Classify(err))
 	}
 	return dl, live, nil
-}
-
-// nilIfEmpty binds an empty byte slice as NULL.
-func nilIfEmpty(b []byte) any {
-	if len(b) == 0 {
-		return nil
-	}
-	return b
 }

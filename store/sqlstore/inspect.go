@@ -34,55 +34,11 @@ func (d *Driver) Stats(ctx context.Context, p *store.StatsParams) ([]*store.Cons
 	if err != nil {
 		return nil, err
 	}
-	sc := storeinspect.NewStats()
-	consumer := nullBytes(p.Consumer)
-	err = d.each(ctx, q.StatsInbox, []any{consumer}, func(rows *sql.Rows) error {
-		var c []byte
-		var n, dead, oldest, newest int64
-		if err := rows.Scan(&c, &n, &dead, &oldest, &newest); err != nil {
-			return err
-		}
-		sc.Inbox(c, n, dead, oldest, newest)
-		return nil
+	stats, err := storeinspect.Stats(p, storeinspect.StatsStatements{Inbox: q.StatsInbox, DeadLetters: q.StatsDeadLetters,
+		Attempts: q.StatsAttempts, Errors: q.StatsErrors}, func(query string, args []any, fn func(func(...any) error) error) error {
+		return d.each(ctx, query, args, func(rows *sql.Rows) error { return fn(rows.Scan) })
 	})
-	if err == nil {
-		err = d.each(ctx, q.StatsDeadLetters, []any{consumer}, func(rows *sql.Rows) error {
-			var c []byte
-			var n, oldest, newest int64
-			if err := rows.Scan(&c, &n, &oldest, &newest); err != nil {
-				return err
-			}
-			sc.DeadLetters(c, n, oldest, newest)
-			return nil
-		})
-	}
-	if err == nil {
-		err = d.each(ctx, q.StatsAttempts, []any{consumer}, func(rows *sql.Rows) error {
-			var c []byte
-			var n, attempts, transient int64
-			if err := rows.Scan(&c, &n, &attempts, &transient); err != nil {
-				return err
-			}
-			sc.Attempts(c, n, attempts, transient)
-			return nil
-		})
-	}
-	if err == nil && p.TopErrors > 0 {
-		err = d.each(ctx, q.StatsErrors, []any{consumer, max(p.ErrorChars, 1), p.TopErrors}, func(rows *sql.Rows) error {
-			var c []byte
-			var e string
-			var n int64
-			if err := rows.Scan(&c, &e, &n); err != nil {
-				return err
-			}
-			sc.Error(c, e, n)
-			return nil
-		})
-	}
-	if err != nil {
-		return nil, d.fail("stats", err)
-	}
-	return sc.Result(), nil
+	return stats, d.fail("stats", err)
 }
 
 // each runs query outside a transaction and calls fn for each row.
@@ -108,16 +64,9 @@ func (d *Driver) DeadLetterSearch(ctx context.Context, p *store.DeadLetterSearch
 	}
 	var out []*store.DeadLetterInfo
 	err = d.each(ctx, q.DeadLetterSearch, storeinspect.SearchArgs(p), func(rows *sql.Rows) error {
-		info := &store.DeadLetterInfo{}
-		dl := &info.DeadLetter
-		var failedAt int64
-		if err := rows.Scan(&dl.ID, &dl.Key.Consumer, &dl.Key.MessageID, &dl.Type, &dl.Payload, &dl.Headers,
-			&dl.Error, &dl.Attempts, &failedAt, &info.PayloadSize); err != nil {
-			return err
-		}
-		dl.FailedAt = storeinspect.UnixMilli(failedAt)
+		info, err := storeinspect.ScanInfo(rows.Scan)
 		out = append(out, info)
-		return nil
+		return err
 	})
 	if err != nil {
 		return nil, d.fail("search dead letters", err)
