@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/inboxkit/inbox/internal/headers"
 	"github.com/inboxkit/inbox/store"
 )
 
@@ -33,7 +34,7 @@ type DeadLetter struct {
 
 // payloadLostMarker is stored in place of the headers of a dead letter
 // without its payload; encodeHeaders never writes a JSON array.
-var payloadLostMarker = []byte(`["inbox: payload and headers not kept"]`)
+var payloadLostMarker = headers.LostMarker
 
 // DeadLetterQuery selects dead letters.
 type DeadLetterQuery struct {

@@ -105,15 +105,30 @@ var (
 // RedeliveryWindow returns the stream's MaxAge, 0 when it keeps messages
 // without a time limit (the default).
 func (s *Source) RedeliveryWindow(ctx context.Context) (time.Duration, error) {
-	st, err := s.js.Stream(ctx, s.cfg.Stream)
+	return RedeliveryWindow(ctx, s.js, s.cfg.Stream)
+}
+
+// RedeliveryWindow returns stream's MaxAge, 0 when it keeps messages
+// without a time limit: what Source.RedeliveryWindow reports, without a
+// consumer (inbox check compares it with the retention).
+func RedeliveryWindow(ctx context.Context, js jetstream.JetStream, stream string) (time.Duration, error) {
+	cfg, err := streamConfig(ctx, js, stream)
 	if err != nil {
-		return 0, fmt.Errorf("natsjs: stream %s: %w", s.cfg.Stream, err)
+		return 0, err
+	}
+	return cfg.MaxAge, nil
+}
+
+func streamConfig(ctx context.Context, js jetstream.JetStream, stream string) (*jetstream.StreamConfig, error) {
+	st, err := js.Stream(ctx, stream)
+	if err != nil {
+		return nil, fmt.Errorf("natsjs: stream %s: %w", stream, err)
 	}
 	info, err := st.Info(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("natsjs: stream %s: %w", s.cfg.Stream, err)
+		return nil, fmt.Errorf("natsjs: stream %s: %w", stream, err)
 	}
-	return info.Config.MaxAge, nil
+	return &info.Config, nil
 }
 
 // ErrInvalidConfig is wrapped by NewSource's error for a nil JetStream or
@@ -270,6 +285,7 @@ func (d *delivery) InProgress(context.Context) error { return d.m.InProgress() }
 type Publisher struct {
 	js         jetstream.JetStream
 	typeHeader string
+	refuseDups bool
 }
 
 var _ broker.Publisher = (*Publisher)(nil)
@@ -279,7 +295,40 @@ type PublisherConfig struct {
 	// TypeHeader names the header for Message.Type; it must match the
 	// consumers' Config.TypeHeader. Default broker.DefaultTypeHeader.
 	TypeHeader string
+	// RefuseDuplicates makes Publish return a *DuplicateError (wrapping
+	// ErrDuplicate) when JetStream dropped the message as a duplicate
+	// (its ID seen within the stream's duplicate window), instead of
+	// nil. Default false: a duplicate is a success, as an outbox relay
+	// that publishes again after a lost ack wants it. A publisher whose
+	// message must reach the consumers again (inbox dead-letters replay)
+	// sets it.
+	RefuseDuplicates bool
 }
+
+// ErrDuplicate is wrapped by Publish's error, with
+// PublisherConfig.RefuseDuplicates, for a message that JetStream dropped
+// because it saw its ID within the stream's duplicate window.
+var ErrDuplicate = errors.New("natsjs: JetStream dropped the message as a duplicate")
+
+// DuplicateError is the error of a publish that JetStream dropped as a
+// duplicate. It wraps ErrDuplicate.
+type DuplicateError struct {
+	ID, Stream string
+	// Window is the stream's duplicate window (StreamConfig.Duplicates;
+	// 2 min by default), 0 when it could not be read: a publish of the ID
+	// after the window has passed since its first is stored.
+	Window time.Duration
+}
+
+func (e *DuplicateError) Error() string {
+	w := "its duplicate window"
+	if e.Window > 0 {
+		w = fmt.Sprintf("its duplicate window of %v", e.Window)
+	}
+	return fmt.Sprintf("%v: stream %s saw ID %q within %s and did not store it", ErrDuplicate, e.Stream, e.ID, w)
+}
+
+func (e *DuplicateError) Unwrap() error { return ErrDuplicate }
 
 // NewPublisher returns a Publisher on js, which the caller owns. cfg may
 // be nil. A nil js is an error wrapping ErrInvalidConfig.
@@ -294,12 +343,13 @@ func NewPublisher(js jetstream.JetStream, cfg *PublisherConfig) (*Publisher, err
 	if c.TypeHeader == "" {
 		c.TypeHeader = broker.DefaultTypeHeader
 	}
-	return &Publisher{js: js, typeHeader: c.TypeHeader}, nil
+	return &Publisher{js: js, typeHeader: c.TypeHeader, refuseDups: c.RefuseDuplicates}, nil
 }
 
 // Publish publishes msg to msg.Subject and waits for the stream's ack.
 // JetStream drops a message whose ID it has seen within the stream's
-// duplicate window, and acks it all the same. A header (or an ID, or a
+// duplicate window, and acks it all the same: Publish returns nil, or a
+// *DuplicateError with PublisherConfig.RefuseDuplicates. A header (or an ID, or a
 // type) that NATS would refuse or alter is an error wrapping
 // broker.ErrInvalidMessage, as is a message over the server's max_payload.
 func (p *Publisher) Publish(ctx context.Context, msg *broker.Message) error {
@@ -316,8 +366,14 @@ func (p *Publisher) Publish(ctx context.Context, msg *broker.Message) error {
 	if msg.Type != "" {
 		nm.Header.Set(p.typeHeader, msg.Type)
 	}
-	_, err := p.js.PublishMsg(ctx, nm, jetstream.WithMsgID(msg.ID))
+	ack, err := p.js.PublishMsg(ctx, nm, jetstream.WithMsgID(msg.ID))
 	switch {
+	case err == nil && ack.Duplicate && p.refuseDups:
+		de := &DuplicateError{ID: msg.ID, Stream: ack.Stream}
+		if cfg, err := streamConfig(ctx, p.js, ack.Stream); err == nil {
+			de.Window = cfg.Duplicates
+		}
+		return fmt.Errorf("natsjs: publish %q to %q: %w", msg.ID, msg.Subject, de)
 	case err == nil:
 		return nil
 	case errors.Is(err, nats.ErrMaxPayload):

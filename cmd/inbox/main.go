@@ -4,9 +4,24 @@
 //	inbox migrate -print -dialect postgres   print the migrations as one SQL script (postgres, mysql, sqlite)
 //	inbox migrate -postgres DSN     create or update the tables (-mysql DSN, -sqlite FILE)
 //	inbox prune -sqlite inbox.db    delete inbox rows older than the retention, once
+//	inbox stats -postgres DSN [-consumer C] [-json]
+//	                                count each consumer's inbox rows, dead letters, failed attempts, top errors
+//	inbox dead-letters list -mysql DSN [-consumer C] [-type T] [-error TEXT] [-since T] [-until T] [-after ID] [-limit N] [-json]
+//	inbox dead-letters show -sqlite FILE [-json] ID
+//	                                one dead letter: payload (text or base64), headers, error, attempts, times
+//	inbox dead-letters discard -sqlite FILE (ID... | -all [filters])
+//	                                delete dead letters; their inbox rows stay dead (redeliveries are duplicates)
+//	inbox dead-letters replay -postgres DSN (-nats URL -subject S | -amqp URL -routing-key K) (ID... | -all [filters])
+//	                                publish dead letters again with their IDs and release their dead rows, once
+//	inbox check -postgres DSN [-nats URL -stream S | -amqp URL -queue Q] [-retention D] [-json]
+//	                                schema version, durability settings, retention against the broker's window
 //
-// It exits 0 on success and for -h, 1 when the command failed, 2 for a
-// wrong command line.
+// Each command's -h prints its manual: synopsis, description, flags,
+// examples, exit status. Data goes to stdout (JSON with -json), errors to
+// stderr. Exit status: 0 success and -h, 1 failure, 2 wrong command line,
+// 3 check found a problem, 4 a dead letter asked for by ID does not exist,
+// 75 nothing changed and a later run may succeed (a replay within NATS's
+// duplicate window).
 package main
 
 import (
@@ -35,11 +50,20 @@ var errUsage = errors.New("usage")
 // to stderr once, with one "inbox: " in front.
 func exitCode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	err := run(ctx, args, stdout, stderr)
+	code := exitFailure
+	var coded *codedError
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):
-		return 0
+		return exitOK
 	case errors.Is(err, errUsage):
-		return 2
+		return exitUsage
+	case errors.Is(err, errProblem): // written already
+		return exitProblem
+	case errors.As(err, &coded):
+		code = coded.code
+	}
+	if errors.Is(err, errWritten) {
+		return code
 	}
 	// The library's own errors start with "inbox: " already.
 	msg := err.Error()
@@ -47,7 +71,7 @@ func exitCode(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		msg = "inbox: " + msg
 	}
 	fmt.Fprintln(stderr, msg)
-	return 1
+	return code
 }
 
 const usage = `usage: inbox <command> [flags]
@@ -56,8 +80,16 @@ commands:
   demo      consume payments from an embedded NATS server into SQLite through lost acks and failures, and check them
   migrate   create or update the inbox's tables, or print them as one SQL script (-print)
   prune     delete inbox rows older than the retention, once
+  stats     count each consumer's inbox rows, dead letters, failed attempts and top errors
+  dead-letters (list | show | discard | replay)
+            look into dead letters, delete them, or send them back through their broker
+  check     check the schema version, durability settings and retention against the broker
 
-Run 'inbox <command> -h' for a command's flags.`
+Run 'inbox <command> -h' for a command's manual.
+
+exit status: 0 success, 1 failure, 2 wrong command line, 3 check found a
+problem, 4 a dead letter asked for by ID does not exist, 75 nothing
+changed, try again later.`
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
@@ -72,6 +104,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return migrateCmd(ctx, args, stdout, stderr)
 	case "prune":
 		return pruneCmd(ctx, args, stdout, stderr)
+	case "stats":
+		return statsCmd(ctx, args, stdout, stderr)
+	case "dead-letters":
+		return deadLetters(ctx, args, stdout, stderr)
+	case "check":
+		return checkCmd(ctx, args, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprintln(stdout, usage)
 		return nil

@@ -44,6 +44,8 @@ type driver interface {
 	inbox.PruneStore
 	Migrate(ctx context.Context) error
 	Migrations() []store.Migration
+	SchemaVersion(ctx context.Context) (int, error)
+	DurabilityWarnings(ctx context.Context) ([]string, error)
 }
 
 // opened is a store the command opened.
@@ -53,6 +55,8 @@ type opened struct {
 	// when the table does not exist.
 	applied func(ctx context.Context) ([]int, error)
 	close   func()
+	// inspect is the store's store.Inspector.
+	inspect inspection
 }
 
 // open opens the selected store. A SQLite file that does not exist is
@@ -86,7 +90,7 @@ func (s *storeFlags) open(ctx context.Context, create bool, stderr io.Writer) (*
 				`SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = COALESCE(NULLIF(?, ''), DATABASE()) AND table_name = ?`,
 				tables.Schema, tables.Prefix+"inbox_migrations")
 		}
-		return &opened{d, applied, func() { db.Close() }}, nil
+		return &opened{d, applied, func() { db.Close() }, newInspection(d)}, nil
 	case s.postgres != "":
 		pool, err := pgxpool.New(ctx, s.postgres)
 		if err != nil {
@@ -106,7 +110,7 @@ func (s *storeFlags) open(ctx context.Context, create bool, stderr io.Writer) (*
 			rows, _ := pool.Query(ctx, `SELECT version FROM `+name)
 			return pgx.CollectRows(rows, pgx.RowTo[int])
 		}
-		return &opened{d, applied, pool.Close}, nil
+		return &opened{d, applied, pool.Close, newInspection(d)}, nil
 	case s.sqlite != "":
 		if _, err := os.Stat(s.sqlite); !create && errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("no SQLite database at %s (inbox migrate -sqlite %s creates it)", s.sqlite, s.sqlite)
@@ -124,7 +128,7 @@ func (s *storeFlags) open(ctx context.Context, create bool, stderr io.Writer) (*
 			return sqlVersions(ctx, db, tables.Name("inbox_migrations", store.QuoteDouble),
 				`SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = ?`, tables.Prefix+"inbox_migrations")
 		}
-		return &opened{d, applied, func() { db.Close() }}, nil
+		return &opened{d, applied, func() { db.Close() }, newInspection(d)}, nil
 	}
 	return nil, errors.New("give -postgres DSN, -mysql DSN or -sqlite FILE")
 }

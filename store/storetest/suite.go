@@ -39,6 +39,12 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"DeadLetterPaging", testDeadLetterPaging[TTx]},
 		{"ReplayAfterRedelivery", testReplayAfterRedelivery[TTx]},
 		{"InvalidMessageDeadLetteredOnce", testInvalidOnce[TTx]},
+		// inspect.go: store.Inspector, for the command
+		{"InspectStats", testInspectStats[TTx]},
+		{"InspectSearch", testInspectSearch[TTx]},
+		{"InspectDiscard", testInspectDiscard[TTx]},
+		{"InspectRelease", testInspectRelease[TTx]},
+		{"InspectReleaseLive", testInspectReleaseLive[TTx]},
 		// processtx.go: the caller's transaction
 		{"ProcessTx", testProcessTx[TTx]},
 		{"ProcessTxSwallowedError", testProcessTxSwallowedError[TTx]},

@@ -1,0 +1,473 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"text/tabwriter"
+	"time"
+	"unicode/utf8"
+
+	"github.com/inboxkit/inbox/internal/headers"
+	"github.com/inboxkit/inbox/store"
+)
+
+const deadLettersUsage = `NAME
+  inbox dead-letters - list, show, discard and replay dead letters
+
+SYNOPSIS
+  inbox dead-letters list    [store] [filters] [-after ID] [-limit N] [-json]
+  inbox dead-letters show    [store] [-json] ID
+  inbox dead-letters discard [store] [-json] (ID... | -all [filters])
+  inbox dead-letters replay  [store] [broker] [-json] (ID... | -all [filters])
+
+DESCRIPTION
+  Dead letters of every consumer in one database: [store] is -postgres DSN,
+  -mysql DSN or -sqlite FILE (with -schema and -prefix); [filters] are
+  -consumer, -type, -error, -since and -until. Run
+  'inbox dead-letters <subcommand> -h' for each one's flags.
+
+` + exitStatus
+
+// deadLetters dispatches inbox dead-letters' subcommands.
+func deadLetters(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, deadLettersUsage)
+		return errUsage
+	}
+	sub, args := args[0], args[1:]
+	switch sub {
+	case "list":
+		return dlList(ctx, args, stdout, stderr)
+	case "show":
+		return dlShow(ctx, args, stdout, stderr)
+	case "discard":
+		return dlDiscard(ctx, args, stdout, stderr)
+	case "replay":
+		return dlReplay(ctx, args, stdout, stderr)
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, deadLettersUsage)
+		return nil
+	}
+	fmt.Fprintf(stderr, "inbox dead-letters: unknown subcommand %q\n\n%s", sub, deadLettersUsage)
+	return errUsage
+}
+
+// filterFlags select dead letters.
+type filterFlags struct {
+	consumer, typ, errorText, since, until string
+}
+
+func (f *filterFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.consumer, "consumer", "", "only this consumer's")
+	fs.StringVar(&f.typ, "type", "", "only of this message type (exactly)")
+	fs.StringVar(&f.errorText, "error", "", "only those whose error contains this text (case-sensitive)")
+	fs.StringVar(&f.since, "since", "", "only those that failed at or after this time: RFC 3339, a date, or a duration before now (24h)")
+	fs.StringVar(&f.until, "until", "", "only those that failed before this time (as -since)")
+}
+
+func (f *filterFlags) set() bool {
+	return f.consumer != "" || f.typ != "" || f.errorText != "" || f.since != "" || f.until != ""
+}
+
+// params are the filters as search parameters.
+func (f *filterFlags) params(now time.Time) (*store.DeadLetterSearchParams, error) {
+	since, err := parseTime(f.since, now)
+	if err != nil {
+		return nil, fmt.Errorf("-since: %w", err)
+	}
+	until, err := parseTime(f.until, now)
+	if err != nil {
+		return nil, fmt.Errorf("-until: %w", err)
+	}
+	return &store.DeadLetterSearchParams{Consumer: []byte(f.consumer), Type: f.typ, ErrorContains: f.errorText,
+		Since: since, Until: until}, nil
+}
+
+// usageError writes msg about the subcommand of fs and returns errUsage.
+func usageError(fs *flag.FlagSet, stderr io.Writer, format string, a ...any) error {
+	fmt.Fprintf(stderr, "inbox dead-letters %s: %s\n", fs.Name(), fmt.Sprintf(format, a...))
+	return errUsage
+}
+
+// parseIDs parses a subcommand's flags and its arguments, dead letter
+// IDs, which may come between the flags.
+func parseIDs(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) ([]int64, error) {
+	var buf bytes.Buffer
+	fs.SetOutput(&buf)
+	var pos []string
+	for {
+		err := fs.Parse(args)
+		switch {
+		case errors.Is(err, flag.ErrHelp):
+			_, _ = stdout.Write(buf.Bytes())
+			return nil, err
+		case err != nil:
+			_, _ = stderr.Write(buf.Bytes())
+			return nil, errUsage
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		pos, args = append(pos, fs.Arg(0)), fs.Args()[1:]
+	}
+	var out []int64
+	for _, a := range pos {
+		id, err := strconv.ParseInt(a, 10, 64)
+		if err != nil || id < 1 {
+			return nil, usageError(fs, stderr, "%q is not a dead letter ID (a positive integer)", a)
+		}
+		out = append(out, id)
+	}
+	return out, nil
+}
+
+// deadLetterJSON is a dead letter in the JSON outputs. IDs and consumers
+// that are not valid UTF-8 come in base64 (the _base64 field) instead.
+type deadLetterJSON struct {
+	ID              int64             `json:"id"`
+	Consumer        string            `json:"consumer"`
+	ConsumerBase64  string            `json:"consumer_base64,omitempty"`
+	MessageID       string            `json:"message_id"`
+	MessageIDBase64 string            `json:"message_id_base64,omitempty"`
+	Type            string            `json:"type"`
+	Error           string            `json:"error"`
+	Attempts        int               `json:"attempts"`
+	FailedAt        string            `json:"failed_at"`
+	PayloadSize     int64             `json:"payload_size"`
+	Headers         map[string]string `json:"headers,omitempty"`
+	// HeadersLost: the database refused the payload and headers; the
+	// dead letter has neither.
+	PayloadLost bool `json:"payload_lost,omitempty"`
+}
+
+func newDeadLetterJSON(dl *store.DeadLetter, size int64) deadLetterJSON {
+	j := deadLetterJSON{ID: dl.ID, Type: dl.Type, Error: dl.Error, Attempts: dl.Attempts, FailedAt: timeJSON(dl.FailedAt), PayloadSize: size}
+	j.Consumer, j.ConsumerBase64 = jsonBytes(dl.Key.Consumer)
+	j.MessageID, j.MessageIDBase64 = jsonBytes(dl.Key.MessageID)
+	if bytes.Equal(dl.Headers, headers.LostMarker) {
+		j.PayloadLost = true
+	} else {
+		j.Headers, _ = headers.Decode(dl.Headers)
+	}
+	return j
+}
+
+var listCommand = command{
+	name:     "list",
+	synopsis: "inbox dead-letters list (-postgres DSN | -mysql DSN | -sqlite FILE) [-consumer C] [-type T] [-error TEXT]\n    [-since TIME] [-until TIME] [-after ID] [-limit N] [-json]",
+	description: `Lists dead letters of every consumer, or those the filters select, in ID
+order, without their payloads (inbox dead-letters show ID prints one).
+
+Paging: a page holds at most -limit dead letters; pass the last ID of a
+page as -after for the next. The text output ends with the -after of the
+next page when the page is full; the JSON output is an object with the
+dead letters and next_after (0 when the page is not full).`,
+	examples: `inbox dead-letters list -sqlite inbox.db
+inbox dead-letters list -postgres $DSN -consumer billing -error timeout -since 24h -json
+inbox dead-letters list -postgres $DSN -after 1200 -limit 50`,
+}
+
+func dlList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := listCommand.flagSet()
+	var sf storeFlags
+	sf.register(fs)
+	var ff filterFlags
+	ff.register(fs)
+	after := fs.Int64("after", 0, "list dead letters whose ID is greater (the last ID of the page before)")
+	limit := fs.Int("limit", 100, "the most listed")
+	asJSON := fs.Bool("json", false, "write JSON")
+	if err := parse(fs, args, stdout, stderr); err != nil {
+		return err
+	}
+	if *limit < 1 || *after < 0 {
+		return usageError(fs, stderr, "-limit must be at least 1 and -after at least 0")
+	}
+	p, err := ff.params(time.Now())
+	if err != nil {
+		return usageError(fs, stderr, "%v", err)
+	}
+	p.AfterID, p.Limit = *after, *limit
+	d, err := sf.open(ctx, false, stderr)
+	if err != nil {
+		return err
+	}
+	defer d.close()
+	found, err := d.inspect.DeadLetterSearch(ctx, p)
+	if err != nil {
+		return err
+	}
+	var next int64
+	if len(found) == *limit {
+		next = found[len(found)-1].ID
+	}
+	if *asJSON {
+		out := struct {
+			DeadLetters []deadLetterJSON `json:"dead_letters"`
+			NextAfter   int64            `json:"next_after"`
+		}{DeadLetters: []deadLetterJSON{}, NextAfter: next}
+		for _, f := range found {
+			out.DeadLetters = append(out.DeadLetters, newDeadLetterJSON(&f.DeadLetter, f.PayloadSize))
+		}
+		return writeJSON(stdout, out)
+	}
+	if len(found) == 0 {
+		fmt.Fprintln(stdout, "no dead letters")
+		return nil
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tCONSUMER\tMESSAGE ID\tTYPE\tFAILED AT\tATTEMPTS\tBYTES\tERROR")
+	for _, f := range found {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", f.ID, text(f.Key.Consumer), text(f.Key.MessageID), text([]byte(f.Type)),
+			timeJSON(f.FailedAt), f.Attempts, f.PayloadSize, shorten(text([]byte(f.Error)), 60))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if next != 0 {
+		fmt.Fprintf(stdout, "more may follow: -after %d\n", next)
+	}
+	return nil
+}
+
+// shorten cuts s to n runes.
+func shorten(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-1]) + "…"
+}
+
+var showCommand = command{
+	name:     "show",
+	synopsis: "inbox dead-letters show (-postgres DSN | -mysql DSN | -sqlite FILE) [-json] ID",
+	description: `Prints one dead letter: its consumer, message ID and type, error, attempts
+and times, its headers and payload, and what the inbox holds of its
+message: the inbox row (dead; live when the message was processed since;
+none when pruned) and the failed attempts recorded.
+
+The payload is printed as text when it is valid UTF-8, else in base64.
+With -json, payload_base64 always holds it, and payload_text too when it is
+valid UTF-8.`,
+	examples: `inbox dead-letters show -sqlite inbox.db 42
+inbox dead-letters show -postgres $DSN -json 42 | jq -r .payload_base64 | base64 -d`,
+}
+
+// detailJSON is show's JSON output.
+type detailJSON struct {
+	deadLetterJSON
+	PayloadText       *string `json:"payload_text,omitempty"`
+	PayloadBase64     string  `json:"payload_base64"`
+	InboxRow          string  `json:"inbox_row"`
+	ReceivedAt        string  `json:"received_at,omitempty"`
+	FailedAttempts    int     `json:"failed_attempts"`
+	TransientFailures int     `json:"transient_failures"`
+	FirstFailedAt     string  `json:"first_failed_at,omitempty"`
+	LastFailedAt      string  `json:"last_failed_at,omitempty"`
+	LastError         string  `json:"last_error,omitempty"`
+}
+
+func dlShow(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := showCommand.flagSet()
+	var sf storeFlags
+	sf.register(fs)
+	asJSON := fs.Bool("json", false, "write JSON")
+	list, err := parseIDs(fs, args, stdout, stderr)
+	if err != nil {
+		return err
+	}
+	if len(list) != 1 {
+		return usageError(fs, stderr, "give one dead letter ID")
+	}
+	d, err := sf.open(ctx, false, stderr)
+	if err != nil {
+		return err
+	}
+	defer d.close()
+	det, err := d.inspect.DeadLetterGet(ctx, list[0])
+	if errors.Is(err, store.ErrNotFound) {
+		return withCode(exitNotFound, fmt.Errorf("no dead letter %d", list[0]))
+	}
+	if err != nil {
+		return err
+	}
+	j := detailJSON{deadLetterJSON: newDeadLetterJSON(&det.DeadLetter, int64(len(det.Payload))),
+		PayloadBase64: base64.StdEncoding.EncodeToString(det.Payload), InboxRow: det.RowState, ReceivedAt: timeJSON(det.ReceivedAt),
+		FailedAttempts: det.Counted, TransientFailures: det.Transient, FirstFailedAt: timeJSON(det.FirstFailedAt),
+		LastFailedAt: timeJSON(det.LastFailedAt), LastError: det.LastError}
+	if utf8.Valid(det.Payload) {
+		s := string(det.Payload)
+		j.PayloadText = &s
+	}
+	if *asJSON {
+		return writeJSON(stdout, j)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "dead letter:\t%d\n", det.ID)
+	fmt.Fprintf(tw, "consumer:\t%s\n", text(det.Key.Consumer))
+	fmt.Fprintf(tw, "message id:\t%s\n", text(det.Key.MessageID))
+	fmt.Fprintf(tw, "type:\t%s\n", text([]byte(det.Type)))
+	fmt.Fprintf(tw, "failed at:\t%s, after %d attempts\n", j.FailedAt, det.Attempts)
+	fmt.Fprintf(tw, "error:\t%s\n", text([]byte(det.Error)))
+	fmt.Fprintf(tw, "inbox row:\t%s", det.RowState)
+	if !det.ReceivedAt.IsZero() {
+		fmt.Fprintf(tw, ", received at %s", j.ReceivedAt)
+	}
+	fmt.Fprintln(tw)
+	if det.Counted+det.Transient > 0 {
+		fmt.Fprintf(tw, "attempts:\t%d failed, %d transient, from %s to %s\n", det.Counted, det.Transient, j.FirstFailedAt, j.LastFailedAt)
+	} else {
+		fmt.Fprintf(tw, "attempts:\tnone recorded (pruned)\n")
+	}
+	if j.PayloadLost {
+		fmt.Fprintf(tw, "payload:\tnot kept (the database refused it); the dead letter cannot be replayed\n")
+		return tw.Flush()
+	}
+	for k, v := range j.Headers {
+		fmt.Fprintf(tw, "header:\t%s: %s\n", text([]byte(k)), text([]byte(v)))
+	}
+	if j.PayloadText != nil {
+		fmt.Fprintf(tw, "payload:\t%d bytes, text:\n", len(det.Payload))
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, *j.PayloadText)
+		return nil
+	}
+	fmt.Fprintf(tw, "payload:\t%d bytes, base64:\n", len(det.Payload))
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, j.PayloadBase64)
+	return nil
+}
+
+var discardCommand = command{
+	name:     "discard",
+	synopsis: "inbox dead-letters discard (-postgres DSN | -mysql DSN | -sqlite FILE) [-json] ID...\n    inbox dead-letters discard (-postgres DSN | ...) -all [-consumer C] [-type T] [-error TEXT] [-since TIME] [-until TIME] [-json]",
+	description: `Deletes dead letters for good: those given by ID, or with -all every one
+that the filters select (all of them without a filter). The messages' inbox
+rows stay marked dead, as inbox.Discard leaves them, so that a redelivery
+of a discarded message is still a duplicate and is acked.
+
+It prints the IDs it deleted. An ID given that does not exist is reported
+and makes the exit status 4, after the others were deleted.`,
+	examples: `inbox dead-letters discard -sqlite inbox.db 41 42
+inbox dead-letters discard -postgres $DSN -all -consumer billing -error "unknown account" -until 2026-01-01`,
+}
+
+func dlDiscard(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := discardCommand.flagSet()
+	var sf storeFlags
+	sf.register(fs)
+	var ff filterFlags
+	ff.register(fs)
+	all := fs.Bool("all", false, "discard every dead letter the filters select (required to discard without IDs)")
+	asJSON := fs.Bool("json", false, "write JSON")
+	list, p, err := ff.selection(fs, args, all, stdout, stderr)
+	if err != nil {
+		return err
+	}
+	d, err := sf.open(ctx, false, stderr)
+	if err != nil {
+		return err
+	}
+	defer d.close()
+	var deleted, missing []int64
+	if *all {
+		deleted, err = eachPage(ctx, d.inspect, p, func(page []int64) ([]int64, error) {
+			return d.inspect.DeadLetterDiscard(ctx, page)
+		})
+	} else {
+		deleted, err = d.inspect.DeadLetterDiscard(ctx, list)
+		for _, id := range list {
+			if !slices.Contains(deleted, id) {
+				missing = append(missing, id)
+			}
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		err = writeJSON(stdout, struct {
+			Discarded []int64 `json:"discarded"`
+			NotFound  []int64 `json:"not_found"`
+		}{append([]int64{}, deleted...), append([]int64{}, missing...)})
+	} else {
+		for _, id := range deleted {
+			fmt.Fprintf(stdout, "discarded dead letter %d\n", id)
+		}
+		if len(deleted) == 0 {
+			fmt.Fprintln(stdout, "discarded no dead letters")
+		}
+	}
+	if err == nil && len(missing) > 0 {
+		return withCode(exitNotFound, fmt.Errorf("no dead letters %v", missing))
+	}
+	return err
+}
+
+// selection parses the flags and the IDs of discard and replay, and
+// checks them (checkSelection); p holds the filters.
+func (f *filterFlags) selection(fs *flag.FlagSet, args []string, all *bool, stdout, stderr io.Writer) ([]int64, *store.DeadLetterSearchParams, error) {
+	list, err := parseIDs(fs, args, stdout, stderr)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := checkSelection(fs, stderr, list, *all, f); err != nil {
+		return nil, nil, err
+	}
+	p, err := f.params(time.Now())
+	if err != nil {
+		return nil, nil, usageError(fs, stderr, "%v", err)
+	}
+	return list, p, nil
+}
+
+// checkSelection checks that IDs or -all were given, not both, and
+// filters only with -all.
+func checkSelection(fs *flag.FlagSet, stderr io.Writer, list []int64, all bool, ff *filterFlags) error {
+	switch {
+	case all && len(list) > 0:
+		return usageError(fs, stderr, "give IDs or -all, not both")
+	case !all && len(list) == 0:
+		return usageError(fs, stderr, "give dead letter IDs, or -all (with filters) for every one they select")
+	case !all && ff.set():
+		return usageError(fs, stderr, "the filters select dead letters only with -all")
+	}
+	return nil
+}
+
+// discardPage is how many dead letters -all handles per search.
+const discardPage = 500
+
+// eachPage runs fn on the IDs of every dead letter p selects, a page at a
+// time, and returns what fn returned, concatenated.
+func eachPage(ctx context.Context, in inspection, p *store.DeadLetterSearchParams, fn func([]int64) ([]int64, error)) ([]int64, error) {
+	var done []int64
+	p.Limit = discardPage
+	for {
+		found, err := in.DeadLetterSearch(ctx, p)
+		if err != nil || len(found) == 0 {
+			return done, err
+		}
+		page := make([]int64, len(found))
+		for i, f := range found {
+			page[i] = f.ID
+		}
+		got, err := fn(page)
+		done = append(done, got...)
+		if err != nil {
+			return done, err
+		}
+		p.AfterID = page[len(page)-1]
+	}
+}

@@ -1,0 +1,110 @@
+package pgsql
+
+import "github.com/inboxkit/inbox/store"
+
+// Inspect are the statements of store.Inspector on PostgreSQL, for
+// pgxstore and sqlstore's PostgreSQL dialect alike. Times come back as
+// unix milliseconds and go in as unix milliseconds; a null argument does
+// not filter.
+type Inspect struct {
+	// StatsInbox: $1 consumer (null: all). Per consumer: rows, dead rows,
+	// least and greatest received_at.
+	StatsInbox string
+	// StatsDeadLetters: $1 consumer. Per consumer: dead letters, least and
+	// greatest failed_at.
+	StatsDeadLetters string
+	// StatsAttempts: $1 consumer. Per consumer: messages, sum of attempts,
+	// sum of transient failures.
+	StatsAttempts string
+	// StatsErrors: $1 consumer, $2 characters kept of each error, $3 how
+	// many per consumer. Rows: consumer, error, messages; most frequent
+	// first.
+	StatsErrors string
+	// DeadLetterSearch: $1 after id, $2 consumer, $3 type, $4 error
+	// substring, $5 since, $6 until, $7 limit. Columns: DeadLetterColumns
+	// (failed_at rounded down, as in all of these) with a null payload, then the payload's size.
+	DeadLetterSearch string
+	// DeadLetterDetail: $1 id. Columns: DeadLetterColumns, then the inbox
+	// row's state ('dead', 'live', 'none') and received_at, the attempts'
+	// counts, first and last failure and last error (null or zero when
+	// there is no row).
+	DeadLetterDetail string
+	// DeadLetterLockID locks and returns one dead letter of any consumer:
+	// $1 id. Columns: DeadLetterColumns.
+	DeadLetterLockID string
+	// DeadLetterTakeID deletes and returns it: $1 id.
+	DeadLetterTakeID string
+	// DeadLetterDeleteID: $1 id; its tag counts the row.
+	DeadLetterDeleteID string
+	// DeadLetterDiscard: $1 ids bigint[]. Returns the ids deleted.
+	DeadLetterDiscard string
+	// Release deletes the message's attempts and its inbox row if dead:
+	// $1 consumer, $2 message_id. Returns whether a live row is there.
+	Release string
+}
+
+// ms is a timestamp in unix milliseconds, rounded down (as MySQL's and
+// SQLite's are), so that a time read back and given as a bound of the
+// search (failed_at >= since) finds the row it was read from.
+func ms(col string) string { return `floor(extract(epoch FROM ` + col + `) * 1000)::bigint` }
+
+// inspectColumns are DeadLetterColumns with failed_at rounded down.
+var inspectColumns = `id, consumer, message_id, message_type, payload, headers, error, attempts, ` + ms("failed_at")
+
+// NewInspect returns the statements of store.Inspector on the tables named
+// n.
+func NewInspect(n Names) Inspect {
+	inbox, attempts, dead := n.Inbox, n.Attempts, n.DeadLetters
+	const consumerIs = `($1::bytea IS NULL OR consumer = $1::bytea)`
+	return Inspect{
+		StatsInbox: `SELECT consumer, count(*), count(*) FILTER (WHERE dead), ` + ms("min(received_at)") + `, ` + ms("max(received_at)") + `
+FROM ` + inbox + ` WHERE ` + consumerIs + ` GROUP BY consumer`,
+		StatsDeadLetters: `SELECT consumer, count(*), ` + ms("min(failed_at)") + `, ` + ms("max(failed_at)") + `
+FROM ` + dead + ` WHERE ` + consumerIs + ` GROUP BY consumer`,
+		StatsAttempts: `SELECT consumer, count(*), sum(attempts)::bigint, sum(transient_failures)::bigint
+FROM ` + attempts + ` WHERE ` + consumerIs + ` GROUP BY consumer`,
+		StatsErrors: `SELECT consumer, e, n FROM (
+	SELECT consumer, e, count(*) AS n, row_number() OVER (PARTITION BY consumer ORDER BY count(*) DESC, e) AS r
+	FROM (SELECT consumer, substr(last_error, 1, $2::int) AS e FROM ` + attempts + ` WHERE ` + consumerIs + `) t
+	GROUP BY consumer, e) c
+WHERE r <= $3::int ORDER BY consumer, n DESC, e`,
+		DeadLetterSearch: `SELECT id, consumer, message_id, message_type, NULL::bytea, headers, error, attempts, ` + ms("failed_at") + `,
+	coalesce(length(payload), 0)::bigint
+FROM ` + dead + `
+WHERE id > $1 AND ($2::bytea IS NULL OR consumer = $2::bytea) AND ($3::text IS NULL OR message_type = $3::text)
+	AND ($4::text IS NULL OR strpos(error, $4::text) > 0)
+	AND ($5::bigint IS NULL OR failed_at >= 'epoch'::timestamptz + $5::bigint * interval '1 millisecond')
+	AND ($6::bigint IS NULL OR failed_at < 'epoch'::timestamptz + $6::bigint * interval '1 millisecond')
+ORDER BY id LIMIT $7`,
+		DeadLetterDetail: `SELECT d.id, d.consumer, d.message_id, d.message_type, d.payload, d.headers, d.error, d.attempts, ` + ms("d.failed_at") + `,
+	CASE WHEN i.consumer IS NULL THEN 'none' WHEN i.dead THEN 'dead' ELSE 'live' END, ` + ms("i.received_at") + `,
+	coalesce(a.attempts, 0), coalesce(a.transient_failures, 0), ` + ms("a.first_failed_at") + `, ` + ms("a.last_failed_at") + `,
+	coalesce(a.last_error, '')
+FROM ` + dead + ` d
+LEFT JOIN ` + inbox + ` i ON i.consumer = d.consumer AND i.message_id = d.message_id
+LEFT JOIN ` + attempts + ` a ON a.consumer = d.consumer AND a.message_id = d.message_id
+WHERE d.id = $1`,
+		DeadLetterLockID:   `SELECT ` + inspectColumns + ` FROM ` + dead + ` WHERE id = $1 FOR UPDATE`,
+		DeadLetterTakeID:   `DELETE FROM ` + dead + ` WHERE id = $1 RETURNING ` + inspectColumns,
+		DeadLetterDeleteID: `DELETE FROM ` + dead + ` WHERE id = $1`,
+		DeadLetterDiscard:  `DELETE FROM ` + dead + ` WHERE id = ANY($1::bigint[]) RETURNING id`,
+		// The CTEs and the SELECT see the table as the statement began: the
+		// dead row is not live, whether deleted or not.
+		Release: `WITH dead AS (
+	DELETE FROM ` + inbox + ` WHERE consumer = $1 AND message_id = $2 AND dead
+), att AS (
+	DELETE FROM ` + attempts + ` WHERE consumer = $1 AND message_id = $2
+)
+SELECT EXISTS (SELECT 1 FROM ` + inbox + ` WHERE consumer = $1 AND message_id = $2 AND NOT dead)`,
+	}
+}
+
+// InspectOf returns the statements of store.Inspector on tables t, which
+// must be valid.
+func InspectOf(t store.Tables) Inspect {
+	return NewInspect(Names{
+		Inbox:       t.Name("inbox", store.QuoteDouble),
+		Attempts:    t.Name("inbox_attempts", store.QuoteDouble),
+		DeadLetters: t.Name("inbox_dead_letters", store.QuoteDouble),
+	})
+}

@@ -1,0 +1,160 @@
+// Package storeinspect holds what the stores' implementations of
+// store.Inspector share: the order of the search's arguments, the scan of
+// a dead letter's detail, and the gathering of the statistics of several
+// statements per consumer.
+package storeinspect
+
+import (
+	"bytes"
+	"cmp"
+	"slices"
+	"time"
+
+	"github.com/inboxkit/inbox/store"
+)
+
+// SearchArgs are the arguments of every dialect's DeadLetterSearch, in
+// order: after id, consumer, type, error substring, since and until in
+// unix milliseconds, limit. A filter not set is nil (NULL).
+func SearchArgs(p *store.DeadLetterSearchParams) []any {
+	args := []any{p.AfterID, nil, nil, nil, nil, nil, max(p.Limit, 1)}
+	if len(p.Consumer) > 0 {
+		args[1] = p.Consumer
+	}
+	if p.Type != "" {
+		args[2] = p.Type
+	}
+	if p.ErrorContains != "" {
+		args[3] = p.ErrorContains
+	}
+	if !p.Since.IsZero() {
+		args[4] = p.Since.UnixMilli()
+	}
+	if !p.Until.IsZero() {
+		args[5] = p.Until.UnixMilli()
+	}
+	return args
+}
+
+// UnixMilli is a time read from the database as unix milliseconds, in UTC.
+func UnixMilli(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
+
+func unixMilliOrZero(ms *int64) time.Time {
+	if ms == nil {
+		return time.Time{}
+	}
+	return UnixMilli(*ms)
+}
+
+// ScanDetail scans a row of the dialects' DeadLetterDetail: the dead
+// letter's columns, failed_at in unix milliseconds, then the inbox row's
+// state and received_at, the attempts' counts, first and last failure and
+// last error.
+func ScanDetail(scan func(dest ...any) error) (*store.DeadLetterDetail, error) {
+	det := &store.DeadLetterDetail{}
+	dl := &det.DeadLetter
+	var failedAt int64
+	var received, first, last *int64
+	err := scan(&dl.ID, &dl.Key.Consumer, &dl.Key.MessageID, &dl.Type, &dl.Payload, &dl.Headers, &dl.Error, &dl.Attempts, &failedAt,
+		&det.RowState, &received, &det.Counted, &det.Transient, &first, &last, &det.LastError)
+	if err != nil {
+		return nil, err
+	}
+	dl.FailedAt = UnixMilli(failedAt)
+	det.ReceivedAt, det.FirstFailedAt, det.LastFailedAt = unixMilliOrZero(received), unixMilliOrZero(first), unixMilliOrZero(last)
+	return det, nil
+}
+
+// InOrder returns the IDs of ids that are in deleted, in the order of ids.
+func InOrder(ids, deleted []int64) []int64 {
+	out := make([]int64, 0, len(deleted))
+	for _, id := range ids {
+		if slices.Contains(deleted, id) && !slices.Contains(out, id) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// StatsStatements are a store's statements of Inspector.Stats: each
+// takes the consumer (nil: all); Errors also the characters kept and the
+// errors per consumer. Rows: see sqldialect.InspectQueries.
+type StatsStatements struct{ Inbox, DeadLetters, Attempts, Errors string }
+
+// Each runs query with args and calls fn with the Scan of each row.
+type Each func(query string, args []any, fn func(scan func(dest ...any) error) error) error
+
+// Stats runs the statements q through each and gathers their rows by
+// consumer, in byte order of the consumer.
+func Stats(p *store.StatsParams, q StatsStatements, each Each) ([]*store.ConsumerStats, error) {
+	by := map[string]*store.ConsumerStats{}
+	of := func(c []byte) *store.ConsumerStats {
+		cs, ok := by[string(c)]
+		if !ok {
+			cs = &store.ConsumerStats{Consumer: bytes.Clone(c)}
+			by[string(c)] = cs
+		}
+		return cs
+	}
+	var consumer any
+	if len(p.Consumer) > 0 {
+		consumer = p.Consumer
+	}
+	var c []byte
+	var n, a, b, d int64
+	var e string
+	steps := []struct {
+		query string
+		args  []any
+		dest  []any
+		keep  func(cs *store.ConsumerStats)
+	}{
+		{q.Inbox, []any{consumer}, []any{&c, &n, &a, &b, &d}, func(cs *store.ConsumerStats) {
+			cs.InboxRows, cs.DeadRows, cs.OldestClaim, cs.NewestClaim = n, a, UnixMilli(b), UnixMilli(d)
+		}},
+		{q.DeadLetters, []any{consumer}, []any{&c, &n, &a, &b}, func(cs *store.ConsumerStats) {
+			cs.DeadLetters, cs.OldestDeadLetter, cs.NewestDeadLetter = n, UnixMilli(a), UnixMilli(b)
+		}},
+		{q.Attempts, []any{consumer}, []any{&c, &n, &a, &b}, func(cs *store.ConsumerStats) {
+			cs.FailedMessages, cs.FailedAttempts, cs.TransientFailures = n, a, b
+		}},
+		{q.Errors, []any{consumer, max(p.ErrorChars, 1), p.TopErrors}, []any{&c, &e, &n}, func(cs *store.ConsumerStats) {
+			cs.TopErrors = append(cs.TopErrors, store.ErrorCount{Error: e, Count: n})
+		}},
+	}
+	if p.TopErrors <= 0 {
+		steps = steps[:3]
+	}
+	for _, st := range steps {
+		err := each(st.query, st.args, func(scan func(...any) error) error {
+			if err := scan(st.dest...); err != nil {
+				return err
+			}
+			st.keep(of(c))
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	out := make([]*store.ConsumerStats, 0, len(by))
+	for _, cs := range by {
+		slices.SortStableFunc(cs.TopErrors, func(a, b store.ErrorCount) int { return cmp.Compare(b.Count, a.Count) })
+		out = append(out, cs)
+	}
+	slices.SortFunc(out, func(a, b *store.ConsumerStats) int { return bytes.Compare(a.Consumer, b.Consumer) })
+	return out, nil
+}
+
+// ScanInfo scans a row of the dialects' DeadLetterSearch.
+func ScanInfo(scan func(dest ...any) error) (*store.DeadLetterInfo, error) {
+	info := &store.DeadLetterInfo{}
+	dl := &info.DeadLetter
+	var failedAt int64
+	if err := scan(&dl.ID, &dl.Key.Consumer, &dl.Key.MessageID, &dl.Type, &dl.Payload, &dl.Headers,
+		&dl.Error, &dl.Attempts, &failedAt, &info.PayloadSize); err != nil {
+		return nil, err
+	}
+	dl.FailedAt = UnixMilli(failedAt)
+	return info, nil
+}

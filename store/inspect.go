@@ -1,0 +1,142 @@
+package store
+
+import (
+	"context"
+	"time"
+)
+
+// Inspector is implemented by drivers that let an operator look into the
+// inbox's tables across consumers (the command inbox stats and inbox
+// dead-letters): statistics, a search of the dead letters, and the
+// release of a dead letter for a replay through its broker. It is
+// optional, apart from Driver, so that the seam the consumers use does not
+// grow; the same caveats apply (not stable, not meant to be implemented
+// outside this module).
+//
+// Reads run outside any transaction; they scan what they count (Stats
+// reads every row of the three tables, or of one consumer's), which an
+// operator pays once, not per message.
+type Inspector[TTx any] interface {
+	// Stats counts, per consumer (in byte order of the consumer), the
+	// inbox rows, dead letters and failed attempts, and the most frequent
+	// errors of the attempts. A consumer with no row in any table is not
+	// listed.
+	Stats(ctx context.Context, p *StatsParams) ([]*ConsumerStats, error)
+
+	// DeadLetterSearch lists dead letters of any consumer that match p,
+	// in ID order, without their payloads (PayloadSize tells their size).
+	DeadLetterSearch(ctx context.Context, p *DeadLetterSearchParams) ([]*DeadLetterInfo, error)
+
+	// DeadLetterGet returns one dead letter, payload included, with what
+	// the other tables hold of its message; ErrNotFound if no dead letter
+	// has that ID.
+	DeadLetterGet(ctx context.Context, id int64) (*DeadLetterDetail, error)
+
+	// DeadLetterDiscard deletes the dead letters with these IDs, of any
+	// consumer, in one transaction of its own, and returns the IDs it
+	// deleted (those that existed), in the order given. The messages'
+	// inbox rows stay marked dead, so that their redeliveries are still
+	// duplicates (as inbox.Discard leaves them).
+	DeadLetterDiscard(ctx context.Context, ids []int64) ([]int64, error)
+
+	// DeadLetterRelease prepares a replay through the broker in tx: it
+	// locks and deletes dead letter id (of any consumer), deletes the
+	// message's failed attempts, and deletes its inbox row if that row is
+	// marked dead, so that a redelivery is claimed as new once tx commits
+	// (until then a claim waits for tx's lock). Live is true when the
+	// message's row is live, left alone: the message was processed after
+	// it was dead-lettered (a redelivery after its dead row was pruned),
+	// and must not be published again. ErrNotFound if no dead letter has
+	// that ID.
+	DeadLetterRelease(ctx context.Context, tx TTx, id int64) (dl *DeadLetter, live bool, err error)
+}
+
+// StatsParams are the parameters of Inspector.Stats.
+type StatsParams struct {
+	// Consumer, if not nil, limits the counts to this consumer.
+	Consumer []byte
+	// TopErrors is how many of the most frequent errors to return per
+	// consumer; 0 none.
+	TopErrors int
+	// ErrorChars truncates the errors to this many characters before they
+	// are counted, so that errors that differ only in their tail (an ID, a
+	// time) count as one; at least 1 when TopErrors is set.
+	ErrorChars int
+}
+
+// ConsumerStats are the counts of one consumer. Times are the database's
+// clock, zero when there is no row to take them from.
+type ConsumerStats struct {
+	Consumer []byte
+	// InboxRows counts the consumer's inbox rows, DeadRows those of them
+	// marked dead.
+	InboxRows, DeadRows int64
+	// OldestClaim and NewestClaim are the least and greatest received_at
+	// of the inbox rows.
+	OldestClaim, NewestClaim time.Time
+	// DeadLetters counts the dead letters; OldestDeadLetter and
+	// NewestDeadLetter are their least and greatest failed_at.
+	DeadLetters                        int64
+	OldestDeadLetter, NewestDeadLetter time.Time
+	// FailedMessages counts the messages with failed attempts recorded
+	// (kept until pruned, also after the message succeeded);
+	// FailedAttempts and TransientFailures sum their counts.
+	FailedMessages, FailedAttempts, TransientFailures int64
+	// TopErrors are the most frequent last errors of those messages,
+	// truncated, most frequent first.
+	TopErrors []ErrorCount
+}
+
+// ErrorCount is an error text and the number of messages whose last
+// failed attempt ended with it.
+type ErrorCount struct {
+	Error string
+	Count int64
+}
+
+// DeadLetterSearchParams select dead letters. Zero fields do not filter.
+type DeadLetterSearchParams struct {
+	Consumer []byte
+	// Type matches the message type exactly.
+	Type string
+	// ErrorContains matches a substring of the error, case-sensitively.
+	ErrorContains string
+	// Since and Until bound failed_at: Since <= failed_at < Until.
+	Since, Until time.Time
+	// AfterID lists dead letters whose ID is greater.
+	AfterID int64
+	// Limit is the most returned; at least 1.
+	Limit int
+}
+
+// DeadLetterInfo is a dead letter without its payload.
+type DeadLetterInfo struct {
+	// DeadLetter has a nil Payload.
+	DeadLetter
+	// PayloadSize is the payload's size in bytes.
+	PayloadSize int64
+}
+
+// DeadLetterDetail is a dead letter and what the other tables hold of its
+// message.
+type DeadLetterDetail struct {
+	DeadLetter
+	// RowState is the message's inbox row: "dead", "live" (processed since
+	// it was dead-lettered) or "none" (pruned, or an invalid ID).
+	RowState string
+	// ReceivedAt is the inbox row's received_at, zero without a row.
+	ReceivedAt time.Time
+	// Counted and Transient are the failed attempts recorded, with the
+	// first and last failure's times; zero when pruned.
+	Counted, Transient          int
+	FirstFailedAt, LastFailedAt time.Time
+	// LastError is the attempts' last error.
+	LastError string
+}
+
+// The values of DeadLetterDetail.RowState.
+const (
+	RowDead = "dead"
+	RowLive = "live"
+	RowNone = "none"
+)

@@ -1,0 +1,107 @@
+package pgxstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/inboxkit/inbox/internal/pgsql"
+	"github.com/inboxkit/inbox/internal/storeinspect"
+	"github.com/inboxkit/inbox/store"
+)
+
+var _ store.Inspector[pgx.Tx] = (*Driver)(nil)
+
+// inspect returns the statements of store.Inspector on the driver's
+// tables (a few string concatenations: an operator's call, not a
+// message's).
+func (d *Driver) inspect() pgsql.Inspect { return pgsql.InspectOf(d.q.Tables) }
+
+// Stats counts the rows of each consumer in the three tables.
+func (d *Driver) Stats(ctx context.Context, p *store.StatsParams) ([]*store.ConsumerStats, error) {
+	q := d.inspect()
+	stats, err := storeinspect.Stats(p, storeinspect.StatsStatements{Inbox: q.StatsInbox, DeadLetters: q.StatsDeadLetters,
+		Attempts: q.StatsAttempts, Errors: q.StatsErrors}, func(query string, args []any, fn func(func(...any) error) error) error {
+		return d.each(ctx, query, args, func(row pgx.Row) error { return fn(row.Scan) })
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pgxstore: stats: %w", pgsql.Classify(err))
+	}
+	return stats, nil
+}
+
+// each runs query and calls fn for each row.
+func (d *Driver) each(ctx context.Context, query string, args []any, fn func(pgx.Row) error) error {
+	rows, err := d.pool.Query(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := fn(rows); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// DeadLetterSearch lists dead letters of any consumer, without payloads.
+func (d *Driver) DeadLetterSearch(ctx context.Context, p *store.DeadLetterSearchParams) ([]*store.DeadLetterInfo, error) {
+	args := storeinspect.SearchArgs(p)
+	var out []*store.DeadLetterInfo
+	err := d.each(ctx, d.inspect().DeadLetterSearch, args, func(row pgx.Row) error {
+		info, err := storeinspect.ScanInfo(row.Scan)
+		out = append(out, info)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pgxstore: search dead letters: %w", pgsql.Classify(err))
+	}
+	return out, nil
+}
+
+// DeadLetterGet returns a dead letter and what the other tables hold of
+// its message.
+func (d *Driver) DeadLetterGet(ctx context.Context, id int64) (*store.DeadLetterDetail, error) {
+	det, err := storeinspect.ScanDetail(d.pool.QueryRow(ctx, d.inspect().DeadLetterDetail, id).Scan)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("pgxstore: dead letter %d: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("pgxstore: dead letter %d: %w", id, pgsql.Classify(err))
+	}
+	return det, nil
+}
+
+// DeadLetterDiscard deletes dead letters by ID in one statement.
+func (d *Driver) DeadLetterDiscard(ctx context.Context, ids []int64) ([]int64, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	rows, _ := d.pool.Query(ctx, d.inspect().DeadLetterDiscard, ids)
+	deleted, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("pgxstore: discard dead letters: %w", pgsql.Classify(err))
+	}
+	return storeinspect.InOrder(ids, deleted), nil
+}
+
+// DeadLetterRelease takes dead letter id and releases its message's dead
+// inbox row and attempts in tx, in two statements.
+func (d *Driver) DeadLetterRelease(ctx context.Context, tx pgx.Tx, id int64) (*store.DeadLetter, bool, error) {
+	q := d.inspect()
+	dl, err := scanDeadLetter(tx.QueryRow(ctx, q.DeadLetterTakeID, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, false, fmt.Errorf("pgxstore: release dead letter %d: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("pgxstore: release dead letter %d: %w", id, pgsql.Classify(err))
+	}
+	var live bool
+	if err := tx.QueryRow(ctx, q.Release, dl.Key.Consumer, dl.Key.MessageID).Scan(&live); err != nil {
+		return nil, false, fmt.Errorf("pgxstore: release dead letter %d: %w", id, pgsql.Classify(err))
+	}
+	return dl, live, nil
+}

@@ -1,0 +1,73 @@
+package sqldialect
+
+import (
+	"strings"
+
+	"github.com/inboxkit/inbox/store"
+)
+
+// Inspector is implemented by a dialect that has the statements of
+// store.Inspector.
+type Inspector interface {
+	// InspectTemplates returns them with the table tokens of
+	// internal/migrate ({inbox}, ...) still in them.
+	InspectTemplates() InspectQueries
+}
+
+// InspectQueries are a dialect's statements of store.Inspector. Times
+// come back as unix milliseconds and go in as such; a nil argument does
+// not filter. Each statement binds each argument once, in the order
+// listed (a dialect whose placeholders cannot repeat, MySQL's, reads them
+// from a derived table of one row).
+type InspectQueries struct {
+	// StatsInbox: arg consumer. Per consumer: rows, dead rows, least and
+	// greatest received_at.
+	StatsInbox string
+	// StatsDeadLetters: arg consumer. Per consumer: dead letters, least
+	// and greatest failed_at.
+	StatsDeadLetters string
+	// StatsAttempts: arg consumer. Per consumer: messages, sum of
+	// attempts, sum of transient failures.
+	StatsAttempts string
+	// StatsErrors: args consumer, characters kept of each error, errors
+	// per consumer. Rows: consumer, error, messages.
+	StatsErrors string
+	// DeadLetterSearch: args after id, consumer, type, error substring,
+	// since, until, limit (internal/storeinspect's SearchArgs). Columns:
+	// the dead letter's (as DeadLetterList's) with a NULL payload, then
+	// the payload's size.
+	DeadLetterSearch string
+	// DeadLetterDetail: arg id. Columns: the dead letter's, then the
+	// inbox row's state ('dead', 'live', 'none') and received_at, the
+	// attempts' counts, first and last failure and last error
+	// (internal/storeinspect's ScanDetail).
+	DeadLetterDetail string
+	// DeadLetterLockID locks and returns one dead letter of any consumer
+	// (columns as DeadLetterList's): arg id.
+	DeadLetterLockID string
+	// DeadLetterDeleteID: arg id; RowsAffected counts the row.
+	DeadLetterDeleteID string
+	// Release, if set, deletes a message's attempts and its inbox row if
+	// dead, and returns whether a live row is there: args consumer,
+	// message_id. Otherwise ReleaseDead deletes the dead row (args
+	// consumer, message_id), Queries.AttemptsDelete the attempts, and
+	// LiveRow counts the rows left (only a live one can be).
+	Release, ReleaseDead, LiveRow string
+}
+
+// RenderInspect fills in the table names of t in every statement of q.
+func RenderInspect(q InspectQueries, t store.Tables, quote func(string) string) InspectQueries {
+	r := strings.NewReplacer(
+		"{inbox}", t.Name("inbox", quote),
+		"{attempts}", t.Name("inbox_attempts", quote),
+		"{dead_letters}", t.Name("inbox_dead_letters", quote),
+	)
+	for _, s := range []*string{
+		&q.StatsInbox, &q.StatsDeadLetters, &q.StatsAttempts, &q.StatsErrors,
+		&q.DeadLetterSearch, &q.DeadLetterDetail, &q.DeadLetterLockID, &q.DeadLetterDeleteID,
+		&q.Release, &q.ReleaseDead, &q.LiveRow,
+	} {
+		*s = r.Replace(*s)
+	}
+	return q
+}

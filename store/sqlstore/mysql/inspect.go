@@ -1,0 +1,60 @@
+package mysql
+
+import "github.com/inboxkit/inbox/store/sqlstore/internal/sqldialect"
+
+var _ sqldialect.Inspector = mysqlDialect{}
+
+// InspectTemplates: MySQL's placeholders cannot be used twice, so the
+// statements that test an argument for NULL read the arguments from a
+// derived table of one row (p), which the optimizer reads as constants.
+// Text arguments are compared as bytes (CAST AS BINARY): the columns'
+// collation is utf8mb4_bin, the connection's may differ.
+func (mysqlDialect) InspectTemplates() sqldialect.InspectQueries { return mysqlInspect }
+
+// mysqlMs is a DATETIME(6) expression (UTC) in unix milliseconds.
+func mysqlMs(expr string) string {
+	return `TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', ` + expr + `) DIV 1000`
+}
+
+// mysqlFromMs is unix milliseconds as a DATETIME(6), UTC.
+func mysqlFromMs(expr string) string {
+	return `TIMESTAMP('1970-01-01 00:00:00') + INTERVAL (` + expr + ` * 1000) MICROSECOND`
+}
+
+const mysqlConsumerIs = `(p.c IS NULL OR t.consumer = CAST(p.c AS BINARY))`
+
+var mysqlInspect = sqldialect.InspectQueries{
+	StatsInbox: `SELECT t.consumer, COUNT(*), SUM(t.dead), ` + mysqlMs("MIN(t.received_at)") + `, ` + mysqlMs("MAX(t.received_at)") + `
+FROM {inbox} t CROSS JOIN (SELECT ? AS c) p WHERE ` + mysqlConsumerIs + ` GROUP BY t.consumer`,
+	StatsDeadLetters: `SELECT t.consumer, COUNT(*), ` + mysqlMs("MIN(t.failed_at)") + `, ` + mysqlMs("MAX(t.failed_at)") + `
+FROM {dead_letters} t CROSS JOIN (SELECT ? AS c) p WHERE ` + mysqlConsumerIs + ` GROUP BY t.consumer`,
+	StatsAttempts: `SELECT t.consumer, COUNT(*), SUM(t.attempts), SUM(t.transient_failures)
+FROM {attempts} t CROSS JOIN (SELECT ? AS c) p WHERE ` + mysqlConsumerIs + ` GROUP BY t.consumer`,
+	StatsErrors: `SELECT consumer, e, n FROM (
+    SELECT consumer, e, n, top, ROW_NUMBER() OVER (PARTITION BY consumer ORDER BY n DESC, e) AS r FROM (
+        SELECT t.consumer, SUBSTRING(t.last_error, 1, p.chars) AS e, COUNT(*) AS n, MIN(p.top) AS top
+        FROM {attempts} t CROSS JOIN (SELECT ? AS c, ? AS chars, ? AS top) p WHERE ` + mysqlConsumerIs + `
+        GROUP BY t.consumer, e) g) w
+WHERE r <= top ORDER BY consumer, n DESC, e`,
+	DeadLetterSearch: `SELECT t.id, t.consumer, t.message_id, t.message_type, NULL, t.headers, t.error, t.attempts, ` + mysqlMs("t.failed_at") + `,
+    COALESCE(LENGTH(t.payload), 0)
+FROM {dead_letters} t CROSS JOIN (SELECT ? AS after_id, ? AS c, ? AS typ, ? AS err, ? AS since, ? AS until) p
+WHERE t.id > p.after_id AND ` + mysqlConsumerIs + `
+    AND (p.typ IS NULL OR CAST(t.message_type AS BINARY) = CAST(p.typ AS BINARY))
+    AND (p.err IS NULL OR LOCATE(CAST(p.err AS BINARY), CAST(t.error AS BINARY)) > 0)
+    AND (p.since IS NULL OR t.failed_at >= ` + mysqlFromMs("p.since") + `)
+    AND (p.until IS NULL OR t.failed_at < ` + mysqlFromMs("p.until") + `)
+ORDER BY t.id LIMIT ?`,
+	DeadLetterDetail: `SELECT d.id, d.consumer, d.message_id, d.message_type, d.payload, d.headers, d.error, d.attempts, ` + mysqlMs("d.failed_at") + `,
+    CASE WHEN i.consumer IS NULL THEN 'none' WHEN i.dead THEN 'dead' ELSE 'live' END, ` + mysqlMs("i.received_at") + `,
+    COALESCE(a.attempts, 0), COALESCE(a.transient_failures, 0), ` + mysqlMs("a.first_failed_at") + `, ` + mysqlMs("a.last_failed_at") + `,
+    COALESCE(a.last_error, '')
+FROM {dead_letters} d
+LEFT JOIN {inbox} i ON i.consumer = d.consumer AND i.message_id = d.message_id
+LEFT JOIN {attempts} a ON a.consumer = d.consumer AND a.message_id = d.message_id
+WHERE d.id = ?`,
+	DeadLetterLockID:   `SELECT ` + mysqlDeadLetterColumns + ` FROM {dead_letters} WHERE id = ? FOR UPDATE`,
+	DeadLetterDeleteID: `DELETE FROM {dead_letters} WHERE id = ?`,
+	ReleaseDead:        `DELETE FROM {inbox} WHERE consumer = ? AND message_id = ? AND dead`,
+	LiveRow:            `SELECT COUNT(*) FROM {inbox} WHERE consumer = ? AND message_id = ?`,
+}

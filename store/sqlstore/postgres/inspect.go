@@ -1,0 +1,25 @@
+package postgres
+
+import (
+	"github.com/inboxkit/inbox/internal/pgsql"
+	"github.com/inboxkit/inbox/store/sqlstore/internal/sqldialect"
+)
+
+var _ sqldialect.Inspector = postgresDialect{}
+
+// InspectTemplates maps internal/pgsql's statements, shared with
+// pgxstore, onto the dialect's.
+func (postgresDialect) InspectTemplates() sqldialect.InspectQueries {
+	s := pgsql.NewInspect(pgsql.Tokens)
+	return sqldialect.InspectQueries{
+		StatsInbox:         s.StatsInbox,
+		StatsDeadLetters:   s.StatsDeadLetters,
+		StatsAttempts:      s.StatsAttempts,
+		StatsErrors:        s.StatsErrors,
+		DeadLetterSearch:   s.DeadLetterSearch,
+		DeadLetterDetail:   s.DeadLetterDetail,
+		DeadLetterLockID:   s.DeadLetterLockID,
+		DeadLetterDeleteID: s.DeadLetterDeleteID,
+		Release:            s.Release,
+	}
+}
