@@ -61,6 +61,9 @@ func (o *Options) withDefaults() Options {
 	return out
 }
 
+// consumeWorkers take the two copies of each message at once.
+const consumeWorkers = 2
+
 // errCrash is the error with which Check makes a transaction roll back
 // after the handler returned, as a crash before COMMIT would. It is
 // marked transient, so that it does not count towards MaxAttempts.
@@ -77,9 +80,10 @@ func (errCrash) Retryable() bool { return true }
 //  1. is delivered, and its transaction is rolled back after h returned,
 //     as by a crash before COMMIT: the state (opts.State) must not change
 //     (a handler that writes outside its transaction fails here);
-//  2. is delivered through inbox.Consume and a Broker that loses the first
-//     ack (a crash between COMMIT and ack): h must run once, and the
-//     redelivery must be acked as a duplicate;
+//  2. is delivered through inbox.Consume and a Broker that delivers it
+//     twice at once to two workers (a rebalance) and loses the first ack
+//     of each copy (a crash between COMMIT and ack): h must run once, and
+//     the redeliveries must be acked as duplicates;
 //  3. is delivered opts.Redeliveries more times one after the other, then
 //     opts.Concurrent more times at once: each must be a Duplicate, h
 //     must not run, and the state must stay as it was after step 2.
@@ -106,7 +110,7 @@ func Check[TTx any](ctx context.Context, t testing.TB, ib *inbox.Inbox[TTx], h i
 				return []inbox.Outcome{out}, err
 			},
 			consume: func(ctx context.Context, src broker.Source) error {
-				return inbox.Consume(ctx, ib, src, c.watch(h, false), &inbox.ConsumerConfig{Workers: 1})
+				return inbox.Consume(ctx, ib, src, c.watch(h, false), &inbox.ConsumerConfig{Workers: consumeWorkers})
 			},
 		})
 	}
@@ -133,7 +137,7 @@ func CheckBatch[TTx any](ctx context.Context, t testing.TB, ib *inbox.Inbox[TTx]
 		},
 		consume: func(ctx context.Context, src broker.Source) error {
 			return inbox.ConsumeBatch(ctx, ib, src, c.watchBatch(h, false),
-				&inbox.ConsumerConfig{Workers: 1, BatchSize: len(msgs), BatchLinger: 100 * time.Millisecond})
+				&inbox.ConsumerConfig{Workers: consumeWorkers, BatchSize: len(msgs), BatchLinger: 100 * time.Millisecond})
 		},
 	})
 	return !c.failed
@@ -349,15 +353,18 @@ func (c *checker[TTx]) crashBeforeCommit(ctx context.Context, what string, tg ta
 	return after, true
 }
 
-// lostAck delivers the unit through inbox.Consume and a Broker that loses
-// the first ack of each message: the handler must run once per message,
+// lostAck delivers the unit through inbox.Consume and a Broker that
+// delivers each message twice, to two workers at once (a rebalance), and
+// loses the first ack of each copy: the handler must run once per message,
 // each redelivery must be acked, nothing nacked. It returns the state
 // after.
 func (c *checker[TTx]) lostAck(ctx context.Context, what string, msgs []inbox.Message, tg target[TTx]) (any, bool) {
 	c.t.Helper()
-	const delivery = "the first delivery, through inbox.Consume, whose ack is lost (a crash between COMMIT and ack)"
+	const delivery = "the first delivery, through inbox.Consume, twice at once, whose ack is lost (a crash between COMMIT and ack)"
 	c.reset()
-	b := NewBroker(&BrokerConfig{AckWait: -1, LoseAck: func(m *broker.Message) bool { return m.Deliveries == 1 }})
+	b := NewBroker(&BrokerConfig{AckWait: -1,
+		Duplicate: func(*broker.Message) bool { return true },
+		LoseAck:   func(m *broker.Message) bool { return m.Deliveries == 1 }})
 	for _, m := range msgs {
 		b.Enqueue(&broker.Message{ID: m.ID, Subject: m.Subject, Type: m.Type, Payload: m.Payload, Headers: m.Headers})
 	}
@@ -409,8 +416,8 @@ func (c *checker[TTx]) lostAck(ctx context.Context, what string, msgs []inbox.Me
 			fail("the handler did not run for %q, want it run once: the inbox took it for a duplicate (did the delivery rolled back before commit something?)", m.ID)
 		case runs[m.ID] != 1:
 			fail("the handler ran %d times for %q without error, want once: its redelivery was not a duplicate", runs[m.ID], m.ID)
-		case acks[m.ID] != 1:
-			fail("%q acked %d times after its lost ack, want once", m.ID, acks[m.ID])
+		case acks[m.ID] != 2:
+			fail("%q acked %d times after its lost acks, want twice: once for each of its two copies", m.ID, acks[m.ID])
 		}
 	}
 	for _, e := range herrs { // failures retried within the delivery (a batch's savepoint pass)

@@ -11,9 +11,10 @@
 //     state must not change; a handler that writes outside the
 //     transaction it is given (a second connection, a cache, a counter,
 //     an HTTP call) fails here;
-//   - through inbox.Consume with its first ack lost (a crash between
-//     COMMIT and ack): the handler must run once, the redelivery be acked
-//     as a duplicate;
+//   - through inbox.Consume, twice at once to two workers (a rebalance),
+//     with the first ack of each copy lost (a crash between COMMIT and
+//     ack): the handler must run once, the redeliveries be acked as
+//     duplicates;
 //   - again, twice one after the other and twice at once: each a
 //     Duplicate, the handler not run, the state unchanged.
 //

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/inboxkit/inbox"
 	"github.com/inboxkit/inbox/inboxtest"
@@ -280,10 +281,10 @@ func TestCheckCatchesBrokenDuplicateCheck(t *testing.T) {
 		t.Fatal("Check passed an inbox whose duplicate check is broken")
 	}
 	for _, want := range [][]string{
-		{`message "m-0"`, "ack is lost", "the handler ran 2 times", "not a duplicate"},
+		{`message "m-0"`, "ack is lost", "the handler ran 4 times", "not a duplicate"},
 		{"redelivery 1 of 2 (one after the other)", "outcome processed", "want duplicate"},
 		{"redelivery 1 of 2 (one after the other)", "the handler ran", "did not recognize the redelivery"},
-		{"redelivery 1 of 2 (one after the other)", "the state changed from {Rows:2", "to {Rows:3"},
+		{"redelivery 1 of 2 (one after the other)", "the state changed from {Rows:4", "to {Rows:5"},
 	} {
 		if !rec.reported(want...) {
 			t.Errorf("no error containing %q; reported %q", want, rec.errors)
@@ -301,4 +302,86 @@ func driverOf(t *testing.T, db *sql.DB) store.Driver[*sql.Tx] {
 		t.Fatal(err)
 	}
 	return d
+}
+
+// racy is a store whose duplicate check misses a racing delivery: a claim
+// made while another claim of the same ID is uncommitted gets a key of its
+// own, as a check-then-insert without a unique key would. Deliveries one
+// after the other are still recognized.
+type racy struct {
+	store.Driver[*sql.Tx]
+	mu       sync.Mutex
+	inflight map[string]int
+	of       map[*sql.Tx]string
+	n        int
+}
+
+func (r *racy) BeginClaim(ctx context.Context, p *store.ClaimParams) (*sql.Tx, *store.ClaimResult, error) {
+	id := string(p.MessageID)
+	q := *p
+	r.mu.Lock()
+	if r.inflight[id] > 0 {
+		r.n++
+		q.MessageID = fmt.Appendf(nil, "%s-race-%d", id, r.n)
+	}
+	r.inflight[id]++
+	r.mu.Unlock()
+	tx, res, err := r.Driver.BeginClaim(ctx, &q)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err != nil || !res.Claimed {
+		r.inflight[id]--
+	} else {
+		r.of[tx] = id
+	}
+	return tx, res, err
+}
+
+func (r *racy) end(tx *sql.Tx) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if id, ok := r.of[tx]; ok {
+		r.inflight[id]--
+		delete(r.of, tx)
+	}
+}
+
+func (r *racy) Commit(ctx context.Context, tx *sql.Tx) error {
+	defer r.end(tx)
+	return r.Driver.Commit(ctx, tx)
+}
+
+func (r *racy) Rollback(ctx context.Context, tx *sql.Tx) error {
+	defer r.end(tx)
+	return r.Driver.Rollback(ctx, tx)
+}
+
+// A mutation of the inbox that only racing deliveries reveal: Check's
+// first delivery, two copies at once, catches it; the redeliveries one
+// after the other do not.
+func TestCheckCatchesRacyDuplicateCheck(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, db := sqlitetest.New(t, nil)
+	r := &racy{Driver: driverOf(t, db), inflight: map[string]int{}, of: map[*sql.Tx]string{}}
+	ib, err := inbox.New(ctx, r, &inbox.Config{Consumer: "racy", Logger: discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var counter atomic.Int64
+	state := ledgerDB(t, ib, db, &counter)
+	slow := func(ctx context.Context, tx *sql.Tx, m *inbox.Message) error {
+		time.Sleep(100 * time.Millisecond) // the other copy's claim comes meanwhile
+		return credit(ctx, tx, m)
+	}
+	rec := &recorder{}
+	if inboxtest.Check(ctx, rec, ib, slow, messages(1), &inboxtest.Options{State: state}) {
+		t.Fatal("Check passed an inbox whose duplicate check misses racing deliveries")
+	}
+	if !rec.reported(`message "m-0"`, "twice at once", "the handler ran", "want once", "not a duplicate") {
+		t.Errorf("no error about the racing first delivery; reported %q", rec.errors)
+	}
+	if rec.reported("one after the other") {
+		t.Errorf("the sequential redeliveries failed too, want them recognized by this mutation: %q", rec.errors)
+	}
 }
