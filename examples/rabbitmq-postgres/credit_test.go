@@ -9,8 +9,7 @@ import (
 
 	"github.com/inboxkit/inbox"
 	"github.com/inboxkit/inbox/inboxtest"
-	"github.com/inboxkit/inbox/internal/testenv/pgenv"
-	"github.com/inboxkit/inbox/store/pgxstore"
+	"github.com/inboxkit/inbox/internal/testenv/pginbox"
 )
 
 // The handler credits each payment once, however the broker delivers it
@@ -19,21 +18,7 @@ import (
 func TestCreditOnce(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool, _ := pgenv.PoolInSchema(t, 4)
-	if _, err := pool.Exec(ctx, createAccounts); err != nil {
-		t.Fatal(err)
-	}
-	driver, err := pgxstore.New(pool, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := inbox.Migrate(ctx, driver); err != nil {
-		t.Fatal(err)
-	}
-	ib, err := inbox.New(ctx, driver, &inbox.Config{Consumer: "example-billing"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ib, pool := pginbox.New(t, "example-billing", createAccounts) // inbox.New on pgxstore, migrated
 	balances := func(ctx context.Context) (any, error) {
 		rows, _ := pool.Query(ctx, `SELECT id, balance FROM example_accounts ORDER BY id`)
 		return pgx.CollectRows(rows, pgx.RowToStructByPos[struct {

@@ -9,8 +9,7 @@ import (
 
 	"github.com/inboxkit/inbox"
 	"github.com/inboxkit/inbox/inboxtest"
-	"github.com/inboxkit/inbox/internal/testenv/pgenv"
-	"github.com/inboxkit/inbox/store/pgxstore"
+	"github.com/inboxkit/inbox/internal/testenv/pginbox"
 )
 
 // On PostgreSQL, a handler that writes through a second connection (the
@@ -41,21 +40,7 @@ func TestCheckPostgresSecondConnection(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			pool, _ := pgenv.PoolInSchema(t, 6)
-			if _, err := pool.Exec(ctx, `CREATE TABLE ledger (id text NOT NULL)`); err != nil {
-				t.Fatal(err)
-			}
-			d, err := pgxstore.New(pool, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := inbox.Migrate(ctx, d); err != nil {
-				t.Fatal(err)
-			}
-			ib, err := inbox.New(ctx, d, &inbox.Config{Consumer: "kit", Logger: discard})
-			if err != nil {
-				t.Fatal(err)
-			}
+			ib, pool := pginbox.New(t, "kit", `CREATE TABLE ledger (id text NOT NULL)`)
 			rows := func(ctx context.Context) (any, error) {
 				var n int
 				err := pool.QueryRow(ctx, `SELECT count(*) FROM ledger`).Scan(&n)
