@@ -44,6 +44,21 @@ type payment struct {
 	Amount  int64  `json:"amount"`
 }
 
+// createAccounts creates the table that credit writes to.
+const createAccounts = `CREATE TABLE IF NOT EXISTS example_accounts (id text PRIMARY KEY, balance bigint NOT NULL)`
+
+// credit is the handler: it credits the payment's account in tx, the
+// inbox's transaction, so that the credit commits once per message.
+func credit(ctx context.Context, tx pgx.Tx, msg *inbox.Message) error {
+	var p payment
+	if err := json.Unmarshal(msg.Payload, &p); err != nil || p.Account == "" {
+		return inbox.Permanent(fmt.Errorf("bad payment %q: %v", msg.Payload, err)) // dead-lettered, payload kept
+	}
+	_, err := tx.Exec(ctx, `INSERT INTO example_accounts (id, balance) VALUES ($1, $2)
+		ON CONFLICT (id) DO UPDATE SET balance = example_accounts.balance + EXCLUDED.balance`, p.Account, p.Amount)
+	return err
+}
+
 func run(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("natsjs-postgres", flag.ContinueOnError)
 	natsURL := fs.String("nats", "nats://127.0.0.1:4222", "NATS server")
@@ -60,7 +75,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	defer pool.Close()
-	if _, err := pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS example_accounts (id text PRIMARY KEY, balance bigint NOT NULL)`); err != nil {
+	if _, err := pool.Exec(ctx, createAccounts); err != nil {
 		return err
 	}
 	driver, err := pgxstore.New(pool, nil)
@@ -110,15 +125,6 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	defer src.Close()
-	credit := func(ctx context.Context, tx pgx.Tx, msg *inbox.Message) error {
-		var p payment
-		if err := json.Unmarshal(msg.Payload, &p); err != nil || p.Account == "" {
-			return inbox.Permanent(fmt.Errorf("bad payment %q: %v", msg.Payload, err)) // dead-lettered, payload kept
-		}
-		_, err := tx.Exec(ctx, `INSERT INTO example_accounts (id, balance) VALUES ($1, $2)
-			ON CONFLICT (id) DO UPDATE SET balance = example_accounts.balance + EXCLUDED.balance`, p.Account, p.Amount)
-		return err
-	}
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if *idle > 0 {

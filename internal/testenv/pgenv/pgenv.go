@@ -40,13 +40,37 @@ func Pool(tb testing.TB, maxConns int32) *pgxpool.Pool {
 // them.
 func PoolNamed(tb testing.TB, maxConns int32, name string) *pgxpool.Pool {
 	tb.Helper()
+	params := map[string]string{}
+	if name != "" {
+		params["application_name"] = name
+	}
+	return pool(tb, maxConns, params)
+}
+
+// PoolInSchema makes a fresh schema, dropped when tb ends, and returns a
+// pool whose connections have it as their search_path, so that a
+// program's unqualified tables (and the inbox's, with no
+// store.Tables.Schema) are created in it; and the schema's name.
+func PoolInSchema(tb testing.TB, maxConns int32) (*pgxpool.Pool, string) {
+	tb.Helper()
+	admin := Pool(tb, 1)
+	schema := testenv.Name("inboxtest_")
+	if _, err := admin.Exec(context.Background(), "CREATE SCHEMA "+schema); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _, _ = admin.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE") })
+	return pool(tb, maxConns, map[string]string{"search_path": schema}), schema
+}
+
+func pool(tb testing.TB, maxConns int32, params map[string]string) *pgxpool.Pool {
+	tb.Helper()
 	cfg, err := pgxpool.ParseConfig(DSN())
 	if err != nil {
 		tb.Fatalf("INBOX_POSTGRES_DSN: %v", err)
 	}
 	cfg.MaxConns = maxConns
-	if name != "" {
-		cfg.ConnConfig.RuntimeParams["application_name"] = name
+	for k, v := range params {
+		cfg.ConnConfig.RuntimeParams[k] = v
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
