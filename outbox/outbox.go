@@ -107,7 +107,7 @@ type WriteHook interface {
 // and returns the context Publish gets and a function called with
 // Publish's error once it returned (a span started and ended, pgx's tracer
 // pattern). m is the relay's own copy: the hook may set headers in
-// m.Headers (a trace context for the consumer). A panic is logged at
+// m.Headers, never nil (a trace context for the consumer). A panic is logged at
 // ERROR, and the publication goes on.
 type PublishHook interface {
 	OnPublish(ctx context.Context, m *Message) (context.Context, func(err error))

@@ -412,6 +412,9 @@ func (r *Relay) publish(ctx context.Context, rec *store.OutboxRecord) (err error
 	// row would be published again.
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.PublishTimeout)
 	defer cancel()
+	if len(r.hooks) > 0 && m.Headers == nil {
+		m.Headers = map[string]string{} // the hooks may add
+	}
 	var ends []func(error) // the hooks', told of the final error
 	defer func() {
 		if v := recover(); v != nil {
