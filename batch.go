@@ -51,7 +51,11 @@ func (ib *Inbox[TTx]) ProcessBatch(ctx context.Context, msgs []Message, h Handle
 	}
 	return ib.processBatch(ctx, msgs, func(ctx context.Context, tx TTx, ms []*Message) error {
 		for _, m := range ms {
-			if err := callHandler(ctx, tx, m, h); err != nil {
+			hctx := ctx
+			if len(ib.hooks.start) > 0 {
+				hctx = messageCtx(ctx, m)
+			}
+			if err := callHandler(hctx, tx, m, h); err != nil {
 				return err
 			}
 		}
@@ -67,8 +71,25 @@ func (ib *Inbox[TTx]) ProcessBatchFunc(ctx context.Context, msgs []Message, h Ba
 		return retryAll(len(msgs)), fmt.Errorf("%w: nil *Inbox or handler", ErrInvalidConfig)
 	}
 	return ib.processBatch(ctx, msgs, func(ctx context.Context, tx TTx, ms []*Message) error {
+		if len(ms) == 1 && len(ib.hooks.start) > 0 {
+			ctx = messageCtx(ctx, ms[0])
+		}
 		return callBatch(ctx, tx, ms, h)
 	})
+}
+
+// messageCtxKey carries, in a batch's context, the context that the start
+// hooks made for each message.
+type messageCtxKey struct{}
+
+// messageCtx returns the context the start hooks made for m, or ctx.
+func messageCtx(ctx context.Context, m *Message) context.Context {
+	if byMsg, ok := ctx.Value(messageCtxKey{}).(map[*Message]context.Context); ok {
+		if c := byMsg[m]; c != nil {
+			return c
+		}
+	}
+	return ctx
 }
 
 func retryAll(n int) []Outcome {
@@ -105,6 +126,22 @@ func (ib *Inbox[TTx]) processBatch(ctx context.Context, msgs []Message, run Batc
 		return retryAll(len(msgs)), fmt.Errorf("%w (%T)", ErrNoBatch, ib.driver)
 	}
 	start := time.Now()
+	var mctx []context.Context // the start hooks' context of each message
+	if len(ib.hooks.start) > 0 {
+		mctx = make([]context.Context, len(msgs))
+		byMsg := make(map[*Message]context.Context, len(msgs))
+		for i := range msgs {
+			mctx[i] = ib.hooks.started(ctx, ib.cfg.Consumer, &msgs[i])
+			byMsg[&msgs[i]] = mctx[i]
+		}
+		ctx = context.WithValue(ctx, messageCtxKey{}, byMsg)
+	}
+	msgCtx := func(i int) context.Context {
+		if mctx == nil {
+			return ctx
+		}
+		return mctx[i]
+	}
 	outs := make([]Outcome, len(msgs))
 	errs := make([]error, len(msgs))
 	var items []*batchItem
@@ -112,7 +149,7 @@ func (ib *Inbox[TTx]) processBatch(ctx context.Context, msgs []Message, run Batc
 	for i := range msgs {
 		m := &msgs[i]
 		if err := m.validate(ib.cfg.ScopeIDByType); err != nil {
-			outs[i], errs[i] = ib.invalidMessage(ctx, nil, m, err)
+			outs[i], errs[i] = ib.invalidMessage(msgCtx(i), nil, m, err)
 			continue
 		}
 		p := ib.claimParams(m)
@@ -143,10 +180,10 @@ func (ib *Inbox[TTx]) processBatch(ctx context.Context, msgs []Message, run Batc
 		}
 		it := byIdx[i]
 		if it != nil && outs[i].Status == Duplicate && it.res.Fingerprint != nil && !bytes.Equal(it.res.Fingerprint, it.p.Fingerprint) {
-			outs[i], _ = ib.duplicate(ctx, &msgs[i], start, it.p, &it.res) // reports the conflict
+			outs[i], _ = ib.duplicate(msgCtx(i), &msgs[i], start, it.p, &it.res) // reports the conflict
 			continue
 		}
-		outs[i], _ = ib.finish(ctx, &msgs[i], start, outs[i], errs[i])
+		outs[i], _ = ib.finish(msgCtx(i), &msgs[i], start, outs[i], errs[i])
 	}
 	return outs, batchErr
 }

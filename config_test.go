@@ -42,6 +42,8 @@ func TestHooksValidated(t *testing.T) {
 		{"wrong signature", []any{wrongSignature{}}, false, false},
 		{"pruned hook in Config.Hooks", []any{onlyPruned{}}, false, false},
 		{"conflict hook", []any{onlyConflict{}}, false, true},
+		{"start hook", []any{onlyStart{}}, false, true},
+		{"pruner: start hook only", []any{onlyStart{}}, true, false},
 		{"outcome hook", []any{&outcomeCounter{}}, false, true},
 		{"pruner: int", []any{42}, true, false},
 		{"pruner: outcome hook only", []any{&outcomeCounter{}}, true, false},
@@ -65,6 +67,10 @@ func TestHooksValidated(t *testing.T) {
 		})
 	}
 }
+
+type onlyStart struct{}
+
+func (onlyStart) OnStart(ctx context.Context, _ *Event) context.Context { return ctx }
 
 type outcomeCounter struct{ n int }
 

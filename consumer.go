@@ -302,8 +302,7 @@ func deliverBatch[TTx any](ctx context.Context, ib *Inbox[TTx], ds []broker.Deli
 	stops := make([]func(), len(ds))
 	for i, d := range ds {
 		m := d.Message()
-		msgs[i] = Message{ID: messageID(c, m), Type: m.Type, Payload: m.Payload, Headers: m.Headers,
-			Subject: m.Subject, Deliveries: m.Deliveries}
+		msgs[i] = message(c, m)
 		stops[i] = keepLease(ctx, d, c.LeaseInterval)
 	}
 	outs, err := process(ctx, msgs)
@@ -323,8 +322,7 @@ func deliverBatch[TTx any](ctx context.Context, ib *Inbox[TTx], ds []broker.Deli
 // error of a database that no retry fixes, after nacking.
 func deliver[TTx any](ctx context.Context, ib *Inbox[TTx], d broker.Delivery, h Handler[TTx], c *ConsumerConfig) error {
 	m := d.Message()
-	msg := Message{ID: messageID(c, m), Type: m.Type, Payload: m.Payload, Headers: m.Headers,
-		Subject: m.Subject, Deliveries: m.Deliveries}
+	msg := message(c, m)
 	stopLease := keepLease(ctx, d, c.LeaseInterval)
 	out, err := ib.Process(ctx, msg, h)
 	stopLease()
@@ -354,6 +352,12 @@ func settle[TTx any](ctx context.Context, ib *Inbox[TTx], d broker.Delivery, msg
 		c.Logger.WarnContext(ctx, "inbox: nack failed; the broker will redeliver the message when its lease expires",
 			"consumer", ib.Consumer(), "id", fmt.Sprintf("%q", msg.ID), "error", nerr)
 	}
+}
+
+// message makes the inbox's Message of a delivered one.
+func message(c *ConsumerConfig, m *broker.Message) Message {
+	return Message{ID: messageID(c, m), Type: m.Type, Payload: m.Payload, Headers: m.Headers,
+		Subject: m.Subject, Deliveries: m.Deliveries, Time: m.Time, System: m.System}
 }
 
 // messageID runs c.ID; a panic in it leaves the ID empty, so that the

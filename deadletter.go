@@ -106,7 +106,8 @@ func deadLetterFrom(r *store.DeadLetter, scopeByType bool) (DeadLetter, error) {
 // cannot be replayed (the error says why), nor one whose payload was not
 // kept (ErrPayloadLost): Discard them. Two replays of one
 // dead letter at once run h once; the other waits for the first and then
-// gets ErrDeadLetterNotFound (or a lock timeout).
+// gets ErrDeadLetterNotFound (or a lock timeout). Hooks are told of the
+// outcome once the dead letter was read: a failure as Retry.
 func (ib *Inbox[TTx]) Replay(ctx context.Context, id int64, h Handler[TTx]) (Outcome, error) {
 	start := time.Now()
 	tx, err := ib.driver.Begin(ctx, &store.BeginParams{LockTimeout: ib.cfg.LockTimeout})
@@ -135,25 +136,39 @@ func (ib *Inbox[TTx]) Replay(ctx context.Context, id int64, h Handler[TTx]) (Out
 	if err := msg.validate(ib.cfg.ScopeIDByType); err != nil {
 		return fail(Outcome{Status: Retry}, fmt.Errorf("inbox: replay of dead letter %d: %w", id, err))
 	}
+	ctx = ib.hooks.started(ctx, ib.cfg.Consumer, &msg)
+	var hdur time.Duration
+	// From here on the hooks hear of a failure too, as Retry: a StartHook
+	// is owed an outcome.
+	failed := func(out Outcome, err error) (Outcome, error) {
+		_ = ib.driver.Rollback(ctx, tx)
+		if ib.hooks.any {
+			ib.hooks.outcome(ctx, &Event{Consumer: ib.cfg.Consumer, Message: &msg, Outcome: out, Duration: time.Since(start), HandlerDuration: hdur})
+		}
+		return out, err
+	}
 	p := ib.claimParams(&msg)
 	claimed, err := ib.driver.InboxReclaim(ctx, tx, p)
 	if err != nil {
-		return fail(ib.retryNow(), fmt.Errorf("inbox: replay: %w", err))
+		return failed(ib.retryNow(), fmt.Errorf("inbox: replay: %w", err))
 	}
 	out := Outcome{Status: Duplicate}
 	if claimed {
-		if herr := callHandler(ctx, tx, &msg, h); herr != nil {
-			return fail(Outcome{Status: Retry, Err: herr}, herr)
+		hstart := time.Now()
+		herr := callHandler(ctx, tx, &msg, h)
+		hdur = time.Since(hstart)
+		if herr != nil {
+			return failed(Outcome{Status: Retry, Err: herr}, herr)
 		}
 		out.Status = Processed
 	}
 	if err := ib.driver.AttemptsDelete(ctx, tx, p.Key); err != nil {
-		return fail(ib.retryNow(), fmt.Errorf("inbox: replay: %w", err))
+		return failed(ib.retryNow(), fmt.Errorf("inbox: replay: %w", err))
 	}
 	if err := ib.driver.Commit(ctx, tx); err != nil {
-		return fail(ib.retryNow(), fmt.Errorf("inbox: replay: commit: %w", err))
+		return failed(ib.retryNow(), fmt.Errorf("inbox: replay: commit: %w", err))
 	}
-	return ib.finish(ctx, &msg, start, out, nil)
+	return ib.finishRun(ctx, &msg, start, hdur, out, nil)
 }
 
 // Discard deletes dead letter id for good. Its inbox row stays marked dead,

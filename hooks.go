@@ -9,13 +9,21 @@ import (
 	"time"
 )
 
-// Event describes one message's outcome, for hooks.
+// Event describes one message's outcome, for hooks; for StartHook, only
+// Consumer and Message are set. The attempts a failed message has used are
+// in Outcome.Attempts (Retry after a handler error, DeadLettered).
 type Event struct {
 	Consumer string
 	Message  *Message
 	Outcome  Outcome
-	// Duration is the time Process (or ProcessTx) took.
+	// Duration is the time Process (or ProcessTx, ProcessQueued, Replay, or
+	// ProcessBatch for the whole batch) took, claim and COMMIT included.
 	Duration time.Duration
+	// HandlerDuration is the time the handler took (Process, ProcessTx,
+	// ProcessQueued, Replay); 0 when it did not run (a duplicate, an
+	// invalid message, a failed claim) and in batches, where handlers
+	// run together.
+	HandlerDuration time.Duration
 	// StoredFingerprint and Fingerprint are the SHA-256 of the payload first
 	// processed under the ID and of this one (FingerprintConflictHook only).
 	StoredFingerprint, Fingerprint []byte
@@ -37,6 +45,20 @@ type PruneEvent struct {
 // processing goroutine, after COMMIT and before the ack, and must be quick.
 // A hook's panic is recovered and logged at ERROR; the outcome stands.
 type (
+	// StartHook is told of each message before its claim, and returns
+	// the context that the handler and the message's outcome hooks then
+	// receive (a span started in it ends in them, as with pgx's tracers).
+	// Every OnStart is followed by exactly one of OnProcessed,
+	// OnDuplicate, OnRetry and OnDeadLettered for the same message (and
+	// OnFingerprintConflict before OnDuplicate, when it applies), with
+	// the returned context. A nil context, or a panic, leaves the context
+	// as it was. It is called by Process, ProcessTx, ProcessQueued,
+	// Replay, and ProcessBatch and ProcessBatchFunc once per message (a
+	// ProcessBatchFunc handler given several messages gets the batch's
+	// context; given one, that message's).
+	StartHook interface {
+		OnStart(ctx context.Context, e *Event) context.Context
+	}
 	// ProcessedHook is told of every Processed outcome.
 	ProcessedHook interface {
 		OnProcessed(ctx context.Context, e *Event)
@@ -100,6 +122,7 @@ func (c *Counts) String() string {
 }
 
 type hookSet struct {
+	start     []StartHook
 	processed []ProcessedHook
 	duplicate []DuplicateHook
 	retry     []RetryHook
@@ -118,7 +141,7 @@ func validateHooks(field string, hooks []any, outcome bool) error {
 		s := newHookSet([]any{h}, nil)
 		ok := len(s.pruned) > 0
 		if outcome {
-			ok = s.any || len(s.conflict) > 0
+			ok = s.any || len(s.conflict) > 0 || len(s.start) > 0
 		}
 		if !ok {
 			return fmt.Errorf("%w: %s[%d] (%T) implements no hook interface of %s", ErrInvalidConfig, field, i, h, field)
@@ -130,6 +153,9 @@ func validateHooks(field string, hooks []any, outcome bool) error {
 func newHookSet(hooks []any, logger *slog.Logger) hookSet {
 	s := hookSet{logger: logger}
 	for _, h := range hooks {
+		if x, ok := h.(StartHook); ok {
+			s.start = append(s.start, x)
+		}
 		if x, ok := h.(ProcessedHook); ok {
 			s.processed = append(s.processed, x)
 		}
@@ -163,7 +189,10 @@ func call[H any](ctx context.Context, s *hookSet, method string, e *Event, hooks
 				if v := recover(); v != nil {
 					attrs := []any{"hook", method, "hook_type", fmt.Sprintf("%T", h), "panic", v, "stack", string(debug.Stack())}
 					if e != nil {
-						attrs = append(attrs, "consumer", e.Consumer, "id", fmt.Sprintf("%q", e.Message.ID), "status", e.Outcome.Status)
+						attrs = append(attrs, "consumer", e.Consumer, "id", fmt.Sprintf("%q", e.Message.ID))
+						if method != "OnStart" { // no outcome yet
+							attrs = append(attrs, "status", e.Outcome.Status)
+						}
 					}
 					s.logger.ErrorContext(ctx, "inbox: a hook panicked; the outcome stands", attrs...)
 				}
@@ -171,6 +200,23 @@ func call[H any](ctx context.Context, s *hookSet, method string, e *Event, hooks
 			fn(h)
 		}()
 	}
+}
+
+// started calls the start hooks for msg and returns the context they
+// made; ctx itself, at no cost, when there are none.
+func (s *hookSet) started(ctx context.Context, consumer string, msg *Message) context.Context {
+	if len(s.start) == 0 {
+		return ctx
+	}
+	e := &Event{Consumer: consumer, Message: msg}
+	for _, h := range s.start {
+		call(ctx, s, "OnStart", e, []StartHook{h}, func(h StartHook) {
+			if c := h.OnStart(ctx, e); c != nil {
+				ctx = c
+			}
+		})
+	}
+	return ctx
 }
 
 func (s *hookSet) outcome(ctx context.Context, e *Event) {

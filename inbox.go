@@ -129,6 +129,7 @@ func (ib *Inbox[TTx]) Process(ctx context.Context, msg Message, h Handler[TTx]) 
 		return Outcome{Status: Retry}, err
 	}
 	start := time.Now()
+	ctx = ib.hooks.started(ctx, ib.cfg.Consumer, &msg)
 	if err := msg.validate(ib.cfg.ScopeIDByType); err != nil {
 		out, err := ib.invalidMessage(ctx, nil, &msg, err)
 		return ib.finish(ctx, &msg, start, out, err)
@@ -143,25 +144,28 @@ func (ib *Inbox[TTx]) Process(ctx context.Context, msg Message, h Handler[TTx]) 
 	if !res.Claimed { // the driver has ended the transaction
 		return ib.duplicate(ctx, &msg, start, p, res)
 	}
-	if herr := callHandler(ctx, tx, &msg, h); herr != nil {
+	hstart := time.Now()
+	herr := callHandler(ctx, tx, &msg, h)
+	hdur := time.Since(hstart)
+	if herr != nil {
 		_ = ib.driver.Rollback(ctx, tx)
 		out, err := ib.failed(ctx, nil, &msg, p, herr)
-		return ib.finish(ctx, &msg, start, out, err)
+		return ib.finishRun(ctx, &msg, start, hdur, out, err)
 	}
 	if err := ib.driver.Commit(ctx, tx); err != nil {
 		_ = ib.driver.Rollback(ctx, tx)
 		if IsRetryable(err) { // transient, or the outcome is unknown: not the handler's fault
 			out, err := ib.dbFailed(ctx, "commit", err)
-			return ib.finish(ctx, &msg, start, out, err)
+			return ib.finishRun(ctx, &msg, start, hdur, out, err)
 		}
 		// A COMMIT that certainly failed (h swallowed an error that
 		// aborted the transaction, left a result set open, broke a
 		// constraint checked at COMMIT): a failure like any handler
 		// error, or it would be retried for ever.
 		out, err := ib.failed(ctx, nil, &msg, p, fmt.Errorf("inbox: commit: %w", err))
-		return ib.finish(ctx, &msg, start, out, err)
+		return ib.finishRun(ctx, &msg, start, hdur, out, err)
 	}
-	return ib.finish(ctx, &msg, start, Outcome{Status: Processed}, nil)
+	return ib.finishRun(ctx, &msg, start, hdur, Outcome{Status: Processed}, nil)
 }
 
 // checkArgs rejects a nil inbox or handler, a programming error that would
@@ -219,6 +223,7 @@ func (ib *Inbox[TTx]) ProcessTx(ctx context.Context, tx TTx, msg Message, h Hand
 		return Outcome{Status: Retry}, err
 	}
 	start := time.Now()
+	ctx = ib.hooks.started(ctx, ib.cfg.Consumer, &msg)
 	if err := msg.validate(ib.cfg.ScopeIDByType); err != nil {
 		out, err := ib.invalidMessage(ctx, &tx, &msg, err)
 		return ib.finish(ctx, &msg, start, out, err)
@@ -234,10 +239,12 @@ func (ib *Inbox[TTx]) ProcessTx(ctx context.Context, tx TTx, msg Message, h Hand
 	if !res.Claimed {
 		return ib.duplicate(ctx, &msg, start, p, res)
 	}
+	hstart := time.Now()
 	herr := callHandler(ctx, tx, &msg, h)
+	hdur := time.Since(hstart)
 	if herr == nil {
 		if herr = ib.driver.CheckTx(ctx, tx, savepoint); herr == nil {
-			return ib.finish(ctx, &msg, start, Outcome{Status: Processed, commit: true}, nil)
+			return ib.finishRun(ctx, &msg, start, hdur, Outcome{Status: Processed, commit: true}, nil)
 		}
 		herr = fmt.Errorf("inbox: the handler returned no error, but: %w", herr)
 	}
@@ -247,7 +254,7 @@ func (ib *Inbox[TTx]) ProcessTx(ctx context.Context, tx TTx, msg Message, h Hand
 		// recorded in the new transaction.)
 		if !errors.Is(err, store.ErrTxUnusable) {
 			out, err := ib.dbFailed(ctx, "rollback to savepoint", err)
-			return ib.finish(ctx, &msg, start, out, errors.Join(herr, err))
+			return ib.finishRun(ctx, &msg, start, hdur, out, errors.Join(herr, err))
 		}
 		// tx cannot run a statement (pgx, rows left open): end it, which
 		// gives its connection back, and record in a transaction of our own.
@@ -255,7 +262,7 @@ func (ib *Inbox[TTx]) ProcessTx(ctx context.Context, tx TTx, msg Message, h Hand
 		caller = nil
 	}
 	out, err := ib.failed(ctx, caller, &msg, p, herr)
-	return ib.finish(ctx, &msg, start, out, err)
+	return ib.finishRun(ctx, &msg, start, hdur, out, err)
 }
 
 func (ib *Inbox[TTx]) claimParams(msg *Message) *store.ClaimParams {
@@ -480,9 +487,15 @@ func (ib *Inbox[TTx]) invalidMessage(ctx context.Context, caller *TTx, msg *Mess
 }
 
 func (ib *Inbox[TTx]) finish(ctx context.Context, msg *Message, start time.Time, out Outcome, err error) (Outcome, error) {
+	return ib.finishRun(ctx, msg, start, 0, out, err)
+}
+
+// finishRun logs the outcome and tells the hooks; handler is the time the
+// handler took, 0 when it did not run.
+func (ib *Inbox[TTx]) finishRun(ctx context.Context, msg *Message, start time.Time, handler time.Duration, out Outcome, err error) (Outcome, error) {
 	ib.logOutcome(ctx, msg, out, err)
 	if ib.hooks.any {
-		ib.hooks.outcome(ctx, &Event{Consumer: ib.cfg.Consumer, Message: msg, Outcome: out, Duration: time.Since(start)})
+		ib.hooks.outcome(ctx, &Event{Consumer: ib.cfg.Consumer, Message: msg, Outcome: out, Duration: time.Since(start), HandlerDuration: handler})
 	}
 	return out, err
 }

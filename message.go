@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/inboxkit/inbox/internal/headers"
@@ -47,6 +48,15 @@ type Message struct {
 	// queue). It is not the inbox's count of failed attempts (Outcome.Attempts),
 	// which survives redelivery by another broker and ignores duplicates.
 	Deliveries int
+	// Time is when the message was published, as Consume got it from the
+	// broker (broker.Message.Time), for end-to-end latency; zero when
+	// unknown. Not stored.
+	Time time.Time
+	// System names the broker that delivered the message, as Consume got
+	// it from the broker (broker.Message.System): "nats", "kafka",
+	// "rabbitmq", "aws_sqs" (OpenTelemetry's messaging.system); empty when
+	// unknown. Not stored.
+	System string
 }
 
 // storedID is the key under which msg is claimed: its ID, or with

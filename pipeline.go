@@ -54,15 +54,19 @@ func (ib *Inbox[TTx]) ProcessQueued(ctx context.Context, msg Message, h QueuedHa
 		return Outcome{Status: Retry}, fmt.Errorf("%w (%T)", ErrNoPipeline, ib.driver)
 	}
 	start := time.Now()
+	ctx = ib.hooks.started(ctx, ib.cfg.Consumer, &msg)
 	if err := msg.validate(ib.cfg.ScopeIDByType); err != nil {
 		out, err := ib.invalidMessage(ctx, nil, &msg, err)
 		return ib.finish(ctx, &msg, start, out, err)
 	}
 	p := ib.claimParams(&msg)
 	q := &Queue{}
-	if herr := callQueued(ctx, q, &msg, h); herr != nil {
+	hstart := time.Now()
+	herr := callQueued(ctx, q, &msg, h) // it only queues: its statements run with the claim
+	hdur := time.Since(hstart)
+	if herr != nil {
 		out, err := ib.failed(ctx, nil, &msg, p, herr)
-		return ib.finish(ctx, &msg, start, out, err)
+		return ib.finishRun(ctx, &msg, start, hdur, out, err)
 	}
 	res, err := pl.ClaimAndRun(ctx, p, q.stmts)
 	var se *store.StatementError
@@ -70,16 +74,16 @@ func (ib *Inbox[TTx]) ProcessQueued(ctx context.Context, msg Message, h QueuedHa
 	case errors.As(err, &se):
 		ib.health.ok(ctx)
 		out, err := ib.failed(ctx, nil, &msg, p, se)
-		return ib.finish(ctx, &msg, start, out, err)
+		return ib.finishRun(ctx, &msg, start, hdur, out, err)
 	case err != nil:
 		out, err := ib.dbFailed(ctx, "claim and statements", err)
-		return ib.finish(ctx, &msg, start, out, err)
+		return ib.finishRun(ctx, &msg, start, hdur, out, err)
 	}
 	ib.health.ok(ctx)
 	if !res.Claimed {
 		return ib.duplicate(ctx, &msg, start, p, res)
 	}
-	return ib.finish(ctx, &msg, start, Outcome{Status: Processed}, nil)
+	return ib.finishRun(ctx, &msg, start, hdur, Outcome{Status: Processed}, nil)
 }
 
 func callQueued(ctx context.Context, q *Queue, msg *Message, h QueuedHandler) (err error) {

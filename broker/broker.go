@@ -45,7 +45,24 @@ type Message struct {
 	// as the broker reports it: 1 for the first, 0 when the broker does not
 	// say (RabbitMQ only says whether it is a redelivery).
 	Deliveries int
+	// Time is when the message was published, as the broker reports it: a
+	// JetStream message's timestamp, a Kafka record's timestamp, the AMQP
+	// timestamp property (whole seconds), SQS's SentTimestamp. Zero when
+	// the broker does not say. Publishers ignore it.
+	Time time.Time
+	// System names the broker of a delivered message, in OpenTelemetry's
+	// messaging.system values (SystemNATS, SystemKafka, SystemRabbitMQ,
+	// SystemSQS), for metrics and traces. Publishers ignore it.
+	System string
 }
+
+// The values of Message.System that the adapters set.
+const (
+	SystemNATS     = "nats"
+	SystemKafka    = "kafka"
+	SystemRabbitMQ = "rabbitmq"
+	SystemSQS      = "aws_sqs"
+)
 
 // Delivery is one delivery of a message. Exactly one of Ack, Nack and Term
 // should be called, after the message's fate is committed (Ack, Term) or

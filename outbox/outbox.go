@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"unicode/utf8"
 
@@ -83,21 +84,55 @@ var ErrNotMigrated = errors.New("outbox: tables not migrated")
 // safe for concurrent use.
 type Outbox[TTx any] struct {
 	driver store.OutboxWriter[TTx]
+	hooks  []WriteHook
 }
 
-// Config configures an Outbox. It has no settings yet: nil is fine.
-type Config struct{}
+// Config configures an Outbox; nil is fine.
+type Config struct {
+	// Hooks are values that implement WriteHook (the OpenTelemetry
+	// package's, to carry the writer's trace to the consumer). New rejects
+	// a value that does not. Default none.
+	Hooks []any
+}
+
+// WriteHook is told of each message that Write is about to write, with
+// the headers that will be written: a copy of m.Headers (never nil), to
+// which it may add (a trace context). m itself must not change. It runs in
+// Write's goroutine and must be quick; a panic is Write's error.
+type WriteHook interface {
+	OnWrite(ctx context.Context, m *Message, headers map[string]string)
+}
+
+// PublishHook is told of each publication of the relay, before Publish,
+// and returns the context Publish gets and a function called with
+// Publish's error once it returned (a span started and ended, pgx's tracer
+// pattern). m is the relay's own copy: the hook may set headers in
+// m.Headers, never nil (a trace context for the consumer). A panic is logged at
+// ERROR, and the publication goes on.
+type PublishHook interface {
+	OnPublish(ctx context.Context, m *Message) (context.Context, func(err error))
+}
 
 // New returns an Outbox on driver (pgxstore's or sqlstore's Driver, with
 // the table names it was given). It checks that the tables are migrated.
-func New[TTx any](ctx context.Context, driver store.OutboxWriter[TTx], _ *Config) (*Outbox[TTx], error) {
+func New[TTx any](ctx context.Context, driver store.OutboxWriter[TTx], cfg *Config) (*Outbox[TTx], error) {
 	if driver == nil {
 		return nil, fmt.Errorf("%w: nil driver", ErrInvalidConfig)
+	}
+	o := &Outbox[TTx]{driver: driver}
+	if cfg != nil {
+		for i, h := range cfg.Hooks {
+			wh, ok := h.(WriteHook)
+			if !ok {
+				return nil, fmt.Errorf("%w: Config.Hooks[%d] (%T) is not an outbox.WriteHook", ErrInvalidConfig, i, h)
+			}
+			o.hooks = append(o.hooks, wh)
+		}
 	}
 	if err := checkSchema(ctx, driver); err != nil {
 		return nil, err
 	}
-	return &Outbox[TTx]{driver: driver}, nil
+	return o, nil
 }
 
 func checkSchema(ctx context.Context, s store.Schema) error {
@@ -134,12 +169,37 @@ func (o *Outbox[TTx]) Write(ctx context.Context, tx TTx, msgs ...*Message) error
 		if err != nil {
 			return &InvalidMessageError{Index: i, Reason: err.Error()}
 		}
+		if len(o.hooks) > 0 {
+			if r.Headers, err = o.hooked(ctx, m); err != nil {
+				return err
+			}
+		}
 		rows[i] = r
 	}
 	if _, err := o.driver.OutboxWrite(ctx, tx, rows); err != nil {
 		return fmt.Errorf("outbox: write: %w", err)
 	}
 	return nil
+}
+
+// hooked runs the write hooks on a copy of m's headers and encodes it.
+func (o *Outbox[TTx]) hooked(ctx context.Context, m *Message) (_ []byte, err error) {
+	h := make(map[string]string, len(m.Headers)+2)
+	maps.Copy(h, m.Headers)
+	for _, wh := range o.hooks {
+		func() {
+			defer func() {
+				if v := recover(); v != nil {
+					err = fmt.Errorf("outbox: write hook %T panicked: %v", wh, v)
+				}
+			}()
+			wh.OnWrite(ctx, m, h)
+		}()
+		if err != nil {
+			return nil, err
+		}
+	}
+	return headers.Encode(h), nil
 }
 
 // row checks m and turns it into a row.

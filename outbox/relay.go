@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -127,6 +128,10 @@ type RelayConfig struct {
 	// Logger receives failed publications (WARN), parked rows (ERROR) and
 	// database errors (WARN). Default slog.Default().
 	Logger *slog.Logger
+	// Hooks are values that implement PublishHook (the OpenTelemetry
+	// package's, for a span per publication). NewRelay rejects a value
+	// that does not. Default none.
+	Hooks []any
 }
 
 func (c *RelayConfig) withDefaults() (RelayConfig, error) {
@@ -178,8 +183,9 @@ func (c *RelayConfig) withDefaults() (RelayConfig, error) {
 // the lease: at least once, never lost. Several relays on one table share
 // the rows (FOR UPDATE SKIP LOCKED; SQLite's single writer).
 type Relay struct {
-	d   store.OutboxRelayer
-	cfg RelayConfig
+	d     store.OutboxRelayer
+	cfg   RelayConfig
+	hooks []PublishHook
 
 	mu     sync.Mutex
 	lastOK time.Time // of the last successful publication
@@ -196,10 +202,18 @@ func NewRelay(ctx context.Context, driver store.OutboxRelayer, cfg *RelayConfig)
 	if err != nil {
 		return nil, err
 	}
+	r := &Relay{d: driver, cfg: c}
+	for i, h := range c.Hooks {
+		ph, ok := h.(PublishHook)
+		if !ok {
+			return nil, fmt.Errorf("%w: RelayConfig.Hooks[%d] (%T) is not an outbox.PublishHook", ErrInvalidConfig, i, h)
+		}
+		r.hooks = append(r.hooks, ph)
+	}
 	if err := checkSchema(ctx, driver); err != nil {
 		return nil, err
 	}
-	return &Relay{d: driver, cfg: c}, nil
+	return r, nil
 }
 
 // RelayResult is what one round of RelayOnce did.
@@ -398,12 +412,42 @@ func (r *Relay) publish(ctx context.Context, rec *store.OutboxRecord) (err error
 	// row would be published again.
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.PublishTimeout)
 	defer cancel()
+	if len(r.hooks) > 0 && m.Headers == nil {
+		m.Headers = map[string]string{} // the hooks may add
+	}
+	var ends []func(error) // the hooks', told of the final error
 	defer func() {
 		if v := recover(); v != nil {
 			err = inbox.Permanent(fmt.Errorf("outbox: Publish panicked: %v", v))
 		}
+		for i := len(ends) - 1; i >= 0; i-- {
+			r.hook(ctx, "end of OnPublish", rec, func() { ends[i](err) })
+		}
 	}()
+	for _, h := range r.hooks {
+		r.hook(ctx, "OnPublish", rec, func() {
+			c, end := h.OnPublish(pctx, m)
+			if c != nil {
+				pctx = c
+			}
+			if end != nil {
+				ends = append(ends, end)
+			}
+		})
+	}
 	return r.cfg.Publish(pctx, m)
+}
+
+// hook runs fn, a hook's call, logging a panic: a hook's bug must not
+// park a row.
+func (r *Relay) hook(ctx context.Context, what string, rec *store.OutboxRecord, fn func()) {
+	defer func() {
+		if v := recover(); v != nil {
+			r.cfg.Logger.ErrorContext(ctx, "outbox: a publish hook panicked; the publication goes on", "hook", what,
+				"id", fmt.Sprintf("%q", rec.ID), "panic", v, "stack", string(debug.Stack()))
+		}
+	}()
+	fn()
 }
 
 // outage records whether this round published something, and returns

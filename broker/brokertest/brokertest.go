@@ -55,6 +55,10 @@ type Features struct {
 	// HeaderLimits: the broker cannot carry some headers, which
 	// Env.BadHeaders lists, and Publish refuses them.
 	HeaderLimits bool
+	// PublishTime: broker.Message.Time is when the message was published
+	// (within a second: AMQP's timestamp has whole seconds); without it
+	// the adapter reports the zero time.
+	PublishTime bool
 }
 
 // Env is one fresh destination (a stream, a queue) on the broker.
@@ -121,6 +125,7 @@ func Run(t *testing.T, h Harness) {
 		{"LogsAtDefaultLevel", testLogsAtDefaultLevel, nil},
 		{"UnrecoverableStopsConsume", testUnrecoverableStopsConsume, nil},
 		{"HandlerSeesDelivery", testHandlerSeesDelivery, nil},
+		{"HandlerSeesPublishTime", testHandlerSeesPublishTime, nil},
 		{"PanickingHookStillAcks", testPanickingHook, nil},
 		{"BatchConsume", testBatchConsume, nil},
 		{"RepublishEffectOnce", testRepublish, nil},
@@ -669,6 +674,51 @@ func testHandlerSeesDelivery(t *testing.T, h Harness) {
 	}
 	if got[0] != 1 || got[1] != 2 {
 		t.Fatalf("deliveries %v, want [1 2]", got)
+	}
+}
+
+// The handler sees when the message was published (the adapter's
+// broker.Message.Time, passed on by Consume), between the moments before
+// and after Publish, give or take the second that AMQP's timestamp drops
+// and a little clock skew; and which broker delivered it.
+func testHandlerSeesPublishTime(t *testing.T, h Harness) {
+	env := h.Open(t, 5*time.Second)
+	f := NewFixture(t, inbox.Config{})
+	seen := make(chan inbox.Message, 1)
+	handler := func(ctx context.Context, tx *sql.Tx, m *inbox.Message) error {
+		select {
+		case seen <- *m:
+		default:
+		}
+		return f.Write(ctx, tx, m)
+	}
+	before := time.Now()
+	publish(t, env, "m-time")
+	after := time.Now()
+	stop := f.Consume(t, env.Source(t), handler, nil)
+	var m inbox.Message
+	select {
+	case m = <-seen:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the message was never handled")
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	switch system := m.System; system {
+	case broker.SystemNATS, broker.SystemKafka, broker.SystemRabbitMQ, broker.SystemSQS:
+	default:
+		t.Errorf("Message.System %q, want one of the broker.System* names", system)
+	}
+	if !h.Features.PublishTime {
+		if !m.Time.IsZero() {
+			t.Fatalf("Message.Time %v from an adapter without Features.PublishTime, want zero (unknown)", m.Time)
+		}
+		t.Skip("the adapter does not report the publish time (Features.PublishTime is false): Message.Time is zero")
+	}
+	const slack = 2 * time.Second // AMQP's whole seconds, the broker's clock
+	if m.Time.Before(before.Add(-slack)) || m.Time.After(after.Add(slack)) {
+		t.Fatalf("Message.Time %v, want between %v and %v (published then, ±%v)", m.Time, before, after, slack)
 	}
 }
 

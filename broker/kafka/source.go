@@ -260,7 +260,8 @@ func (s *Source) poll(n int) {
 }
 
 func (s *Source) message(r *kgo.Record) *broker.Message {
-	m := &broker.Message{Subject: r.Topic, Key: string(r.Key), Payload: r.Value, Deliveries: 1}
+	m := &broker.Message{Subject: r.Topic, Key: string(r.Key), Payload: r.Value, Deliveries: 1,
+		Time: r.Timestamp, System: broker.SystemKafka} // the producer's time, or the broker's (LogAppendTime)
 	if len(r.Headers) > 0 {
 		m.Headers = make(map[string]string, len(r.Headers))
 		for _, h := range r.Headers {

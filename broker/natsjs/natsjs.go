@@ -241,7 +241,7 @@ func (s *Source) Close() error {
 }
 
 func (s *Source) delivery(m jetstream.Msg) *delivery {
-	msg := &broker.Message{Subject: m.Subject(), Payload: m.Data()}
+	msg := &broker.Message{Subject: m.Subject(), Payload: m.Data(), System: broker.SystemNATS}
 	if h := m.Headers(); len(h) > 0 {
 		msg.ID = h.Get(jetstream.MsgIDHeader)
 		msg.Type = h.Get(s.cfg.TypeHeader)
@@ -254,6 +254,7 @@ func (s *Source) delivery(m jetstream.Msg) *delivery {
 	}
 	if md, err := m.Metadata(); err == nil {
 		msg.Deliveries = int(md.NumDelivered)
+		msg.Time = md.Timestamp // when the stream stored it
 	}
 	return &delivery{m: m, msg: msg}
 }

@@ -14,7 +14,8 @@ import (
 )
 
 func (s *Source) delivery(sess *session, d amqp.Delivery) *delivery {
-	msg := &broker.Message{ID: d.MessageId, Subject: d.RoutingKey, Type: d.Type, Payload: d.Body}
+	msg := &broker.Message{ID: d.MessageId, Subject: d.RoutingKey, Type: d.Type, Payload: d.Body,
+		Time: d.Timestamp, System: broker.SystemRabbitMQ} // the publisher's, zero when it set none
 	if len(d.Headers) > 0 {
 		rk, delayed := d.Headers[headerRoutingKey].(string)
 		if delayed {

@@ -73,6 +73,7 @@ func (s *Source) receive() {
 		MessageAttributeNames: []string{"All"},
 		MessageSystemAttributeNames: []types.MessageSystemAttributeName{
 			types.MessageSystemAttributeNameApproximateReceiveCount,
+			types.MessageSystemAttributeNameSentTimestamp,
 			types.MessageSystemAttributeNameMessageGroupId,
 		},
 	}
@@ -185,7 +186,10 @@ func (s *Source) release(msgs []types.Message) {
 
 // delivery makes the delivery of m, received at received.
 func (s *Source) delivery(m types.Message, received time.Time) *delivery {
-	msg := &broker.Message{Subject: s.name}
+	msg := &broker.Message{Subject: s.name, System: broker.SystemSQS}
+	if ms, err := strconv.ParseInt(m.Attributes[string(types.MessageSystemAttributeNameSentTimestamp)], 10, 64); err == nil {
+		msg.Time = time.UnixMilli(ms)
+	}
 	var encoding string
 	if len(m.MessageAttributes) > 0 {
 		msg.Headers = make(map[string]string, len(m.MessageAttributes))

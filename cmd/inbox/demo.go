@@ -22,6 +22,7 @@ import (
 	"github.com/inboxkit/inbox"
 	"github.com/inboxkit/inbox/broker"
 	"github.com/inboxkit/inbox/broker/natsjs"
+	"github.com/inboxkit/inbox/otelinbox"
 	"github.com/inboxkit/inbox/store/sqlstore"
 	"github.com/inboxkit/inbox/store/sqlstore/sqlite"
 )
@@ -40,6 +41,7 @@ func demo(ctx context.Context, args []string, out, stderr io.Writer) error {
 	workers := fs.Int("workers", 4, "workers of each of the two consumers")
 	lostAcks := fs.Float64("lost-acks", 0.3, "fraction of acks lost after the commit (the broker redelivers those)")
 	seed := fs.Uint64("seed", 1, "seed of the faults")
+	metricsAddr := fs.String("metrics", "", "serve Prometheus metrics at http://ADDR/metrics while the demo runs, e.g. 127.0.0.1:9464 (default off)")
 	if err := parse(fs, args, out, stderr); err != nil {
 		return err
 	}
@@ -102,10 +104,24 @@ func demo(ctx context.Context, args []string, out, stderr io.Writer) error {
 		}
 	}
 	counts := &inbox.Counts{}
+	hooks := []any{counts}
+	if *metricsAddr != "" {
+		shutdown, err := serveMetrics(ctx, *metricsAddr)
+		if err != nil {
+			return err
+		}
+		defer shutdown(context.WithoutCancel(ctx))
+		oh, err := otelinbox.New(nil)
+		if err != nil {
+			return err
+		}
+		hooks = append(hooks, oh)
+		fmt.Fprintf(out, "metrics:    http://%s/metrics\n", *metricsAddr)
+	}
 	ib, err := inbox.New(ctx, driver, &inbox.Config{
 		Consumer: "demo-" + time.Now().Format("150405.000000"),
 		Backoff:  inbox.Backoff{Initial: 20 * time.Millisecond, Max: 100 * time.Millisecond},
-		Hooks:    []any{counts},
+		Hooks:    hooks,
 		Logger:   quiet,
 	})
 	if err != nil {

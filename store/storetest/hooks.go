@@ -9,6 +9,7 @@ import (
 
 	"github.com/inboxkit/inbox"
 	"github.com/inboxkit/inbox/internal/logtest"
+	"github.com/inboxkit/inbox/store"
 )
 
 type outcomeHooks struct {
@@ -114,5 +115,174 @@ func testHookPanics[TTx any](t *testing.T, h Harness[TTx]) {
 	}
 	if !logs.Has("level=ERROR", "hook=OnPruned") {
 		t.Fatalf("no ERROR log naming OnPruned; log:\n%s", logs)
+	}
+}
+
+// startKey carries, in the context a StartHook returns, the message's ID.
+type startKey struct{}
+
+// startHooks stamps each message's context in OnStart and checks that
+// the outcome hooks get the stamped context; each OnStart must be paired
+// with one outcome hook.
+type startHooks struct {
+	mu      sync.Mutex
+	started map[string]int // OnStart calls per message ID
+	ended   map[string]int // outcome hook calls per message ID
+	bad     []string
+}
+
+func (s *startHooks) OnStart(ctx context.Context, e *inbox.Event) context.Context {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started == nil {
+		s.started, s.ended = map[string]int{}, map[string]int{}
+	}
+	s.started[e.Message.ID]++
+	return context.WithValue(ctx, startKey{}, e.Message.ID)
+}
+
+func (s *startHooks) end(ctx context.Context, e *inbox.Event, outcome bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if got := ctx.Value(startKey{}); got != e.Message.ID {
+		s.bad = append(s.bad, fmt.Sprintf("%v of %q got the context of %v", e.Outcome.Status, e.Message.ID, got))
+	}
+	if outcome {
+		s.ended[e.Message.ID]++
+	}
+}
+
+func (s *startHooks) OnProcessed(ctx context.Context, e *inbox.Event)    { s.end(ctx, e, true) }
+func (s *startHooks) OnDuplicate(ctx context.Context, e *inbox.Event)    { s.end(ctx, e, true) }
+func (s *startHooks) OnRetry(ctx context.Context, e *inbox.Event)        { s.end(ctx, e, true) }
+func (s *startHooks) OnDeadLettered(ctx context.Context, e *inbox.Event) { s.end(ctx, e, true) }
+func (s *startHooks) OnFingerprintConflict(ctx context.Context, e *inbox.Event) {
+	s.end(ctx, e, false)
+}
+
+// startOnly implements StartHook alone: Config.Hooks must take it.
+type startOnly struct{}
+
+func (startOnly) OnStart(ctx context.Context, _ *inbox.Event) context.Context { return ctx }
+
+// panicStart panics in OnStart.
+type panicStart struct{}
+
+func (panicStart) OnStart(context.Context, *inbox.Event) context.Context { panic("start boom") }
+
+// stamped is a handler that fails unless its context is the one OnStart
+// made for its message, then runs next.
+func stamped[TTx any](next inbox.Handler[TTx]) inbox.Handler[TTx] {
+	return func(ctx context.Context, tx TTx, m *inbox.Message) error {
+		if got := ctx.Value(startKey{}); got != m.ID {
+			return inbox.Permanent(fmt.Errorf("handler of %q got the context of %v", m.ID, got))
+		}
+		return next(ctx, tx, m)
+	}
+}
+
+// A StartHook's context reaches the handler and the outcome hooks of its
+// message, in every way of processing, and each OnStart is followed by one
+// outcome hook; a panicking OnStart changes nothing but a log line.
+func testStartHook[TTx any](t *testing.T, h Harness[TTx]) {
+	ctx := context.Background()
+	env := open(t, h)
+	hooks := &startHooks{}
+	ib := newInbox(t, env, inbox.Config{MaxAttempts: 2, Hooks: []any{hooks}})
+	failing := func(context.Context, TTx, *inbox.Message) error { return errors.New("no") }
+	changed := msg("s-1")
+	changed.Payload = []byte("another payload")
+	steps := []struct {
+		m    inbox.Message
+		hd   inbox.Handler[TTx]
+		want inbox.Status
+	}{
+		{msg("s-1"), stamped(writer(env)), inbox.Processed},
+		{msg("s-1"), stamped(writer(env)), inbox.Duplicate},
+		{changed, stamped(writer(env)), inbox.Duplicate}, // and a fingerprint conflict
+		{msg("s-2"), stamped(failing), inbox.Retry},
+		{msg("s-2"), stamped(failing), inbox.DeadLettered},
+		{inbox.Message{Payload: []byte("no ID")}, stamped(writer(env)), inbox.DeadLettered},
+	}
+	for _, st := range steps {
+		out, _ := ib.Process(ctx, st.m, st.hd)
+		wantStatus(t, "Process "+st.m.ID, out, st.want)
+	}
+	// Replay: a failure is told as Retry, a success as Processed.
+	dls, err := ib.DeadLetters(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var replayed bool
+	for _, dl := range dls {
+		if dl.Message.ID != "s-2" {
+			continue
+		}
+		out, _ := ib.Replay(ctx, dl.ID, stamped(failing))
+		wantStatus(t, "failing Replay", out, inbox.Retry)
+		out, _ = ib.Replay(ctx, dl.ID, stamped(writer(env)))
+		wantStatus(t, "Replay", out, inbox.Processed)
+		replayed = true
+	}
+	if !replayed {
+		t.Fatalf("no dead letter of s-2 among %+v", dls)
+	}
+	// ProcessTx, in the caller's transaction.
+	tx, err := env.BeginPlain(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := ib.ProcessTx(ctx, tx, msg("s-3"), stamped(writer(env)))
+	wantStatus(t, "ProcessTx", out, inbox.Processed)
+	if err := env.Driver.Commit(ctx, tx); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{"s-1": 3, "s-2": 4, "": 1, "s-3": 1}
+	// ProcessBatch, where the store claims batches: each message's handler
+	// gets its own context, also when the batch is run again message by
+	// message (s-5 fails).
+	if _, ok := any(env.Driver).(store.BatchClaimer[TTx]); ok {
+		hd := stamped(func(ctx context.Context, tx TTx, m *inbox.Message) error {
+			if m.ID == "s-5" {
+				return errors.New("no")
+			}
+			return env.Write(ctx, tx, key(m.ID))
+		})
+		outs, err := ib.ProcessBatch(ctx, []inbox.Message{msg("s-4"), msg("s-5"), msg("s-4"), msg("s-1")}, hd)
+		if err != nil || len(outs) != 4 || outs[0].Status != inbox.Processed || outs[1].Status != inbox.Retry {
+			t.Fatalf("ProcessBatch: %+v %v, want s-4 processed, s-5 retried", outs, err)
+		}
+		want["s-4"], want["s-5"], want["s-1"] = 2, 1, want["s-1"]+1
+	}
+	// ProcessQueued, where the store pipelines.
+	if _, ok := any(env.Driver).(store.Pipeliner); ok {
+		out, err := ib.ProcessQueued(ctx, msg("s-6"), func(ctx context.Context, q *inbox.Queue, m *inbox.Message) error {
+			if got := ctx.Value(startKey{}); got != m.ID {
+				return inbox.Permanent(fmt.Errorf("queued handler of %q got the context of %v", m.ID, got))
+			}
+			env.QueueWrite(q, key(m.ID))
+			return nil
+		})
+		wantStatus(t, fmt.Sprintf("ProcessQueued (%v)", err), out, inbox.Processed)
+		want["s-6"] = 1
+	}
+	hooks.mu.Lock()
+	defer hooks.mu.Unlock()
+	if len(hooks.bad) > 0 {
+		t.Fatalf("hooks got the wrong context: %v", hooks.bad)
+	}
+	if fmt.Sprint(hooks.started) != fmt.Sprint(want) || fmt.Sprint(hooks.ended) != fmt.Sprint(want) {
+		t.Fatalf("OnStart calls %v, outcome hook calls %v; want both %v", hooks.started, hooks.ended, want)
+	}
+
+	// A StartHook alone is a hook; one that panics is logged and the
+	// message processed as without it.
+	logs := &logtest.Buffer{}
+	counts := &inbox.Counts{}
+	ib2 := newInbox(t, env, inbox.Config{Consumer: "storetest-start", Logger: logs.Logger(), Hooks: []any{startOnly{}, panicStart{}, counts}})
+	out, err = ib2.Process(ctx, msg("s-7"), writer(env))
+	wantStatus(t, fmt.Sprintf("Process with a panicking StartHook (%v)", err), out, inbox.Processed)
+	if counts.Processed.Load() != 1 || !logs.Has("level=ERROR", "hook=OnStart", "consumer=storetest-start", "s-7", "start boom") {
+		t.Fatalf("%v; want processed 1 and an ERROR log naming OnStart, the consumer and s-7; log:\n%s", counts, logs)
 	}
 }

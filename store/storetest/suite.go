@@ -93,6 +93,7 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		// hooks.go
 		{"Hooks", testHooks[TTx]},
 		{"HookPanics", testHookPanics[TTx]},
+		{"StartHook", testStartHook[TTx]},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -106,7 +106,7 @@ func openWithAddrs(tb testing.TB, partitions int32) (*brokertest.Env, []string) 
 // its max batch size. Kafka does not deduplicate a re-publish (an
 // idempotent producer only drops its own retries), and carries any
 // header: string names, byte values.
-var features = brokertest.Features{Deliveries: true, Keys: true, PayloadLimit: true}
+var features = brokertest.Features{Deliveries: true, Keys: true, PayloadLimit: true, PublishTime: true}
 
 func TestBroker(t *testing.T) {
 	brokertest.Run(t, brokertest.Harness{Features: features, Open: func(tb testing.TB, _ time.Duration) *brokertest.Env { return open(tb, 1) }})

@@ -78,7 +78,7 @@ func openOn(tb testing.TB, js jetstream.JetStream, ackWait time.Duration) *broke
 // duplicate window (2 min by default). A message has no key. Publish
 // refuses a message over the server's max_payload (1 MiB by default) and
 // headers NATS cannot carry.
-var features = brokertest.Features{Deliveries: true, AckWait: true, Lease: true, Dedup: true, PayloadLimit: true, HeaderLimits: true}
+var features = brokertest.Features{Deliveries: true, AckWait: true, Lease: true, Dedup: true, PayloadLimit: true, HeaderLimits: true, PublishTime: true}
 
 func TestBroker(t *testing.T) {
 	brokertest.Run(t, brokertest.Harness{Features: features, Open: func(tb testing.TB, ackWait time.Duration) *brokertest.Env {

@@ -117,7 +117,7 @@ func delayQueues(queue string) []string {
 // has no key. No PayloadLimit: max_message_size is 128 MiB by default (16
 // MiB from RabbitMQ 4.0), set only in the server's configuration, too
 // large to send in a test.
-var features = brokertest.Features{HeaderLimits: true}
+var features = brokertest.Features{HeaderLimits: true, PublishTime: true}
 
 func TestBroker(t *testing.T) {
 	t.Parallel()

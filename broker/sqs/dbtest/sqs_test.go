@@ -119,7 +119,7 @@ func (u uncounted) Next(ctx context.Context) (broker.Delivery, error) {
 // emulator: see uncounted). A standard queue has no key and no
 // deduplication. Publish refuses a message over 256 KiB and attribute
 // names SQS refuses, or more than ten attributes.
-var features = brokertest.Features{AckWait: true, Lease: true, Deliveries: !sqsenv.Emulated(), PayloadLimit: true, HeaderLimits: true}
+var features = brokertest.Features{AckWait: true, Lease: true, Deliveries: !sqsenv.Emulated(), PayloadLimit: true, HeaderLimits: true, PublishTime: true}
 
 func TestBroker(t *testing.T) {
 	brokertest.Run(t, brokertest.Harness{Features: features, Open: func(tb testing.TB, ackWait time.Duration) *brokertest.Env {

@@ -1,0 +1,344 @@
+package otelinbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/inboxkit/inbox"
+	"github.com/inboxkit/inbox/outbox"
+)
+
+// ScopeName is the instrumentation scope of the meter and the tracer.
+const ScopeName = "github.com/inboxkit/inbox/otelinbox"
+
+// The metrics' names.
+const (
+	MetricMessages        = "inbox.messages"
+	MetricHandlerDuration = "inbox.handler.duration"
+	MetricProcessDuration = "inbox.process.duration"
+	MetricEndToEnd        = "inbox.end_to_end.duration"
+	MetricAttempts        = "inbox.attempts"
+	MetricInFlight        = "inbox.in_flight"
+	MetricPruned          = "inbox.pruned"
+)
+
+// The attributes' keys: OpenTelemetry's messaging conventions where they
+// apply, inbox.* for the rest.
+const (
+	AttrSystem        = attribute.Key("messaging.system")
+	AttrDestination   = attribute.Key("messaging.destination.name")
+	AttrMessageID     = attribute.Key("messaging.message.id")
+	AttrConsumerGroup = attribute.Key("messaging.consumer.group.name")
+	AttrOperationType = attribute.Key("messaging.operation.type")
+	AttrOperationName = attribute.Key("messaging.operation.name")
+	AttrOutcome       = attribute.Key("inbox.outcome")
+	AttrMessageType   = attribute.Key("inbox.message.type")
+	AttrAttempts      = attribute.Key("inbox.attempts")
+	AttrPruneFailed   = attribute.Key("inbox.prune.failed")
+)
+
+// The values of AttrOutcome.
+const (
+	OutcomeProcessed           = "processed"
+	OutcomeDuplicate           = "duplicate"
+	OutcomeRetry               = "retry"
+	OutcomeDeadLettered        = "dead_lettered"
+	OutcomeFingerprintConflict = "fingerprint_conflict"
+)
+
+// Config configures New. nil, or a zero field, means the default.
+type Config struct {
+	// MeterProvider makes the meter of the metrics. Default
+	// otel.GetMeterProvider() (the global one: a no-op until the program
+	// sets one).
+	MeterProvider metric.MeterProvider
+	// TracerProvider makes the tracer of the spans. Default
+	// otel.GetTracerProvider() (the global one: a no-op until the program
+	// sets one).
+	TracerProvider trace.TracerProvider
+	// Propagator reads the producer's trace context from a message's
+	// headers and writes it into the outbox's. Default
+	// otel.GetTextMapPropagator() when the program has set one (its
+	// Fields are not empty), else propagation.TraceContext{} (W3C
+	// traceparent and tracestate): the global default propagates nothing,
+	// which would silently cut every trace at the broker.
+	Propagator propagation.TextMapPropagator
+}
+
+// Hooks records metrics and spans for inboxes (Config.Hooks), pruners
+// (PrunerConfig.Hooks), outboxes (outbox.Config.Hooks) and relays
+// (outbox.RelayConfig.Hooks). One *Hooks may serve all of them at once.
+type Hooks struct {
+	tracer trace.Tracer
+	prop   propagation.TextMapPropagator
+
+	messages metric.Int64Counter
+	handler  metric.Float64Histogram
+	process  metric.Float64Histogram
+	endToEnd metric.Float64Histogram
+	attempts metric.Int64Histogram
+	inFlight metric.Int64UpDownCounter
+	pruned   metric.Int64Counter
+}
+
+var (
+	_ inbox.StartHook               = (*Hooks)(nil)
+	_ inbox.ProcessedHook           = (*Hooks)(nil)
+	_ inbox.DuplicateHook           = (*Hooks)(nil)
+	_ inbox.RetryHook               = (*Hooks)(nil)
+	_ inbox.DeadLetteredHook        = (*Hooks)(nil)
+	_ inbox.FingerprintConflictHook = (*Hooks)(nil)
+	_ inbox.PrunedHook              = (*Hooks)(nil)
+	_ outbox.WriteHook              = (*Hooks)(nil)
+	_ outbox.PublishHook            = (*Hooks)(nil)
+)
+
+// durationBuckets suit a handler in a database transaction: 1 ms to 1 min.
+var durationBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
+
+// endToEndBuckets add the minutes that retries and backlogs take.
+var endToEndBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600}
+
+// attemptBuckets: the default MaxAttempts is 10.
+var attemptBuckets = []float64{1, 2, 3, 4, 5, 6, 8, 10, 15, 20, 50}
+
+// New returns hooks that record through cfg's providers.
+func New(cfg *Config) (*Hooks, error) {
+	var c Config
+	if cfg != nil {
+		c = *cfg
+	}
+	if c.MeterProvider == nil {
+		c.MeterProvider = otel.GetMeterProvider()
+	}
+	if c.TracerProvider == nil {
+		c.TracerProvider = otel.GetTracerProvider()
+	}
+	if c.Propagator == nil {
+		c.Propagator = otel.GetTextMapPropagator()
+		if len(c.Propagator.Fields()) == 0 {
+			c.Propagator = propagation.TraceContext{}
+		}
+	}
+	m := c.MeterProvider.Meter(ScopeName)
+	h := &Hooks{tracer: c.TracerProvider.Tracer(ScopeName), prop: c.Propagator}
+	var errs []error
+	add := func(err error) { errs = append(errs, err) }
+	var err error
+	h.messages, err = m.Int64Counter(MetricMessages, metric.WithUnit("{message}"),
+		metric.WithDescription("Messages by outcome: processed, duplicate, retry, dead_lettered; fingerprint_conflict also counts as a duplicate."))
+	add(err)
+	h.handler, err = m.Float64Histogram(MetricHandlerDuration, metric.WithUnit("s"),
+		metric.WithDescription("Time the handler took, when it ran alone (not in a batch)."),
+		metric.WithExplicitBucketBoundaries(durationBuckets...))
+	add(err)
+	h.process, err = m.Float64Histogram(MetricProcessDuration, metric.WithUnit("s"),
+		metric.WithDescription("Time Process took, claim, handler and COMMIT included."),
+		metric.WithExplicitBucketBoundaries(durationBuckets...))
+	add(err)
+	h.endToEnd, err = m.Float64Histogram(MetricEndToEnd, metric.WithUnit("s"),
+		metric.WithDescription("Time from the message's publication (as the broker says) to its outcome."),
+		metric.WithExplicitBucketBoundaries(endToEndBuckets...))
+	add(err)
+	h.attempts, err = m.Int64Histogram(MetricAttempts, metric.WithUnit("{attempt}"),
+		metric.WithDescription("Failed attempts recorded for a message, at each retry and dead letter after a handler failure."),
+		metric.WithExplicitBucketBoundaries(attemptBuckets...))
+	add(err)
+	h.inFlight, err = m.Int64UpDownCounter(MetricInFlight, metric.WithUnit("{message}"),
+		metric.WithDescription("Messages being processed."))
+	add(err)
+	h.pruned, err = m.Int64Counter(MetricPruned, metric.WithUnit("{row}"),
+		metric.WithDescription("Inbox rows deleted by the pruner."))
+	add(err)
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("otelinbox: creating the instruments: %w", err)
+	}
+	return h, nil
+}
+
+// started is what OnStart leaves in the context for the outcome hooks.
+type started struct {
+	span     trace.Span
+	consumer attribute.KeyValue
+	system   attribute.KeyValue // an empty Key when unknown
+}
+
+type startedKey struct{}
+
+// OnStart starts the message's span, a child of the producer's span
+// when the headers carry its context (else of ctx's span), and counts the
+// message in flight.
+func (h *Hooks) OnStart(ctx context.Context, e *inbox.Event) context.Context {
+	m := e.Message
+	parent := h.prop.Extract(ctx, headerCarrier(m.Headers))
+	attrs := make([]attribute.KeyValue, 0, 7)
+	attrs = append(attrs, AttrOperationType.String("process"), AttrOperationName.String("process"),
+		AttrConsumerGroup.String(e.Consumer), AttrMessageID.String(printable(m.ID)))
+	st := &started{consumer: AttrConsumerGroup.String(e.Consumer)}
+	if m.System != "" {
+		st.system = AttrSystem.String(m.System)
+		attrs = append(attrs, st.system)
+	}
+	if m.Subject != "" {
+		attrs = append(attrs, AttrDestination.String(m.Subject))
+	}
+	if m.Type != "" {
+		attrs = append(attrs, AttrMessageType.String(m.Type))
+	}
+	name := "process"
+	if m.Subject != "" {
+		name = "process " + m.Subject
+	}
+	ctx, st.span = h.tracer.Start(parent, name, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrs...))
+	h.inFlight.Add(ctx, 1, metric.WithAttributes(st.consumer))
+	return context.WithValue(ctx, startedKey{}, st)
+}
+
+// OnProcessed records a processed message.
+func (h *Hooks) OnProcessed(ctx context.Context, e *inbox.Event) { h.outcome(ctx, e, OutcomeProcessed) }
+
+// OnDuplicate records a duplicate.
+func (h *Hooks) OnDuplicate(ctx context.Context, e *inbox.Event) { h.outcome(ctx, e, OutcomeDuplicate) }
+
+// OnRetry records a retry; the span's status is an error.
+func (h *Hooks) OnRetry(ctx context.Context, e *inbox.Event) { h.outcome(ctx, e, OutcomeRetry) }
+
+// OnDeadLettered records a dead letter; the span's status is an error.
+func (h *Hooks) OnDeadLettered(ctx context.Context, e *inbox.Event) {
+	h.outcome(ctx, e, OutcomeDeadLettered)
+}
+
+// OnFingerprintConflict counts a fingerprint conflict (the duplicate is
+// counted too, by OnDuplicate) and marks the span, which OnDuplicate ends.
+func (h *Hooks) OnFingerprintConflict(ctx context.Context, e *inbox.Event) {
+	st, _ := ctx.Value(startedKey{}).(*started)
+	h.messages.Add(ctx, 1, metric.WithAttributes(h.metricAttrs(st, e, OutcomeFingerprintConflict)...))
+	span := trace.SpanFromContext(ctx)
+	span.AddEvent("fingerprint conflict", trace.WithAttributes(attribute.String("inbox.stored_type", e.StoredType)))
+	span.SetAttributes(attribute.Bool("inbox.fingerprint_conflict", true))
+}
+
+// metricAttrs are the attributes of the message metrics: the consumer,
+// the outcome and, when known, the broker. Not the destination: a subject
+// per customer or order would make a series each.
+func (h *Hooks) metricAttrs(st *started, e *inbox.Event, outcome string) []attribute.KeyValue {
+	attrs := []attribute.KeyValue{AttrConsumerGroup.String(e.Consumer), AttrOutcome.String(outcome)}
+	switch {
+	case st != nil && st.system.Key != "":
+		attrs = append(attrs, st.system)
+	case st == nil && e.Message.System != "":
+		attrs = append(attrs, AttrSystem.String(e.Message.System))
+	}
+	return attrs
+}
+
+func (h *Hooks) outcome(ctx context.Context, e *inbox.Event, outcome string) {
+	st, _ := ctx.Value(startedKey{}).(*started)
+	opt := metric.WithAttributes(h.metricAttrs(st, e, outcome)...)
+	h.messages.Add(ctx, 1, opt)
+	h.process.Record(ctx, e.Duration.Seconds(), opt)
+	if e.HandlerDuration > 0 {
+		h.handler.Record(ctx, e.HandlerDuration.Seconds(), opt)
+	}
+	if !e.Message.Time.IsZero() {
+		h.endToEnd.Record(ctx, max(time.Since(e.Message.Time), 0).Seconds(), opt)
+	}
+	if e.Outcome.Attempts > 0 {
+		h.attempts.Record(ctx, int64(e.Outcome.Attempts), opt)
+	}
+	if st == nil { // OnStart was not ours (or it panicked): no span, not in flight
+		return
+	}
+	h.inFlight.Add(ctx, -1, metric.WithAttributes(st.consumer))
+	st.span.SetAttributes(AttrOutcome.String(outcome))
+	if e.Outcome.Attempts > 0 {
+		st.span.SetAttributes(AttrAttempts.Int(e.Outcome.Attempts))
+	}
+	if outcome == OutcomeRetry || outcome == OutcomeDeadLettered {
+		if err := e.Outcome.Err; err != nil {
+			st.span.RecordError(err)
+			st.span.SetStatus(codes.Error, outcome+": "+err.Error())
+		} else {
+			st.span.SetStatus(codes.Error, outcome)
+		}
+	}
+	st.span.End()
+}
+
+// OnPruned counts the rows a pruner deleted.
+func (h *Hooks) OnPruned(ctx context.Context, e *inbox.PruneEvent) {
+	h.pruned.Add(ctx, int64(e.Deleted), metric.WithAttributes(AttrPruneFailed.Bool(e.Err != nil)))
+}
+
+// OnWrite writes the trace context of ctx (the writer's span) into the
+// headers of a message written to the outbox.
+func (h *Hooks) OnWrite(ctx context.Context, _ *outbox.Message, headers map[string]string) {
+	h.prop.Inject(ctx, propagation.MapCarrier(headers))
+}
+
+// OnPublish starts a Producer span "send <destination>", a child of the
+// trace context in the row's headers (the writer's span), and writes the
+// span's context into the headers that are published, so that the
+// consumer's span is its child. The span ends with Publish's error.
+func (h *Hooks) OnPublish(ctx context.Context, m *outbox.Message) (context.Context, func(error)) {
+	parent := h.prop.Extract(ctx, headerCarrier(m.Headers))
+	ctx, span := h.tracer.Start(parent, "send "+m.Destination, trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(AttrOperationType.String("send"), AttrOperationName.String("send"),
+			AttrDestination.String(m.Destination), AttrMessageID.String(printable(m.ID))))
+	if m.Headers == nil {
+		m.Headers = map[string]string{}
+	}
+	h.prop.Inject(ctx, propagation.MapCarrier(m.Headers))
+	return ctx, func(err error) {
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End()
+	}
+}
+
+// headerCarrier reads headers whose keys a broker may have changed the
+// case of (traceparent, Traceparent).
+type headerCarrier map[string]string
+
+func (c headerCarrier) Get(key string) string {
+	if v, ok := c[key]; ok {
+		return v
+	}
+	for k, v := range c {
+		if strings.EqualFold(k, key) {
+			return v
+		}
+	}
+	return ""
+}
+
+func (c headerCarrier) Set(key, value string) { c[key] = value }
+
+func (c headerCarrier) Keys() []string {
+	keys := make([]string, 0, len(c))
+	for k := range c {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+// printable is id as it is when valid UTF-8, else quoted: IDs are bytes.
+func printable(id string) string {
+	if utf8.ValidString(id) {
+		return id
+	}
+	return fmt.Sprintf("%q", id)
+}
