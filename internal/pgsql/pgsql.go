@@ -262,10 +262,13 @@ ON CONFLICT DO NOTHING RETURNING 1`,
 	SELECT $1, message_id, message_type, fingerprint FROM input ORDER BY n
 	ON CONFLICT DO NOTHING RETURNING message_id
 )
-SELECT ins.message_id IS NOT NULL,
-	CASE WHEN ins.message_id IS NULL THEN (SELECT o.fingerprint FROM ` + inbox + ` o WHERE o.consumer = $1 AND o.message_id = input.message_id) END,
-	CASE WHEN ins.message_id IS NULL THEN coalesce((SELECT o.message_type FROM ` + inbox + ` o WHERE o.consumer = $1 AND o.message_id = input.message_id), '') ELSE '' END
+SELECT ins.message_id IS NOT NULL, old.fingerprint, coalesce(old.message_type, '')
 FROM input LEFT JOIN ins ON ins.message_id = input.message_id
+LEFT JOIN LATERAL (
+	SELECT fingerprint, message_type FROM ` + inbox + ` o
+	WHERE ins.message_id IS NULL AND o.consumer = $1 AND o.message_id = input.message_id
+	OFFSET 0 -- not a join: one probe of the key per duplicate, none for the others
+) old ON true
 ORDER BY input.n`,
 		Unclaim:     `DELETE FROM ` + inbox + ` WHERE consumer = $1 AND message_id = $2`,
 		ClaimLookup: `SELECT fingerprint, message_type FROM ` + inbox + ` WHERE consumer = $1 AND message_id = $2`,
