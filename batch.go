@@ -113,7 +113,7 @@ func callBatch[TTx any](ctx context.Context, tx TTx, ms []*Message, h BatchHandl
 type batchItem struct {
 	idx  int // in msgs
 	msg  *Message
-	p    *store.ClaimParams
+	p    store.ClaimParams
 	res  store.ClaimResult
 	out  Outcome
 	err  error
@@ -144,23 +144,34 @@ func (ib *Inbox[TTx]) processBatch(ctx context.Context, msgs []Message, run Batc
 	}
 	outs := make([]Outcome, len(msgs))
 	errs := make([]error, len(msgs))
-	var items []*batchItem
-	seen := map[string]bool{}
+	valid := make([]batchItem, 0, len(msgs)) // one allocation for the batch
+	items := make([]*batchItem, 0, len(msgs))
 	for i := range msgs {
 		m := &msgs[i]
 		if err := m.validate(ib.cfg.ScopeIDByType); err != nil {
 			outs[i], errs[i] = ib.invalidMessage(msgCtx(i), nil, m, err)
 			continue
 		}
-		p := ib.claimParams(m)
-		if seen[string(p.MessageID)] { // the first of the batch counts
-			outs[i] = Outcome{Status: Duplicate}
+		valid = append(valid, batchItem{idx: i, msg: m, p: ib.claimValue(m)})
+		items = append(items, &valid[len(valid)-1])
+	}
+	// In key order, the claim's; the first of the batch counts, later
+	// copies of its ID are duplicates.
+	slices.SortFunc(items, func(a, b *batchItem) int {
+		if c := bytes.Compare(a.p.MessageID, b.p.MessageID); c != 0 {
+			return c
+		}
+		return a.idx - b.idx
+	})
+	kept := items[:0]
+	for _, it := range items {
+		if len(kept) > 0 && bytes.Equal(it.p.MessageID, kept[len(kept)-1].p.MessageID) {
+			outs[it.idx] = Outcome{Status: Duplicate}
 			continue
 		}
-		seen[string(p.MessageID)] = true
-		items = append(items, &batchItem{idx: i, msg: m, p: p})
+		kept = append(kept, it)
 	}
-	slices.SortFunc(items, func(a, b *batchItem) int { return bytes.Compare(a.p.MessageID, b.p.MessageID) })
+	items = kept
 	var batchErr error
 	if len(items) > 0 {
 		ok, err := ib.batchPass(ctx, bc, items, run, false)
@@ -180,7 +191,7 @@ func (ib *Inbox[TTx]) processBatch(ctx context.Context, msgs []Message, run Batc
 		}
 		it := byIdx[i]
 		if it != nil && outs[i].Status == Duplicate && it.res.Fingerprint != nil && !bytes.Equal(it.res.Fingerprint, it.p.Fingerprint) {
-			outs[i], _ = ib.duplicate(msgCtx(i), &msgs[i], start, it.p, &it.res) // reports the conflict
+			outs[i], _ = ib.duplicate(msgCtx(i), &msgs[i], start, &it.p, &it.res) // reports the conflict
 			continue
 		}
 		outs[i], _ = ib.finish(msgCtx(i), &msgs[i], start, outs[i], errs[i])
@@ -207,7 +218,7 @@ func (ib *Inbox[TTx]) batchPass(ctx context.Context, bc store.BatchClaimer[TTx],
 	}
 	params := make([]store.ClaimParams, len(items))
 	for i, it := range items {
-		params[i] = *it.p
+		params[i] = it.p
 	}
 	p := &store.ClaimBatchParams{Claims: params, LockTimeout: ib.cfg.LockTimeout}
 	var tx TTx
@@ -272,7 +283,7 @@ func (ib *Inbox[TTx]) batchPass(ctx context.Context, bc store.BatchClaimer[TTx],
 				// Shutting down, or tx cannot go on: retry the batch.
 				_ = ib.driver.Rollback(ctx, tx)
 				if errors.Is(herr, store.ErrTxUnusable) { // count it, or it comes back for ever
-					it.out, it.err = ib.failed(ctx, nil, it.msg, it.p, herr)
+					it.out, it.err = ib.failed(ctx, nil, it.msg, &it.p, herr)
 					it.done = true
 				}
 				return fail("batch handler", store.Retryable(herr))
@@ -283,7 +294,7 @@ func (ib *Inbox[TTx]) batchPass(ctx context.Context, bc store.BatchClaimer[TTx],
 					// The server ended the transaction with the messages
 					// processed before this one: retry the batch, and count
 					// this message's failure, or it comes back for ever.
-					it.out, it.err = ib.failed(ctx, nil, it.msg, it.p, herr)
+					it.out, it.err = ib.failed(ctx, nil, it.msg, &it.p, herr)
 					it.done = true
 					return fail("batch handler", store.Retryable(herr))
 				}
@@ -298,12 +309,12 @@ func (ib *Inbox[TTx]) batchPass(ctx context.Context, bc store.BatchClaimer[TTx],
 			// the whole transaction, which RollbackToSavepoint said above)
 			// counts as one for this message alone.
 			transient := !IsPermanent(herr) && ib.transient(herr)
-			out, keep, rerr := ib.recordFailure(ctx, tx, it.msg, it.p, herr, transient, nil)
+			out, keep, rerr := ib.recordFailure(ctx, tx, it.msg, &it.p, herr, transient, nil)
 			var refused *payloadRefusedError
 			switch {
 			case errors.As(rerr, &refused): // a dead letter too large: kept without its payload, in a transaction of its own
 				_ = ib.driver.Rollback(ctx, tx)
-				it.out, it.err = ib.failed(ctx, nil, it.msg, it.p, herr)
+				it.out, it.err = ib.failed(ctx, nil, it.msg, &it.p, herr)
 				it.done = true
 				return fail("batch", store.Retryable(errors.New("inbox: batch rolled back to keep a dead letter apart")))
 			case !keep && out.Status != Duplicate: // the database failed

@@ -266,7 +266,12 @@ func (ib *Inbox[TTx]) ProcessTx(ctx context.Context, tx TTx, msg Message, h Hand
 }
 
 func (ib *Inbox[TTx]) claimParams(msg *Message) *store.ClaimParams {
-	return &store.ClaimParams{
+	p := ib.claimValue(msg)
+	return &p
+}
+
+func (ib *Inbox[TTx]) claimValue(msg *Message) store.ClaimParams {
+	return store.ClaimParams{
 		Key:         store.Key{Consumer: ib.consumer, MessageID: storedID(msg, ib.cfg.ScopeIDByType)},
 		LockTimeout: ib.cfg.LockTimeout,
 		Type:        storableType(msg.Type),
