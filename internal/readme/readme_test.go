@@ -29,6 +29,7 @@ import (
 	"github.com/inboxkit/inbox"
 	"github.com/inboxkit/inbox/broker"
 	"github.com/inboxkit/inbox/broker/natsjs"
+	"github.com/inboxkit/inbox/otelinbox"
 	"github.com/inboxkit/inbox/outbox"
 	"github.com/inboxkit/inbox/store/pgxstore"
 	"github.com/inboxkit/inbox/store/sqlstore"
@@ -39,6 +40,7 @@ var (
 	_ = pgxstore.New
 	_ = sqlstore.New
 	_ = outbox.New[pgx.Tx]
+	_ = otelinbox.New
 )
 
 // env is what a reader's program has at hand.
