@@ -158,26 +158,42 @@ func dlReplay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer d.close()
 
+	rp := &replayer{in: d.inspect, pub: pub, subject: subject, lockTimeout: *lockTimeout, timeout: bf.timeout}
+	return rp.run(ctx, list, *all, p, *asJSON, stdout, stderr)
+}
+
+// replayer replays dead letters to one destination.
+type replayer struct {
+	in                   inspection
+	pub                  broker.Publisher
+	subject              string
+	lockTimeout, timeout time.Duration
+}
+
+// run replays the dead letters list, or with all those p selects, and
+// writes what became of each.
+func (rp *replayer) run(ctx context.Context, list []int64, all bool, p *store.DeadLetterSearchParams, asJSON bool, stdout, stderr io.Writer) error {
+	var err error
 	var results []replayJSON
 	var first error // the first failure, for the exit status
 	one := func(id int64) {
-		r := replayOne(ctx, d.inspect, pub, subject, id, *lockTimeout, bf.timeout)
+		r := replayOne(ctx, rp.in, rp.pub, rp.subject, id, rp.lockTimeout, rp.timeout)
 		results = append(results, r.json)
 		if r.err != nil {
 			if first == nil {
 				first = r.err
 			}
-			if !*asJSON {
+			if !asJSON {
 				fmt.Fprintf(stderr, "inbox: dead letter %d: %v\n", id, r.err)
 			}
 			return
 		}
-		if !*asJSON {
+		if !asJSON {
 			fmt.Fprintln(stdout, r.done)
 		}
 	}
-	if *all {
-		_, err = eachPage(ctx, d.inspect, p, func(page []int64) ([]int64, error) {
+	if all {
+		_, err = eachPage(ctx, rp.in, p, func(page []int64) ([]int64, error) {
 			for _, id := range page {
 				if ctx.Err() != nil {
 					return nil, ctx.Err()
@@ -195,7 +211,7 @@ func dlReplay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			one(id)
 		}
 	}
-	if *asJSON {
+	if asJSON {
 		if results == nil {
 			results = []replayJSON{}
 		}
