@@ -25,7 +25,7 @@ SYNOPSIS
   inbox dead-letters list    [store] [filters] [-after ID] [-limit N] [-json]
   inbox dead-letters show    [store] [-json] ID
   inbox dead-letters discard [store] [-json] (ID... | -all [filters])
-  inbox dead-letters replay  [store] [broker] [-json] (ID... | -all [filters])
+  inbox dead-letters replay  [store] [broker] -consumer C [-json] (ID... | -all [filters])
 
 DESCRIPTION
   Dead letters of every consumer in one database: [store] is -postgres DSN,
