@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -42,21 +41,7 @@ func TestCheckBrokerUnreachable(t *testing.T) {
 // missing stream is a problem (exit 3).
 func TestCheckNATS(t *testing.T) {
 	t.Parallel()
-	nc, err := nats.Connect(testenv.NATSURL(), nats.Timeout(2*time.Second))
-	if err != nil {
-		testenv.Unavailable(t, "NATS at "+testenv.NATSURL(), err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	name := testenv.Name("CMDCHECK_")
-	if _, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: name, Subjects: []string{name + ".>"},
-		MaxAge: time.Hour, Duplicates: time.Minute}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = js.DeleteStream(context.Background(), name) })
+	nc, _, name := natsStream(t, "CMDCHECK_", jetstream.StreamConfig{MaxAge: time.Hour, Duplicates: time.Minute})
 	var infos atomic.Int64
 	sub, err := nc.Subscribe("$JS.API.STREAM.INFO."+name, func(*nats.Msg) { infos.Add(1) })
 	if err != nil {

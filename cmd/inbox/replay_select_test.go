@@ -31,7 +31,10 @@ type replayStream struct {
 	flags   []string // the command's broker flags
 }
 
-func newReplayStream(t *testing.T) *replayStream {
+// natsStream connects to NATS (skipping t without it) and creates a
+// stream named prefix and a random suffix, with subjects name.>, deleted
+// when t ends.
+func natsStream(t *testing.T, prefix string, cfg jetstream.StreamConfig) (*nats.Conn, jetstream.JetStream, string) {
 	t.Helper()
 	nc, err := nats.Connect(testenv.NATSURL(), nats.Timeout(2*time.Second))
 	if err != nil {
@@ -42,12 +45,38 @@ func newReplayStream(t *testing.T) *replayStream {
 	if err != nil {
 		t.Fatal(err)
 	}
-	name := testenv.Name("CMDSEL_")
-	if _, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: name, Subjects: []string{name + ".>"}, Duplicates: natsDupWindow}); err != nil {
+	cfg.Name = testenv.Name(prefix)
+	cfg.Subjects = []string{cfg.Name + ".>"}
+	if _, err := js.CreateStream(context.Background(), cfg); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = js.DeleteStream(context.Background(), name) })
+	t.Cleanup(func() { _ = js.DeleteStream(context.Background(), cfg.Name) })
+	return nc, js, cfg.Name
+}
+
+func newReplayStream(t *testing.T) *replayStream {
+	t.Helper()
+	_, js, name := natsStream(t, "CMDSEL_", jetstream.StreamConfig{Duplicates: natsDupWindow})
 	return &replayStream{js: js, name: name, subject: name + ".msgs", flags: []string{"-nats", testenv.NATSURL(), "-subject", name + ".msgs"}}
+}
+
+// consume runs ib's consumer (durable) on the stream with h until stop,
+// which fails t if Consume failed.
+func (s *replayStream) consume(t *testing.T, ib *inbox.Inbox[*sql.Tx], durable string, h inbox.Handler[*sql.Tx]) (stop func()) {
+	t.Helper()
+	src, err := natsjs.NewSource(context.Background(), s.js, &natsjs.Config{Stream: s.name, Durable: durable, AckWait: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- inbox.Consume(ctx, ib, src, h, nil) }()
+	return func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Consume: %v", err)
+		}
+	}
 }
 
 // published returns the messages in the stream, in order.
@@ -205,30 +234,19 @@ func TestReplayScopedByType(t *testing.T) {
 	// The consumer, scoping by type, claims the copy under the dead
 	// letter's key: processed once, and the original again is a duplicate.
 	var effects atomic.Int64
-	src, err := natsjs.NewSource(ctx, s.js, &natsjs.Config{Stream: s.name, Durable: "s", AckWait: 3 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() {
-		done <- inbox.Consume(runCtx, scoped, src, func(ctx context.Context, tx *sql.Tx, m *inbox.Message) error {
-			if m.ID != "m-1" || m.Type != "payment" {
-				return inbox.Permanent(fmt.Errorf("delivered ID %q type %q, want m-1 payment", m.ID, m.Type))
-			}
-			effects.Add(1)
-			return nil
-		}, nil)
-	}()
+	stop := s.consume(t, scoped, "s", func(ctx context.Context, tx *sql.Tx, m *inbox.Message) error {
+		if m.ID != "m-1" || m.Type != "payment" {
+			return inbox.Permanent(fmt.Errorf("delivered ID %q type %q, want m-1 payment", m.ID, m.Type))
+		}
+		effects.Add(1)
+		return nil
+	})
 	for deadline := time.Now().Add(15 * time.Second); effects.Load() == 0; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("waited 15 s for the consumer to process the replayed copy")
 		}
 	}
 	stop()
-	if err := <-done; err != nil {
-		t.Fatalf("Consume: %v", err)
-	}
 	if o, err := scoped.Process(ctx, msg, func(context.Context, *sql.Tx, *inbox.Message) error { return nil }); o.Status != inbox.Duplicate {
 		t.Fatalf("m-1 as payment after the replay: %v, %v; want Duplicate (the copy claimed under the dead letter's key %q)", o.Status, err, idscope.Key("payment", "m-1"))
 	}
@@ -283,23 +301,9 @@ func TestReplayAllStopsAtItsSelection(t *testing.T) {
 		want = append(want, deadLetterOf(t, e, ib, inbox.Message{ID: fmt.Sprintf("l-%d", i), Type: "t", Payload: []byte("p")}))
 	}
 	before := counts.DeadLettered.Load()
-	src, err := natsjs.NewSource(ctx, s.js, &natsjs.Config{Stream: s.name, Durable: "loop", AckWait: 3 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() {
-		done <- inbox.Consume(runCtx, ib, src, func(context.Context, *sql.Tx, *inbox.Message) error {
-			return inbox.Permanent(errors.New("still broken"))
-		}, nil)
-	}()
-	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("Consume: %v", err)
-		}
-	})
+	t.Cleanup(s.consume(t, ib, "loop", func(context.Context, *sql.Tx, *inbox.Message) error {
+		return inbox.Permanent(errors.New("still broken"))
+	}))
 	pub, subject, closePub, err := (&brokerFlags{nats: testenv.NATSURL(), subject: s.subject, timeout: 4 * time.Second}).publisher(ctx)
 	if err != nil {
 		t.Fatal(err)
