@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/inboxkit/inbox/internal/headers"
+	"github.com/inboxkit/inbox/internal/idscope"
 	"github.com/inboxkit/inbox/store"
 )
 
@@ -83,7 +84,7 @@ func deadLetterFrom(r *store.DeadLetter, scopeByType bool) (DeadLetter, error) {
 	}
 	typ, id := r.Type, string(r.Key.MessageID)
 	if scopeByType {
-		if t, i, ok := unscopeID(r.Key.MessageID); ok {
+		if t, i, ok := idscope.Split(r.Key.MessageID); ok {
 			typ, id = t, i
 		}
 	}

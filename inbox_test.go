@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/inboxkit/inbox/internal/idscope"
 )
 
 func TestBackoffDelay(t *testing.T) {
@@ -198,7 +200,7 @@ func TestStoredIDScopedByType(t *testing.T) {
 			t.Fatalf("type %q ID %q and type %q ID %q share the key %q", m.Type, m.ID, other.Type, other.ID, key)
 		}
 		seen[string(key)] = m
-		typ, id, ok := unscopeID(key)
+		typ, id, ok := idscope.Split(key)
 		if !ok || typ != m.Type || id != m.ID {
 			t.Fatalf("key %q split into type %q ID %q (%v), want %q %q", key, typ, id, ok, m.Type, m.ID)
 		}
@@ -206,7 +208,7 @@ func TestStoredIDScopedByType(t *testing.T) {
 			t.Fatalf("unscoped key of %q is not the ID", m.ID)
 		}
 	}
-	if _, _, ok := unscopeID([]byte{0x05, 'a'}); ok {
+	if _, _, ok := idscope.Split([]byte{0x05, 'a'}); ok {
 		t.Fatal("a key shorter than its type length was split")
 	}
 	// The scoped key must fit in MaxIDLen: a 1-byte length prefix here.

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/inboxkit/inbox/internal/headers"
+	"github.com/inboxkit/inbox/internal/idscope"
 )
 
 // Limits on what a message and a consumer may be.
@@ -66,18 +67,7 @@ func storedID(msg *Message, scopeByType bool) []byte {
 	if !scopeByType {
 		return []byte(msg.ID)
 	}
-	b := binary.AppendUvarint(make([]byte, 0, binary.MaxVarintLen64+len(msg.Type)+len(msg.ID)), uint64(len(msg.Type)))
-	return append(append(b, msg.Type...), msg.ID...)
-}
-
-// unscopeID splits a key that storedID scoped by type; ok is false for a
-// key that is not one.
-func unscopeID(key []byte) (typ, id string, ok bool) {
-	n, k := binary.Uvarint(key)
-	if k <= 0 || n > uint64(len(key)-k) {
-		return "", "", false
-	}
-	return string(key[k : k+int(n)]), string(key[k+int(n):]), true
+	return idscope.Key(msg.Type, msg.ID)
 }
 
 // validate checks msg's ID and, with scopeByType, the length of the key

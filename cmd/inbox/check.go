@@ -13,7 +13,6 @@ import (
 
 	"github.com/inboxkit/inbox"
 	"github.com/inboxkit/inbox/broker"
-	"github.com/inboxkit/inbox/broker/natsjs"
 )
 
 var checkCommand = command{
@@ -21,7 +20,7 @@ var checkCommand = command{
 	synopsis: `inbox check (-postgres DSN | -mysql DSN | -sqlite FILE) [-retention D]
     [-nats URL -stream S | -amqp URL -queue Q] [-json]`,
 	description: `Checks what the inbox's guarantee rests on, and exits 3 when it finds a
-problem:
+problem (1 when it cannot ask the database or the broker):
   - the schema: the migrations applied to the tables against those of this
     command (behind: run inbox migrate);
   - the database's durability settings (synchronous_commit, fsync;
@@ -104,17 +103,22 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		r.Problems = append(r.Problems, fmt.Sprintf("-retention %v is below the pruner's minimum of %v", *retention, inbox.MinRetention))
 	}
 
+	// A broker that cannot be asked fails the check (exit 1): a problem
+	// (exit 3) is something found.
+	var problem string
 	switch {
 	case *natsURL != "":
-		if err := checkNATS(ctx, *natsURL, *stream, *retention, &r); err != nil {
-			r.Problems = append(r.Problems, err.Error())
-		}
+		problem, err = checkNATS(ctx, *natsURL, *stream, *retention, &r)
 	case *amqpURL != "":
-		if err := checkAMQP(*amqpURL, *queue); err != nil {
-			r.Problems = append(r.Problems, err.Error())
-		} else {
+		if problem, err = checkAMQP(*amqpURL, *queue); err == nil && problem == "" {
 			r.Notes = append(r.Notes, fmt.Sprintf("queue %s exists; its redelivery window is unknown: RabbitMQ keeps a message until it is acked unless a message TTL (a policy or x-message-ttl) drops it, which AMQP cannot read", *queue))
 		}
+	}
+	if err != nil {
+		return err
+	}
+	if problem != "" {
+		r.Problems = append(r.Problems, problem)
 	}
 	r.OK = len(r.Problems) == 0
 	if *asJSON {
@@ -163,56 +167,65 @@ func (s windowSource) RedeliveryWindow(ctx context.Context) (time.Duration, erro
 	return s.window(ctx)
 }
 
-func checkNATS(ctx context.Context, url, stream string, retention time.Duration, r *checkJSON) error {
+// checkNATS fills in r's windows from the stream's info, read once; it
+// returns a problem found (a missing stream, a retention shorter than
+// the window), or an error when NATS could not be asked.
+func checkNATS(ctx context.Context, url, stream string, retention time.Duration, r *checkJSON) (problem string, err error) {
 	nc, err := nats.Connect(url, nats.Timeout(5*time.Second), nats.Name("inbox check"))
 	if err != nil {
-		return fmt.Errorf("connecting to NATS at %s: %w", url, err)
+		return "", fmt.Errorf("connecting to NATS at %s: %w", url, err)
 	}
 	defer nc.Close()
 	js, err := jetstream.New(nc)
 	if err != nil {
-		return err
+		return "", err
 	}
-	st, err := js.Stream(ctx, stream)
-	if err != nil {
-		return fmt.Errorf("stream %s: %w", stream, err)
+	st, err := js.Stream(ctx, stream) // reads the stream's info
+	switch {
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		return fmt.Sprintf("stream %s: %v", stream, err), nil
+	case err != nil:
+		return "", fmt.Errorf("stream %s: %w", stream, err)
 	}
-	info, err := st.Info(ctx)
-	if err != nil {
-		return fmt.Errorf("stream %s: %w", stream, err)
-	}
-	r.DuplicateWindow = info.Config.Duplicates.String()
-	src := windowSource{window: func(ctx context.Context) (time.Duration, error) { return natsjs.RedeliveryWindow(ctx, js, stream) }}
+	cfg := st.CachedInfo().Config
+	r.DuplicateWindow = cfg.Duplicates.String()
+	// The window as natsjs.RedeliveryWindow tells it (the stream's MaxAge),
+	// from the info read above.
+	src := windowSource{window: func(context.Context) (time.Duration, error) { return cfg.MaxAge, nil }}
 	warning, note, err := inbox.CheckRetention(ctx, src, retention)
 	if err != nil {
-		return err
+		return "", err
 	}
 	r.RedeliveryWindow = "unlimited"
-	if info.Config.MaxAge > 0 {
-		r.RedeliveryWindow = info.Config.MaxAge.String()
+	if cfg.MaxAge > 0 {
+		r.RedeliveryWindow = cfg.MaxAge.String()
 	}
 	if note != "" {
 		r.Notes = append(r.Notes, note)
 	}
-	if warning != "" {
-		return errors.New(warning)
-	}
-	return nil
+	return warning, nil
 }
 
-func checkAMQP(url, queue string) error {
+// checkAMQP returns a problem found (a missing queue), or an error when
+// RabbitMQ could not be asked.
+func checkAMQP(url, queue string) (problem string, err error) {
 	conn, err := amqp.DialConfig(url, amqp.Config{Properties: amqp.Table{"connection_name": "inbox check"}, Dial: amqp.DefaultDial(5 * time.Second)})
 	if err != nil {
-		return fmt.Errorf("connecting to RabbitMQ: %w", err)
+		return "", fmt.Errorf("connecting to RabbitMQ: %w", err)
 	}
 	defer conn.Close()
 	ch, err := conn.Channel()
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer ch.Close()
-	if _, err := ch.QueueDeclarePassive(queue, false, false, false, false, nil); err != nil {
-		return fmt.Errorf("queue %s: %w", queue, err)
+	_, err = ch.QueueDeclarePassive(queue, false, false, false, false, nil)
+	var ae *amqp.Error
+	switch {
+	case errors.As(err, &ae) && ae.Code == amqp.NotFound:
+		return fmt.Sprintf("queue %s: %v", queue, err), nil
+	case err != nil:
+		return "", fmt.Errorf("queue %s: %w", queue, err)
 	}
-	return nil
+	return "", nil
 }

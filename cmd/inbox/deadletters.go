@@ -25,7 +25,7 @@ SYNOPSIS
   inbox dead-letters list    [store] [filters] [-after ID] [-limit N] [-json]
   inbox dead-letters show    [store] [-json] ID
   inbox dead-letters discard [store] [-json] (ID... | -all [filters])
-  inbox dead-letters replay  [store] [broker] [-json] (ID... | -all [filters])
+  inbox dead-letters replay  [store] [broker] -consumer C [-json] (ID... | -all [filters])
 
 DESCRIPTION
   Dead letters of every consumer in one database: [store] is -postgres DSN,
@@ -62,18 +62,27 @@ func deadLetters(ctx context.Context, args []string, stdout, stderr io.Writer) e
 // filterFlags select dead letters.
 type filterFlags struct {
 	consumer, typ, errorText, since, until string
+	// oneConsumer: -consumer is required, with IDs too, and not a filter
+	// (replay: its destination reaches one consumer).
+	oneConsumer bool
 }
 
 func (f *filterFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.consumer, "consumer", "", "only this consumer's")
+	if f.oneConsumer {
+		fs.StringVar(&f.consumer, "consumer", "", "the consumer whose dead letters to replay (required): the one the destination reaches; a dead letter of another is refused")
+	} else {
+		fs.StringVar(&f.consumer, "consumer", "", "only this consumer's")
+	}
 	fs.StringVar(&f.typ, "type", "", "only of this message type (exactly)")
 	fs.StringVar(&f.errorText, "error", "", "only those whose error contains this text (case-sensitive)")
 	fs.StringVar(&f.since, "since", "", "only those that failed at or after this time: RFC 3339, a date, or a duration before now (24h)")
 	fs.StringVar(&f.until, "until", "", "only those that failed before this time (as -since)")
 }
 
+// set reports whether a filter was given (-consumer counts only where
+// it is one).
 func (f *filterFlags) set() bool {
-	return f.consumer != "" || f.typ != "" || f.errorText != "" || f.since != "" || f.until != ""
+	return (f.consumer != "" && !f.oneConsumer) || f.typ != "" || f.errorText != "" || f.since != "" || f.until != ""
 }
 
 // params are the filters as search parameters.
@@ -442,6 +451,8 @@ func checkSelection(fs *flag.FlagSet, stderr io.Writer, list []int64, all bool, 
 		return usageError(fs, stderr, "give dead letter IDs, or -all (with filters) for every one they select")
 	case !all && ff.set():
 		return usageError(fs, stderr, "the filters select dead letters only with -all")
+	case ff.oneConsumer && ff.consumer == "":
+		return usageError(fs, stderr, "give -consumer: the consumer whose dead letters to replay, the one the destination reaches")
 	}
 	return nil
 }
@@ -449,8 +460,18 @@ func checkSelection(fs *flag.FlagSet, stderr io.Writer, list []int64, all bool, 
 // discardPage is how many dead letters -all handles per search.
 const discardPage = 500
 
+// selectIDs returns the IDs of the dead letters p selects now: replay
+// -all replays these and stops, so that a message its consumer
+// dead-letters again (a new dead letter, with a greater ID) is not
+// replayed again and again. 8 bytes a dead letter.
+func selectIDs(ctx context.Context, in inspection, p *store.DeadLetterSearchParams) ([]int64, error) {
+	return eachPage(ctx, in, p, func(page []int64) ([]int64, error) { return page, nil })
+}
+
 // eachPage runs fn on the IDs of every dead letter p selects, a page at a
-// time, and returns what fn returned, concatenated.
+// time, and returns what fn returned, concatenated. It reads on past the
+// dead letters there were when it began: fn must not make new ones
+// (discard does not; replay may, hence selectIDs).
 func eachPage(ctx context.Context, in inspection, p *store.DeadLetterSearchParams, fn func([]int64) ([]int64, error)) ([]int64, error) {
 	var done []int64
 	p.Limit = discardPage

@@ -11,8 +11,8 @@
 //	                                one dead letter: payload (text or base64), headers, error, attempts, times
 //	inbox dead-letters discard -sqlite FILE (ID... | -all [filters])
 //	                                delete dead letters; their inbox rows stay dead (redeliveries are duplicates)
-//	inbox dead-letters replay -postgres DSN (-nats URL -subject S | -amqp URL -routing-key K) (ID... | -all [filters])
-//	                                publish dead letters again with their IDs and release their dead rows, once
+//	inbox dead-letters replay -postgres DSN (-nats URL -subject S | -amqp URL -routing-key K) -consumer C (ID... | -all [filters])
+//	                                publish one consumer's dead letters again with their IDs and release their dead rows, once
 //	inbox check -postgres DSN [-nats URL -stream S | -amqp URL -queue Q] [-retention D] [-json]
 //	                                schema version, durability settings, retention against the broker's window
 //

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -17,6 +18,7 @@ import (
 	"github.com/inboxkit/inbox/broker/natsjs"
 	"github.com/inboxkit/inbox/broker/rabbitmq"
 	"github.com/inboxkit/inbox/internal/headers"
+	"github.com/inboxkit/inbox/internal/idscope"
 	"github.com/inboxkit/inbox/store"
 )
 
@@ -24,27 +26,51 @@ var replayCommand = command{
 	name: "replay",
 	synopsis: `inbox dead-letters replay (-postgres DSN | -mysql DSN | -sqlite FILE)
     (-nats URL -subject S [-type-header H] | -amqp URL [-exchange E] -routing-key K)
-    [-timeout D] [-lock-timeout D] [-json] (ID... | -all [filters])`,
-	description: `Sends dead letters back through their broker, so that the consumer that
-dead-lettered them, running with its handler fixed, processes each once:
-it publishes the payload, headers and type with the message's original ID
+    -consumer C [-scope-id-by-type] [-timeout D] [-lock-timeout D] [-json]
+    (ID... | -all [filters])`,
+	description: `Sends dead letters of one consumer back through their broker, so that
+this consumer, running with its handler fixed, processes each once: it
+publishes the payload, headers and type with the message's original ID
 (NATS: Nats-Msg-Id; RabbitMQ: message_id, with publisher confirms) and
-releases the message's dead inbox row. The consumer must key messages by
-their broker ID (ConsumerConfig.ID's default) and not use ScopeIDByType.
+releases the message's dead inbox row.
+
+-consumer is required: a dead letter of another consumer is refused
+(nothing published, nothing changed). The destination (-subject, or
+-exchange and -routing-key) must reach that consumer alone: every other
+consumer of the subject or exchange gets a copy too, and processes it
+unless it holds the message's row (one that never had the message, or
+whose row was pruned, processes it).
+
+The consumer must key messages by their broker ID: a custom
+ConsumerConfig.ID is not supported (the copy would be claimed under the
+key that function makes of it, not the dead letter's). A consumer with
+inbox.Config.ScopeIDByType stores type and ID together as the key: pass
+-scope-id-by-type, and the ID and type that key holds are published (with
+NATS, -type-header must be the consumer's). Without the flag, a key that
+looks scoped by its dead letter's type is refused; with it, a key that is
+not scoped is refused.
 
 Each dead letter is replayed in one transaction of the database, in this
 order: lock and delete the dead letter, delete the message's dead inbox
-row and failed attempts, publish and wait for the broker's confirmation,
-COMMIT. Until the COMMIT, nothing is changed for anyone else: a consumer
-that receives the published copy meanwhile waits for the row's lock (a
-lock timeout is a retry). So the effect happens once, whatever happens:
+row and failed attempts, publish and wait for the broker's confirmation
+(at most -timeout), COMMIT. While the dead row is there, a consumer that
+receives the published copy before the COMMIT waits for the row's lock
+(its lock timeout, 5 s by default, ends in a retry: hence -timeout's 4 s).
+If the row was pruned, there is nothing to lock: the consumer may process
+the copy before the COMMIT (a rerun then finds it processed_since). On
+SQLite the transaction holds the database's write lock (BEGIN IMMEDIATE)
+from its start to the COMMIT, publish included: every writer, consumers
+too, waits meanwhile. The effect happens once, whatever happens:
   - killed before the COMMIT: the database rolls back; the published copy
-    finds the dead row and is acked as a duplicate; the dead letter is
-    still there, for the next run;
+    finds the dead row and is acked as a duplicate (or, the row pruned, is
+    processed); the dead letter is still there, for the next run;
   - run twice: the second run finds no dead letter (exit status 4);
   - the message was processed since it was dead-lettered (a redelivery
     after its dead row was pruned): nothing is published and the dead
     letter is removed, as inbox.Replay does.
+With -all, the dead letters replayed are those selected when the command
+starts: one that the consumer dead-letters again meanwhile is left for the
+next run.
 NATS JetStream drops a publish whose ID it saw within the stream's
 duplicate window (2 min by default) and says so: the replay then rolls
 back, changes nothing, and exits 75; run it again once the window has
@@ -54,10 +80,16 @@ effect happens at most once: run the command again.
 
 A dead letter without its payload (the database refused it) or with an
 invalid ID cannot be replayed: discard it.`,
-	examples: `inbox dead-letters replay -postgres $DSN -nats nats://127.0.0.1:4222 -subject payments.received 42
-inbox dead-letters replay -sqlite inbox.db -amqp amqp://guest:guest@127.0.0.1:5672/ -routing-key payments 42 43
+	examples: `inbox dead-letters replay -postgres $DSN -nats nats://127.0.0.1:4222 -subject payments.received -consumer billing 42
+inbox dead-letters replay -sqlite inbox.db -amqp amqp://guest:guest@127.0.0.1:5672/ -routing-key payments -consumer billing 42 43
 inbox dead-letters replay -mysql $DSN -nats $NATS -subject orders.placed -all -consumer billing -error timeout -json`,
 }
+
+// DefaultPublishTimeout is replay's -timeout: below the consumers' lock
+// timeout (inbox.DefaultLockTimeout, 5 s), so that a consumer waiting
+// for the dead row that the release holds across the publish is not
+// turned away by default.
+const DefaultPublishTimeout = 4 * time.Second
 
 // brokerFlags select the broker and the destination of a replay.
 type brokerFlags struct {
@@ -73,7 +105,7 @@ func (b *brokerFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&b.amqp, "amqp", "", "RabbitMQ URL, e.g. amqp://guest:guest@127.0.0.1:5672/")
 	fs.StringVar(&b.exchange, "exchange", "", "with -amqp: the exchange to publish to (default: the default exchange, which routes to the queue named by the routing key)")
 	fs.StringVar(&b.routingKey, "routing-key", "", "with -amqp: the routing key (with the default exchange: the queue)")
-	fs.DurationVar(&b.timeout, "timeout", 10*time.Second, "how long to wait for the broker to confirm each publish")
+	fs.DurationVar(&b.timeout, "timeout", DefaultPublishTimeout, "how long to wait for the broker to confirm each publish (the release's transaction stays open meanwhile: keep it below the consumers' lock timeout)")
 }
 
 // validate checks that one broker and its destination were given.
@@ -87,6 +119,8 @@ func (b *brokerFlags) validate() error {
 		return errors.New("-amqp needs -routing-key")
 	case b.nats == "" && b.amqp == "":
 		return errors.New("give -nats URL -subject S or -amqp URL -routing-key K")
+	case b.timeout <= 0:
+		return errors.New("-timeout must be positive")
 	}
 	return nil
 }
@@ -124,7 +158,9 @@ type replayJSON struct {
 	MessageID       string `json:"message_id,omitempty"`
 	MessageIDBase64 string `json:"message_id_base64,omitempty"`
 	// Status: replayed, processed_since (nothing published, the dead
-	// letter removed), not_found, duplicate_window (retry later), failed.
+	// letter removed), not_found, duplicate_window (retry later), refused
+	// (another consumer's, or its key's scoping does not match
+	// -scope-id-by-type: nothing changed), failed.
 	Status string `json:"status"`
 	Error  string `json:"error,omitempty"`
 }
@@ -135,9 +171,10 @@ func dlReplay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	sf.register(fs)
 	var bf brokerFlags
 	bf.register(fs)
-	var ff filterFlags
+	ff := filterFlags{oneConsumer: true}
 	ff.register(fs)
-	all := fs.Bool("all", false, "replay every dead letter the filters select (required to replay without IDs)")
+	all := fs.Bool("all", false, "replay every dead letter of -consumer that the filters select when the command starts (required to replay without IDs)")
+	scope := fs.Bool("scope-id-by-type", false, "the consumer scopes IDs by type (inbox.Config.ScopeIDByType): publish the ID and type that the dead letter's key holds")
 	lockTimeout := fs.Duration("lock-timeout", inbox.DefaultLockTimeout, "how long to wait for a dead letter's lock (another replay of it)")
 	asJSON := fs.Bool("json", false, "write JSON (an array, one object per dead letter)")
 	list, p, err := ff.selection(fs, args, all, stdout, stderr)
@@ -158,44 +195,56 @@ func dlReplay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer d.close()
 
+	rp := &replayer{in: d.inspect, pub: pub, subject: subject, consumer: []byte(ff.consumer), scopeByType: *scope,
+		lockTimeout: *lockTimeout, timeout: bf.timeout}
+	return rp.run(ctx, list, *all, p, *asJSON, stdout, stderr)
+}
+
+// replayer replays dead letters of one consumer to one destination.
+type replayer struct {
+	in      inspection
+	pub     broker.Publisher
+	subject string
+	// consumer: a dead letter of another is refused.
+	consumer []byte
+	// scopeByType: the consumer scopes IDs by type; publish the ID and
+	// type of the key.
+	scopeByType          bool
+	lockTimeout, timeout time.Duration
+}
+
+// run replays the dead letters list, or with all those p selects, and
+// writes what became of each.
+func (rp *replayer) run(ctx context.Context, list []int64, all bool, p *store.DeadLetterSearchParams, asJSON bool, stdout, stderr io.Writer) error {
+	if all {
+		// Selected first: the consumer may dead-letter a replayed message
+		// again, under a greater ID, which a scan would reach and replay.
+		var err error
+		if list, err = selectIDs(ctx, rp.in, p); err != nil {
+			return err
+		}
+	}
+	var err error
 	var results []replayJSON
 	var first error // the first failure, for the exit status
-	one := func(id int64) {
-		r := replayOne(ctx, d.inspect, pub, subject, id, *lockTimeout, bf.timeout)
-		results = append(results, r.json)
-		if r.err != nil {
-			if first == nil {
-				first = r.err
-			}
-			if !*asJSON {
-				fmt.Fprintf(stderr, "inbox: dead letter %d: %v\n", id, r.err)
-			}
-			return
+	for _, id := range list {
+		if err = ctx.Err(); err != nil {
+			break
 		}
-		if !*asJSON {
+		r := rp.one(ctx, id)
+		results = append(results, r.json)
+		if r.err != nil && first == nil {
+			first = r.err
+		}
+		switch {
+		case asJSON:
+		case r.err != nil:
+			fmt.Fprintf(stderr, "inbox: dead letter %d: %v\n", id, r.err)
+		default:
 			fmt.Fprintln(stdout, r.done)
 		}
 	}
-	if *all {
-		_, err = eachPage(ctx, d.inspect, p, func(page []int64) ([]int64, error) {
-			for _, id := range page {
-				if ctx.Err() != nil {
-					return nil, ctx.Err()
-				}
-				one(id)
-			}
-			return nil, nil
-		})
-	} else {
-		for _, id := range list {
-			if ctx.Err() != nil {
-				err = ctx.Err()
-				break
-			}
-			one(id)
-		}
-	}
-	if *asJSON {
+	if asJSON {
 		if results == nil {
 			results = []replayJSON{}
 		}
@@ -231,39 +280,60 @@ type replayResult struct {
 	err  error  // a *codedError for exit statuses other than 1
 }
 
-// replayOne replays dead letter id, in one transaction (see replayCommand).
-func replayOne(ctx context.Context, in inspection, pub broker.Publisher, subject string, id int64, lt, timeout time.Duration) (r replayResult) {
+// refusedError: the dead letter is not replayed, by rule; nothing
+// changed.
+type refusedError struct{ err error }
+
+func (e *refusedError) Error() string { return e.err.Error() }
+func (e *refusedError) Unwrap() error { return e.err }
+
+func refuse(format string, a ...any) error { return &refusedError{fmt.Errorf(format, a...)} }
+
+// one replays dead letter id, in one transaction (see replayCommand).
+func (rp *replayer) one(ctx context.Context, id int64) (r replayResult) {
 	r.json = replayJSON{ID: id}
 	var msg *broker.Message
-	err := in.release(ctx, id, lt, func(dl *store.DeadLetter, live bool) error {
+	var key store.Key
+	err := rp.in.release(ctx, id, rp.lockTimeout, func(dl *store.DeadLetter, live bool) error {
+		key = dl.Key
 		r.json.Consumer, r.json.ConsumerBase64 = jsonBytes(dl.Key.Consumer)
 		r.json.MessageID, r.json.MessageIDBase64 = jsonBytes(dl.Key.MessageID)
+		// Before anything else: the destination reaches rp.consumer only.
+		if !bytes.Equal(dl.Key.Consumer, rp.consumer) {
+			return refuse("it is a dead letter of consumer %s, not of -consumer %s, which the destination reaches: nothing changed; replay it with its own consumer and destination",
+				strconv.Quote(string(dl.Key.Consumer)), strconv.Quote(string(rp.consumer)))
+		}
 		if live {
 			return nil // the dead letter goes, nothing is published
 		}
 		var err error
-		if msg, err = replayMessage(dl, subject); err != nil {
+		if msg, err = replayMessage(dl, rp.subject, rp.scopeByType); err != nil {
 			return err
 		}
-		pctx, cancel := context.WithTimeout(ctx, timeout)
+		pctx, cancel := context.WithTimeout(ctx, rp.timeout)
 		defer cancel()
-		return pub.Publish(pctx, msg)
+		return rp.pub.Publish(pctx, msg)
 	})
 	var de *natsjs.DuplicateError
 	var ce *commitError
+	var re *refusedError
 	switch {
 	case err == nil && msg == nil:
 		r.json.Status = "processed_since"
 		r.done = fmt.Sprintf("dead letter %d: message %s of %s was processed since it was dead-lettered: nothing published, dead letter removed",
-			id, text([]byte(r.json.MessageID+r.json.MessageIDBase64)), text([]byte(r.json.Consumer+r.json.ConsumerBase64)))
+			id, text(key.MessageID), text(key.Consumer))
 		return r
 	case err == nil:
 		r.json.Status = "replayed"
-		r.done = fmt.Sprintf("replayed dead letter %d: message %s of %s published to %q", id, text([]byte(msg.ID)),
-			text([]byte(r.json.Consumer+r.json.ConsumerBase64)), subject)
+		r.done = fmt.Sprintf("replayed dead letter %d: message %s of %s published to %q", id, text(key.MessageID), text(key.Consumer), rp.subject)
+		if rp.scopeByType {
+			r.done += fmt.Sprintf(" as ID %s of type %s", text([]byte(msg.ID)), text([]byte(msg.Type)))
+		}
 		return r
 	case errors.Is(err, store.ErrNotFound):
 		r.json.Status, r.err = "not_found", withCode(exitNotFound, errors.New("no such dead letter (replayed or discarded already?)"))
+	case errors.As(err, &re):
+		r.json.Status, r.err = "refused", err
 	case errors.As(err, &de):
 		window := "the stream's duplicate window"
 		if de.Window > 0 {
@@ -284,17 +354,33 @@ func replayOne(ctx context.Context, in inspection, pub broker.Publisher, subject
 }
 
 // replayMessage is the message that replays dl to subject, or why it
-// cannot be replayed.
-func replayMessage(dl *store.DeadLetter, subject string) (*broker.Message, error) {
+// cannot be replayed. With scopeByType, the ID and type are those that
+// dl's key holds (idscope), so that the consumer, scoping them again,
+// claims the copy under dl's key.
+func replayMessage(dl *store.DeadLetter, subject string, scopeByType bool) (*broker.Message, error) {
 	if bytes.Equal(dl.Headers, headers.LostMarker) {
 		return nil, fmt.Errorf("%w: its payload and headers were not kept; discard it", inbox.ErrPayloadLost)
 	}
-	if n := len(dl.Key.MessageID); n == 0 || n > inbox.MaxIDLen {
+	id, typ := string(dl.Key.MessageID), dl.Type
+	t, i, ok := idscope.Split(dl.Key.MessageID)
+	scoped := ok && t == dl.Type
+	switch {
+	case scopeByType && !scoped:
+		return nil, refuse("its message ID is not scoped by its type %s, as -scope-id-by-type says its consumer's are: nothing changed; "+
+			"if the consumer does not use inbox.Config.ScopeIDByType, replay without the flag", strconv.Quote(dl.Type))
+	case scopeByType:
+		id, typ = i, t
+	case scoped:
+		return nil, refuse("its message ID looks scoped by its type %s (inbox.Config.ScopeIDByType): nothing changed; "+
+			"if its consumer scopes IDs by type, pass -scope-id-by-type (published as is, the ID would be scoped again and the copy claimed under another key)",
+			strconv.Quote(dl.Type))
+	}
+	if n := len(id); n == 0 || n > inbox.MaxIDLen {
 		return nil, fmt.Errorf("its message ID of %d bytes is invalid (1..%d): it cannot be replayed; discard it", n, inbox.MaxIDLen)
 	}
 	h, err := headers.Decode(dl.Headers)
 	if err != nil {
 		return nil, err
 	}
-	return &broker.Message{ID: string(dl.Key.MessageID), Subject: subject, Type: dl.Type, Payload: dl.Payload, Headers: h}, nil
+	return &broker.Message{ID: id, Subject: subject, Type: typ, Payload: dl.Payload, Headers: h}, nil
 }

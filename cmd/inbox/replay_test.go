@@ -176,7 +176,7 @@ func testReplay(t *testing.T, b *replayBroker, e *dbEnv) {
 	replay := func(dlID int64, wantCode int) []replayJSON {
 		t.Helper()
 		var out []replayJSON
-		cmdJSON(t, &out, wantCode, append(append([]string{"dead-letters", "replay", "-json"}, append(b.flags, e.flags...)...), fmt.Sprint(dlID))...)
+		cmdJSON(t, &out, wantCode, append(append([]string{"dead-letters", "replay", "-json", "-consumer", "replay"}, append(b.flags, e.flags...)...), fmt.Sprint(dlID))...)
 		return out
 	}
 	afterWindow := func(since time.Time) { time.Sleep(time.Until(since.Add(b.window + 300*time.Millisecond))) }
@@ -202,7 +202,7 @@ func testReplay(t *testing.T, b *replayBroker, e *dbEnv) {
 	broken.Delete("m-2")
 	afterWindow(pub2)
 	dups := counts.Duplicates.Load()
-	child := exec.Command(os.Args[0], append(append([]string{"dead-letters", "replay"}, append(b.flags, e.flags...)...), fmt.Sprint(dl2))...)
+	child := exec.Command(os.Args[0], append(append([]string{"dead-letters", "replay", "-consumer", "replay"}, append(b.flags, e.flags...)...), fmt.Sprint(dl2))...)
 	child.Env = append(os.Environ(), "INBOX_CMD_MAIN=1", killPointEnv+"=replay-before-commit")
 	out, err := child.CombinedOutput()
 	var exit *exec.ExitError
@@ -224,7 +224,7 @@ func testReplay(t *testing.T, b *replayBroker, e *dbEnv) {
 		// Within the duplicate window: exit 75, nothing changed; after it, replayed.
 		dl3, pub3 := deadLetter("m-3")
 		broken.Delete("m-3")
-		code, stdout, stderr := runCmd(t, append(append([]string{"dead-letters", "replay"}, append(b.flags, e.flags...)...), fmt.Sprint(dl3))...)
+		code, stdout, stderr := runCmd(t, append(append([]string{"dead-letters", "replay", "-consumer", "replay"}, append(b.flags, e.flags...)...), fmt.Sprint(dl3))...)
 		t.Logf("replay %v after the publish: exit %d", time.Since(pub3), code)
 		if time.Since(pub3) < b.window && (code != exitTempFail || stdout != "" || !strings.Contains(stderr, "duplicate window (1.5s)") ||
 			!strings.Contains(stderr, "nothing changed")) {

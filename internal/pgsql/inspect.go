@@ -29,10 +29,11 @@ type Inspect struct {
 	// counts, first and last failure and last error (null or zero when
 	// there is no row).
 	DeadLetterDetail string
-	// DeadLetterLockID locks and returns one dead letter of any consumer:
-	// $1 id. Columns: DeadLetterColumns.
-	DeadLetterLockID string
-	// DeadLetterTakeID deletes and returns it: $1 id.
+	// DeadLetterTakeID deletes and returns one dead letter of any
+	// consumer, which locks it until the transaction ends (a second
+	// release waits, then finds nothing): $1 id. Columns:
+	// DeadLetterColumns. pgxstore and sqlstore's PostgreSQL dialect both
+	// release with it, then Release.
 	DeadLetterTakeID string
 	// DeadLetterDeleteID: $1 id; its tag counts the row.
 	DeadLetterDeleteID string
@@ -84,7 +85,6 @@ FROM ` + dead + ` d
 LEFT JOIN ` + inbox + ` i ON i.consumer = d.consumer AND i.message_id = d.message_id
 LEFT JOIN ` + attempts + ` a ON a.consumer = d.consumer AND a.message_id = d.message_id
 WHERE d.id = $1`,
-		DeadLetterLockID:   `SELECT ` + inspectColumns + ` FROM ` + dead + ` WHERE id = $1 FOR UPDATE`,
 		DeadLetterTakeID:   `DELETE FROM ` + dead + ` WHERE id = $1 RETURNING ` + inspectColumns,
 		DeadLetterDeleteID: `DELETE FROM ` + dead + ` WHERE id = $1`,
 		DeadLetterDiscard:  `DELETE FROM ` + dead + ` WHERE id = ANY($1::bigint[]) RETURNING id`,

@@ -129,15 +129,21 @@ func (d *Driver) DeadLetterRelease(ctx context.Context, tx *sql.Tx, id int64) (*
 		return nil, false, err
 	}
 	op := fmt.Sprintf("release dead letter %d", id)
-	dl, err := scanDeadLetter(tx.QueryRowContext(ctx, q.DeadLetterLockID, id))
+	take := q.DeadLetterTakeID
+	if take == "" {
+		take = q.DeadLetterLockID
+	}
+	dl, err := scanDeadLetter(tx.QueryRowContext(ctx, take, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, false, fmt.Errorf("sqlstore: %s: %w", op, store.ErrNotFound)
 	}
 	if err != nil {
 		return nil, false, d.fail(op, err)
 	}
-	if _, err := tx.ExecContext(ctx, q.DeadLetterDeleteID, id); err != nil {
-		return nil, false, d.fail(op, err)
+	if q.DeadLetterTakeID == "" {
+		if _, err := tx.ExecContext(ctx, q.DeadLetterDeleteID, id); err != nil {
+			return nil, false, d.fail(op, err)
+		}
 	}
 	if q.Release != "" {
 		var live bool

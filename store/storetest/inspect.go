@@ -276,6 +276,60 @@ func testInspectRelease[TTx any](t *testing.T, h Harness[TTx]) {
 	}
 }
 
+// Two releases of one dead letter (two replays at once): the second
+// waits for the first's transaction; after its ROLLBACK it takes the dead
+// letter, after its COMMIT it finds none.
+func testInspectReleaseTwice[TTx any](t *testing.T, h Harness[TTx]) {
+	ctx := context.Background()
+	env := open(t, h)
+	in := inspector(t, env)
+	id := inspectFixture(t, env)[0]
+	release := func() (TTx, error) {
+		tx, err := env.Driver.Begin(ctx, &store.BeginParams{LockTimeout: 5 * time.Second})
+		if err != nil {
+			return tx, err
+		}
+		if _, _, err = in.DeadLetterRelease(ctx, tx, id); err != nil {
+			_ = env.Driver.Rollback(ctx, tx)
+		}
+		return tx, err
+	}
+	for _, commit := range []bool{false, true} {
+		tx, err := release()
+		if err != nil {
+			t.Fatalf("first release (then commit=%v): %v", commit, err)
+		}
+		second := make(chan error, 1)
+		go func() {
+			tx2, err := release()
+			if err == nil {
+				_ = env.Driver.Rollback(ctx, tx2)
+			}
+			second <- err
+		}()
+		select {
+		case err := <-second:
+			_ = env.Driver.Rollback(ctx, tx)
+			t.Fatalf("a second release during the first's transaction ended (%v), want it to wait", err)
+		case <-time.After(300 * time.Millisecond):
+		}
+		end := env.Driver.Rollback
+		if commit {
+			end = env.Driver.Commit
+		}
+		if err := end(ctx, tx); err != nil {
+			t.Fatal(err)
+		}
+		err = <-second
+		if commit && !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("second release after the first committed: %v, want store.ErrNotFound", err)
+		}
+		if !commit && err != nil {
+			t.Fatalf("second release after the first rolled back: %v, want the dead letter taken", err)
+		}
+	}
+}
+
 // A dead letter whose message was processed since (a redelivery after its
 // dead row was pruned) is released as live, its row left alone.
 func testInspectReleaseLive[TTx any](t *testing.T, h Harness[TTx]) {

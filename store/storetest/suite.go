@@ -44,6 +44,7 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"InspectSearch", testInspectSearch[TTx]},
 		{"InspectDiscard", testInspectDiscard[TTx]},
 		{"InspectRelease", testInspectRelease[TTx]},
+		{"InspectReleaseTwice", testInspectReleaseTwice[TTx]},
 		{"InspectReleaseLive", testInspectReleaseLive[TTx]},
 		// processtx.go: the caller's transaction
 		{"ProcessTx", testProcessTx[TTx]},

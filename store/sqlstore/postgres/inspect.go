@@ -8,7 +8,8 @@ import (
 var _ sqldialect.Inspector = postgresDialect{}
 
 // InspectTemplates maps internal/pgsql's statements, shared with
-// pgxstore, onto the dialect's.
+// pgxstore, onto the dialect's: a release takes the same two statements
+// (DeadLetterTakeID, Release) as pgxstore's.
 func (postgresDialect) InspectTemplates() sqldialect.InspectQueries {
 	s := pgsql.NewInspect(pgsql.Tokens)
 	return sqldialect.InspectQueries{
@@ -18,7 +19,7 @@ func (postgresDialect) InspectTemplates() sqldialect.InspectQueries {
 		StatsErrors:        s.StatsErrors,
 		DeadLetterSearch:   s.DeadLetterSearch,
 		DeadLetterDetail:   s.DeadLetterDetail,
-		DeadLetterLockID:   s.DeadLetterLockID,
+		DeadLetterTakeID:   s.DeadLetterTakeID,
 		DeadLetterDeleteID: s.DeadLetterDeleteID,
 		Release:            s.Release,
 	}

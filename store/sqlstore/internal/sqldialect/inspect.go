@@ -42,9 +42,11 @@ type InspectQueries struct {
 	// attempts' counts, first and last failure and last error
 	// (internal/storeinspect's ScanDetail).
 	DeadLetterDetail string
-	// DeadLetterLockID locks and returns one dead letter of any consumer
-	// (columns as DeadLetterList's): arg id.
-	DeadLetterLockID string
+	// DeadLetterTakeID, if set, deletes and returns one dead letter of any
+	// consumer (columns as DeadLetterList's), locking it: arg id.
+	// Otherwise DeadLetterLockID locks and returns it, and
+	// DeadLetterDeleteID deletes it (MySQL has no DELETE … RETURNING).
+	DeadLetterTakeID, DeadLetterLockID string
 	// DeadLetterDeleteID: arg id; RowsAffected counts the row.
 	DeadLetterDeleteID string
 	// Release, if set, deletes a message's attempts and its inbox row if
@@ -64,7 +66,7 @@ func RenderInspect(q InspectQueries, t store.Tables, quote func(string) string) 
 	)
 	for _, s := range []*string{
 		&q.StatsInbox, &q.StatsDeadLetters, &q.StatsAttempts, &q.StatsErrors,
-		&q.DeadLetterSearch, &q.DeadLetterDetail, &q.DeadLetterLockID, &q.DeadLetterDeleteID,
+		&q.DeadLetterSearch, &q.DeadLetterDetail, &q.DeadLetterTakeID, &q.DeadLetterLockID, &q.DeadLetterDeleteID,
 		&q.Release, &q.ReleaseDead, &q.LiveRow,
 	} {
 		*s = r.Replace(*s)
