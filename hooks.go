@@ -264,6 +264,23 @@ func (c *startedCtx) Value(key any) any {
 	return c.Context.Value(key)
 }
 
+// now and since time the handler for Event.HandlerDuration, only when an
+// outcome hook will read it: without hooks, a message reads the clock no
+// more often than it did before hooks had durations.
+func (s *hookSet) now() time.Time {
+	if !s.any {
+		return time.Time{}
+	}
+	return time.Now()
+}
+
+func (s *hookSet) since(t time.Time) time.Duration {
+	if !s.any {
+		return 0
+	}
+	return time.Since(t)
+}
+
 func (s *hookSet) outcome(ctx context.Context, e *Event) {
 	switch e.Outcome.Status {
 	case Processed:
