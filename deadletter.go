@@ -155,9 +155,9 @@ func (ib *Inbox[TTx]) Replay(ctx context.Context, id int64, h Handler[TTx]) (Out
 	}
 	out := Outcome{Status: Duplicate}
 	if claimed {
-		hstart := time.Now()
+		hstart := ib.hooks.now()
 		herr := callHandler(ctx, tx, &msg, h)
-		hdur = time.Since(hstart)
+		hdur = ib.hooks.since(hstart)
 		if herr != nil {
 			return failed(Outcome{Status: Retry, Err: herr}, herr)
 		}

@@ -56,6 +56,12 @@ type (
 	// Replay, and ProcessBatch and ProcessBatchFunc once per message (a
 	// ProcessBatchFunc handler given several messages gets the batch's
 	// context; given one, that message's).
+	//
+	// The returned context must derive from ctx (context.WithValue,
+	// tracer.Start on ctx): the handler's statements and the consumer's
+	// shutdown are cancelled through it. One that does not (made from
+	// context.Background) keeps ctx's deadline and cancellation anyway, and
+	// its values are looked up before ctx's; a WARN says so once.
 	StartHook interface {
 		OnStart(ctx context.Context, e *Event) context.Context
 	}
@@ -131,6 +137,9 @@ type hookSet struct {
 	pruned    []PrunedHook
 	any       bool // an outcome hook is set
 	logger    *slog.Logger
+	// detachWarned: a StartHook returned a context that does not derive
+	// from its own (warned once). Set when there are start hooks.
+	detachWarned *atomic.Bool
 }
 
 // validateHooks rejects a value of hooks that implements none of the hook
@@ -176,6 +185,9 @@ func newHookSet(hooks []any, logger *slog.Logger) hookSet {
 		}
 	}
 	s.any = len(s.processed)+len(s.duplicate)+len(s.retry)+len(s.dead) > 0
+	if len(s.start) > 0 {
+		s.detachWarned = new(atomic.Bool)
+	}
 	return s
 }
 
@@ -209,14 +221,64 @@ func (s *hookSet) started(ctx context.Context, consumer string, msg *Message) co
 		return ctx
 	}
 	e := &Event{Consumer: consumer, Message: msg}
+	// The mark tells whether a hook's context derives from the one it got.
+	ctx = context.WithValue(ctx, startMark{}, e)
 	for _, h := range s.start {
 		call(ctx, s, "OnStart", e, []StartHook{h}, func(h StartHook) {
-			if c := h.OnStart(ctx, e); c != nil {
-				ctx = c
+			c := h.OnStart(ctx, e)
+			if c == nil {
+				return
 			}
+			if c.Value(startMark{}) != e {
+				// Made from another context: it would drop the caller's
+				// deadline and cancellation, and a handler would outlive
+				// the consumer's shutdown.
+				if s.detachWarned.CompareAndSwap(false, true) {
+					s.logger.WarnContext(ctx, "inbox: a StartHook returned a context that does not derive from the one it was given; its values are kept, with the caller's deadline and cancellation",
+						"hook_type", fmt.Sprintf("%T", h))
+				}
+				c = &startedCtx{Context: ctx, values: c}
+			}
+			ctx = c
 		})
 	}
 	return ctx
+}
+
+// startMark is the key of the value that started puts into the context a
+// StartHook receives: the message's *Event.
+type startMark struct{}
+
+// startedCtx is a context a StartHook returned that does not derive from
+// the one it was given: the given one's deadline, cancellation and
+// values, under the hook's values.
+type startedCtx struct {
+	context.Context
+	values context.Context
+}
+
+func (c *startedCtx) Value(key any) any {
+	if v := c.values.Value(key); v != nil {
+		return v
+	}
+	return c.Context.Value(key)
+}
+
+// now and since time the handler for Event.HandlerDuration, only when an
+// outcome hook will read it: without hooks, a message reads the clock no
+// more often than it did before hooks had durations.
+func (s *hookSet) now() time.Time {
+	if !s.any {
+		return time.Time{}
+	}
+	return time.Now()
+}
+
+func (s *hookSet) since(t time.Time) time.Duration {
+	if !s.any {
+		return 0
+	}
+	return time.Since(t)
 }
 
 func (s *hookSet) outcome(ctx context.Context, e *Event) {

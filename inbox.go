@@ -144,9 +144,9 @@ func (ib *Inbox[TTx]) Process(ctx context.Context, msg Message, h Handler[TTx]) 
 	if !res.Claimed { // the driver has ended the transaction
 		return ib.duplicate(ctx, &msg, start, p, res)
 	}
-	hstart := time.Now()
+	hstart := ib.hooks.now()
 	herr := callHandler(ctx, tx, &msg, h)
-	hdur := time.Since(hstart)
+	hdur := ib.hooks.since(hstart)
 	if herr != nil {
 		_ = ib.driver.Rollback(ctx, tx)
 		out, err := ib.failed(ctx, nil, &msg, p, herr)
@@ -239,9 +239,9 @@ func (ib *Inbox[TTx]) ProcessTx(ctx context.Context, tx TTx, msg Message, h Hand
 	if !res.Claimed {
 		return ib.duplicate(ctx, &msg, start, p, res)
 	}
-	hstart := time.Now()
+	hstart := ib.hooks.now()
 	herr := callHandler(ctx, tx, &msg, h)
-	hdur := time.Since(hstart)
+	hdur := ib.hooks.since(hstart)
 	if herr == nil {
 		if herr = ib.driver.CheckTx(ctx, tx, savepoint); herr == nil {
 			return ib.finishRun(ctx, &msg, start, hdur, Outcome{Status: Processed, commit: true}, nil)

@@ -61,9 +61,9 @@ func (ib *Inbox[TTx]) ProcessQueued(ctx context.Context, msg Message, h QueuedHa
 	}
 	p := ib.claimParams(&msg)
 	q := &Queue{}
-	hstart := time.Now()
+	hstart := ib.hooks.now()
 	herr := callQueued(ctx, q, &msg, h) // it only queues: its statements run with the claim
-	hdur := time.Since(hstart)
+	hdur := ib.hooks.since(hstart)
 	if herr != nil {
 		out, err := ib.failed(ctx, nil, &msg, p, herr)
 		return ib.finishRun(ctx, &msg, start, hdur, out, err)

@@ -67,6 +67,10 @@ type BrokerConfig struct {
 // (broker.Source) redeliver what is not acked, can lose acks and
 // duplicate messages, and record what was acked, nacked and termed. It
 // is safe for concurrent use.
+//
+// It is stricter than some brokers: a delivery settled after its lease
+// (AckWait) expired gets ErrStaleDelivery, where JetStream accepts a late
+// ack.
 type Broker struct {
 	cfg BrokerConfig
 

@@ -42,6 +42,13 @@ type Options struct {
 	// Timeout bounds the delivery of each message through inbox.Consume
 	// (the one whose ack is lost). Default DefaultTimeout (30 s).
 	Timeout time.Duration
+
+	// AllowUnchanged lets a message's processing leave the state as it
+	// was. Default false: Check reports it as an error, since a handler
+	// that did nothing, or whose write State cannot see, would pass every
+	// other check unseen. Set it for messages that legitimately change
+	// nothing (a delete of what is not there).
+	AllowUnchanged bool
 }
 
 func (o *Options) withDefaults() Options {
@@ -82,8 +89,9 @@ func (errCrash) Retryable() bool { return true }
 //     (a handler that writes outside its transaction fails here);
 //  2. is delivered through inbox.Consume and a Broker that delivers it
 //     twice at once to two workers (a rebalance) and loses the first ack
-//     of each copy (a crash between COMMIT and ack): h must run once, and
-//     the redeliveries must be acked as duplicates;
+//     of each copy (a crash between COMMIT and ack): h must run once, the
+//     redeliveries must be acked as duplicates, and the state must change
+//     (unless opts.AllowUnchanged);
 //  3. is delivered opts.Redeliveries more times one after the other, then
 //     opts.Concurrent more times at once: each must be a Duplicate, h
 //     must not run, and the state must stay as it was after step 2.
@@ -287,8 +295,8 @@ func (c *checker[TTx]) check(ctx context.Context, what string, msgs []inbox.Mess
 	if !ok {
 		return
 	}
-	if reflect.DeepEqual(before, after) {
-		c.t.Logf("inboxtest: %s: the state stayed %s when it was processed: if the handler changes something, Options.State does not see it, and Check cannot tell whether it changes twice", what, show(before))
+	if reflect.DeepEqual(before, after) && !c.opts.AllowUnchanged {
+		c.errorf("inboxtest: %s: the state stayed %s when it was processed, want it changed: either the handler changed nothing, or Options.State does not see what it changes, and Check cannot tell whether it changes twice (set Options.AllowUnchanged if nothing is right)", what, show(before))
 	}
 	for i := range c.opts.Redeliveries {
 		c.reset()

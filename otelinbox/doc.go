@@ -28,8 +28,9 @@
 //   - consumer (StartHook and the outcome hooks): a span "process
 //     <subject>" (or "process" without one) of kind Consumer per message
 //     and per attempt, a child of the context in the message's headers
-//     (else of ctx's span), started before the claim and ended with the
-//     outcome; the handler's ctx carries it. Attributes:
+//     with a link to ctx's span when there is one (else a child of ctx's
+//     span), started before the claim and ended with the outcome; the
+//     handler's ctx carries it. Attributes:
 //     messaging.operation.type and messaging.operation.name "process",
 //     messaging.consumer.group.name (the inbox's consumer),
 //     messaging.message.id (quoted when not valid UTF-8),
@@ -44,13 +45,15 @@
 //
 // Every metric of a message has the attributes
 // messaging.consumer.group.name (the consumer), inbox.outcome (processed,
-// duplicate, retry, dead_lettered; fingerprint_conflict on
-// inbox.messages only) and, when known, messaging.system. The destination
-// is left out of metrics: a subject per customer or order would make a
-// series of each.
+// duplicate, retry, dead_lettered; not on inbox.fingerprint_conflicts)
+// and, when known, messaging.system. The destination is left out of
+// metrics: a subject per customer or order would make a series of each.
 //
-//	inbox.messages              counter, {message}: outcomes. A fingerprint conflict is
-//	                            counted as fingerprint_conflict and as duplicate.
+//	inbox.messages              counter, {message}: outcomes, one per message and attempt;
+//	                            their sum is the number of outcomes.
+//	inbox.fingerprint_conflicts counter, {message}: duplicates whose payload differs from
+//	                            the one first processed under their ID (a producer reused
+//	                            an ID); each is also counted in inbox.messages as duplicate.
 //	inbox.process.duration      histogram, s: the whole Process call, claim, handler and
 //	                            COMMIT included (a batch's messages: the batch's).
 //	inbox.handler.duration      histogram, s: the handler alone, when it ran alone

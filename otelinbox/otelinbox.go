@@ -25,6 +25,7 @@ const ScopeName = "github.com/inboxkit/inbox/otelinbox"
 // The metrics' names.
 const (
 	MetricMessages        = "inbox.messages"
+	MetricConflicts       = "inbox.fingerprint_conflicts"
 	MetricHandlerDuration = "inbox.handler.duration"
 	MetricProcessDuration = "inbox.process.duration"
 	MetricEndToEnd        = "inbox.end_to_end.duration"
@@ -50,11 +51,10 @@ const (
 
 // The values of AttrOutcome.
 const (
-	OutcomeProcessed           = "processed"
-	OutcomeDuplicate           = "duplicate"
-	OutcomeRetry               = "retry"
-	OutcomeDeadLettered        = "dead_lettered"
-	OutcomeFingerprintConflict = "fingerprint_conflict"
+	OutcomeProcessed    = "processed"
+	OutcomeDuplicate    = "duplicate"
+	OutcomeRetry        = "retry"
+	OutcomeDeadLettered = "dead_lettered"
 )
 
 // Config configures New. nil, or a zero field, means the default.
@@ -83,13 +83,14 @@ type Hooks struct {
 	tracer trace.Tracer
 	prop   propagation.TextMapPropagator
 
-	messages metric.Int64Counter
-	handler  metric.Float64Histogram
-	process  metric.Float64Histogram
-	endToEnd metric.Float64Histogram
-	attempts metric.Int64Histogram
-	inFlight metric.Int64UpDownCounter
-	pruned   metric.Int64Counter
+	messages  metric.Int64Counter
+	conflicts metric.Int64Counter
+	handler   metric.Float64Histogram
+	process   metric.Float64Histogram
+	endToEnd  metric.Float64Histogram
+	attempts  metric.Int64Histogram
+	inFlight  metric.Int64UpDownCounter
+	pruned    metric.Int64Counter
 }
 
 var (
@@ -137,7 +138,10 @@ func New(cfg *Config) (*Hooks, error) {
 	add := func(err error) { errs = append(errs, err) }
 	var err error
 	h.messages, err = m.Int64Counter(MetricMessages, metric.WithUnit("{message}"),
-		metric.WithDescription("Messages by outcome: processed, duplicate, retry, dead_lettered; fingerprint_conflict also counts as a duplicate."))
+		metric.WithDescription("Messages by outcome: processed, duplicate, retry, dead_lettered."))
+	add(err)
+	h.conflicts, err = m.Int64Counter(MetricConflicts, metric.WithUnit("{message}"),
+		metric.WithDescription("Duplicates whose payload differs from the one first processed under their ID (also counted in inbox.messages as duplicate)."))
 	add(err)
 	h.handler, err = m.Float64Histogram(MetricHandlerDuration, metric.WithUnit("s"),
 		metric.WithDescription("Time the handler took, when it ran alone (not in a batch)."),
@@ -174,14 +178,29 @@ type started struct {
 	system   attribute.KeyValue // an empty Key when unknown
 }
 
-type startedKey struct{}
+// startedKey keys a *started by the *Hooks that made it: another
+// instance's outcome hooks, seeing the same context (nested inboxes), must
+// not end its span nor count it out of flight.
+type startedKey struct{ h *Hooks }
+
+// startedOf returns what h's OnStart left in ctx; nil when it did not run.
+func (h *Hooks) startedOf(ctx context.Context) *started {
+	st, _ := ctx.Value(startedKey{h}).(*started)
+	return st
+}
 
 // OnStart starts the message's span, a child of the producer's span
-// when the headers carry its context (else of ctx's span), and counts the
-// message in flight.
+// when the headers carry its context (with a link to ctx's span, when
+// there is one), else of ctx's span, and counts the message in flight.
 func (h *Hooks) OnStart(ctx context.Context, e *inbox.Event) context.Context {
 	m := e.Message
 	parent := h.prop.Extract(ctx, headerCarrier(m.Headers))
+	opts := make([]trace.SpanStartOption, 0, 3)
+	if ambient := trace.SpanContextFromContext(ctx); ambient.IsValid() && !ambient.Equal(trace.SpanContextFromContext(parent)) {
+		// The producer's span replaces ctx's as the parent: keep ctx's
+		// (a consumer loop's, a batch's) as a link.
+		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: ambient}))
+	}
 	attrs := make([]attribute.KeyValue, 0, 7)
 	attrs = append(attrs, AttrOperationType.String("process"), AttrOperationName.String("process"),
 		AttrConsumerGroup.String(e.Consumer), AttrMessageID.String(printable(m.ID)))
@@ -200,9 +219,10 @@ func (h *Hooks) OnStart(ctx context.Context, e *inbox.Event) context.Context {
 	if m.Subject != "" {
 		name = "process " + m.Subject
 	}
-	ctx, st.span = h.tracer.Start(parent, name, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrs...))
+	opts = append(opts, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrs...))
+	ctx, st.span = h.tracer.Start(parent, name, opts...)
 	h.inFlight.Add(ctx, 1, metric.WithAttributes(st.consumer))
-	return context.WithValue(ctx, startedKey{}, st)
+	return context.WithValue(ctx, startedKey{h}, st)
 }
 
 // OnProcessed records a processed message.
@@ -219,21 +239,28 @@ func (h *Hooks) OnDeadLettered(ctx context.Context, e *inbox.Event) {
 	h.outcome(ctx, e, OutcomeDeadLettered)
 }
 
-// OnFingerprintConflict counts a fingerprint conflict (the duplicate is
-// counted too, by OnDuplicate) and marks the span, which OnDuplicate ends.
+// OnFingerprintConflict counts a fingerprint conflict in
+// inbox.fingerprint_conflicts (OnDuplicate counts the duplicate in
+// inbox.messages) and marks the span, which OnDuplicate ends.
 func (h *Hooks) OnFingerprintConflict(ctx context.Context, e *inbox.Event) {
-	st, _ := ctx.Value(startedKey{}).(*started)
-	h.messages.Add(ctx, 1, metric.WithAttributes(h.metricAttrs(st, e, OutcomeFingerprintConflict)...))
-	span := trace.SpanFromContext(ctx)
-	span.AddEvent("fingerprint conflict", trace.WithAttributes(attribute.String("inbox.stored_type", e.StoredType)))
-	span.SetAttributes(attribute.Bool("inbox.fingerprint_conflict", true))
+	st := h.startedOf(ctx)
+	h.conflicts.Add(ctx, 1, metric.WithAttributes(h.metricAttrs(st, e, "")...))
+	if st == nil { // OnStart was not ours: no span of ours to mark
+		return
+	}
+	st.span.AddEvent("fingerprint conflict", trace.WithAttributes(attribute.String("inbox.stored_type", e.StoredType)))
+	st.span.SetAttributes(attribute.Bool("inbox.fingerprint_conflict", true))
 }
 
 // metricAttrs are the attributes of the message metrics: the consumer,
-// the outcome and, when known, the broker. Not the destination: a subject
-// per customer or order would make a series each.
+// the outcome (unless empty) and, when known, the broker. Not the
+// destination: a subject per customer or order would make a series each.
 func (h *Hooks) metricAttrs(st *started, e *inbox.Event, outcome string) []attribute.KeyValue {
-	attrs := []attribute.KeyValue{AttrConsumerGroup.String(e.Consumer), AttrOutcome.String(outcome)}
+	attrs := make([]attribute.KeyValue, 0, 3)
+	attrs = append(attrs, AttrConsumerGroup.String(e.Consumer))
+	if outcome != "" {
+		attrs = append(attrs, AttrOutcome.String(outcome))
+	}
 	switch {
 	case st != nil && st.system.Key != "":
 		attrs = append(attrs, st.system)
@@ -244,7 +271,7 @@ func (h *Hooks) metricAttrs(st *started, e *inbox.Event, outcome string) []attri
 }
 
 func (h *Hooks) outcome(ctx context.Context, e *inbox.Event, outcome string) {
-	st, _ := ctx.Value(startedKey{}).(*started)
+	st := h.startedOf(ctx)
 	opt := metric.WithAttributes(h.metricAttrs(st, e, outcome)...)
 	h.messages.Add(ctx, 1, opt)
 	h.process.Record(ctx, e.Duration.Seconds(), opt)

@@ -108,7 +108,9 @@ type WriteHook interface {
 // Publish's error once it returned (a span started and ended, pgx's tracer
 // pattern). m is the relay's own copy: the hook may set headers in
 // m.Headers, never nil (a trace context for the consumer). A panic is logged at
-// ERROR, and the publication goes on.
+// ERROR, and the publication goes on. The returned context should derive
+// from ctx, whose values it would lose otherwise; RelayConfig.PublishTimeout
+// applies to it either way.
 type PublishHook interface {
 	OnPublish(ctx context.Context, m *Message) (context.Context, func(err error))
 }

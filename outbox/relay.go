@@ -410,8 +410,7 @@ func (r *Relay) publish(ctx context.Context, rec *store.OutboxRecord) (err error
 	// A publication under way at shutdown finishes (within
 	// PublishTimeout): cut off, it may still reach the broker, and the
 	// row would be published again.
-	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.PublishTimeout)
-	defer cancel()
+	pctx := context.WithoutCancel(ctx)
 	if len(r.hooks) > 0 && m.Headers == nil {
 		m.Headers = map[string]string{} // the hooks may add
 	}
@@ -435,6 +434,10 @@ func (r *Relay) publish(ctx context.Context, rec *store.OutboxRecord) (err error
 			}
 		})
 	}
+	// The timeout applies to the hooks' context, so that one made from
+	// another context cannot lift it.
+	pctx, cancel := context.WithTimeout(pctx, r.cfg.PublishTimeout)
+	defer cancel()
 	return r.cfg.Publish(pctx, m)
 }
 

@@ -385,3 +385,57 @@ func TestCheckCatchesRacyDuplicateCheck(t *testing.T) {
 		t.Errorf("the sequential redeliveries failed too, want them recognized by this mutation: %q", rec.errors)
 	}
 }
+
+// A handler that changes nothing State can see fails Check, unless
+// Options.AllowUnchanged says that nothing is right; Check and CheckBatch.
+func TestCheckUnchangedState(t *testing.T) {
+	t.Parallel()
+	noop := func(context.Context, *sql.Tx, *inbox.Message) error { return nil }
+	noopBatch := func(context.Context, *sql.Tx, []*inbox.Message) error { return nil }
+	// elsewhere writes to a table that State does not read.
+	elsewhere := func(ctx context.Context, tx *sql.Tx, m *inbox.Message) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO audit (id) VALUES (?)`, m.ID)
+		return err
+	}
+	tests := []struct {
+		name  string
+		check func(ctx context.Context, rec *recorder, ib *inbox.Inbox[*sql.Tx], opts *inboxtest.Options) bool
+		allow bool
+		want  []string // none: Check passes
+	}{
+		{"no-op handler", func(ctx context.Context, rec *recorder, ib *inbox.Inbox[*sql.Tx], opts *inboxtest.Options) bool {
+			return inboxtest.Check(ctx, rec, ib, noop, messages(2), opts)
+		}, false, []string{`message "m-0"`, "the state stayed", "want it changed", "AllowUnchanged"}},
+		{"writes what State does not read", func(ctx context.Context, rec *recorder, ib *inbox.Inbox[*sql.Tx], opts *inboxtest.Options) bool {
+			return inboxtest.Check(ctx, rec, ib, elsewhere, messages(2), opts)
+		}, false, []string{`message "m-1"`, "the state stayed", "Options.State does not see"}},
+		{"no-op batch handler", func(ctx context.Context, rec *recorder, ib *inbox.Inbox[*sql.Tx], opts *inboxtest.Options) bool {
+			return inboxtest.CheckBatch(ctx, rec, ib, noopBatch, messages(3), opts)
+		}, false, []string{"batch of 3 messages", "the state stayed"}},
+		{"no-op handler, AllowUnchanged", func(ctx context.Context, rec *recorder, ib *inbox.Inbox[*sql.Tx], opts *inboxtest.Options) bool {
+			return inboxtest.Check(ctx, rec, ib, noop, messages(2), opts)
+		}, true, nil},
+		{"no-op batch handler, AllowUnchanged", func(ctx context.Context, rec *recorder, ib *inbox.Inbox[*sql.Tx], opts *inboxtest.Options) bool {
+			return inboxtest.CheckBatch(ctx, rec, ib, noopBatch, messages(3), opts)
+		}, true, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			ib, db := sqlitetest.New(t, &inbox.Config{Logger: discard})
+			if _, err := db.Exec(`CREATE TABLE audit (id TEXT NOT NULL)`); err != nil {
+				t.Fatal(err)
+			}
+			var counter atomic.Int64
+			rec := &recorder{}
+			passed := tc.check(ctx, rec, ib, &inboxtest.Options{State: ledgerDB(t, ib, db, &counter), AllowUnchanged: tc.allow})
+			switch {
+			case tc.want == nil && (!passed || len(rec.errors) > 0):
+				t.Fatalf("Check failed with AllowUnchanged: %q; want it passed", rec.errors)
+			case tc.want != nil && (passed || !rec.reported(tc.want...)):
+				t.Fatalf("Check returned %v and reported %q; want it failed with an error containing %q", passed, rec.errors, tc.want)
+			}
+		})
+	}
+}

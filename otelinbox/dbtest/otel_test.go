@@ -55,6 +55,16 @@ func newTelemetry(t *testing.T) *telemetry {
 // metric returns the named metric's data, failing when there is none.
 func (tm *telemetry) metric(t *testing.T, name string) metricdata.Aggregation {
 	t.Helper()
+	data := tm.find(t, name)
+	if data == nil {
+		t.Fatalf("no metric %s collected", name)
+	}
+	return data
+}
+
+// find returns the named metric's data, nil when there is none.
+func (tm *telemetry) find(t *testing.T, name string) metricdata.Aggregation {
+	t.Helper()
 	var rm metricdata.ResourceMetrics
 	if err := tm.reader.Collect(context.Background(), &rm); err != nil {
 		t.Fatal(err)
@@ -66,7 +76,6 @@ func (tm *telemetry) metric(t *testing.T, name string) metricdata.Aggregation {
 			}
 		}
 	}
-	t.Fatalf("no metric %s collected", name)
 	return nil
 }
 
@@ -187,15 +196,27 @@ func TestProcessMetricsAndSpans(t *testing.T) {
 	if got := tm.sums(t, otelinbox.MetricInFlight, otelinbox.AttrConsumerGroup); got["billing"] != 0 {
 		t.Errorf("%s after all outcomes: %v, want 0", otelinbox.MetricInFlight, got)
 	}
-	wantOutcomes := map[string]int64{"processed": 3, "duplicate": 2, "fingerprint_conflict": 1, "retry": 2, "dead_lettered": 1}
+	// One per outcome: the conflict is a duplicate, counted once.
+	wantOutcomes := map[string]int64{"processed": 3, "duplicate": 2, "retry": 2, "dead_lettered": 1}
 	if got := tm.sums(t, otelinbox.MetricMessages, otelinbox.AttrOutcome); fmt.Sprint(got) != fmt.Sprint(wantOutcomes) {
 		t.Errorf("%s by outcome: %v, want %v", otelinbox.MetricMessages, got, wantOutcomes)
 	}
-	if got := tm.sums(t, otelinbox.MetricMessages, otelinbox.AttrConsumerGroup); got["billing"] != 9 {
-		t.Errorf("%s by consumer: %v, want billing 9", otelinbox.MetricMessages, got)
+	if got := tm.sums(t, otelinbox.MetricMessages, otelinbox.AttrConsumerGroup); got["billing"] != 8 {
+		t.Errorf("%s by consumer: %v, want billing 8 (the outcomes)", otelinbox.MetricMessages, got)
 	}
-	if got := tm.sums(t, otelinbox.MetricMessages, otelinbox.AttrSystem); got["nats"] != 9 {
-		t.Errorf("%s by system: %v, want nats 9", otelinbox.MetricMessages, got)
+	if got := tm.sums(t, otelinbox.MetricMessages, otelinbox.AttrSystem); got["nats"] != 8 {
+		t.Errorf("%s by system: %v, want nats 8", otelinbox.MetricMessages, got)
+	}
+	for _, c := range []struct {
+		key  attribute.Key
+		want string
+	}{
+		{otelinbox.AttrConsumerGroup, "map[billing:1]"}, {otelinbox.AttrSystem, "map[nats:1]"},
+		{otelinbox.AttrOutcome, "map[:1]"}, // no outcome attribute
+	} {
+		if got := tm.sums(t, otelinbox.MetricConflicts, c.key); fmt.Sprint(got) != c.want {
+			t.Errorf("%s by %s: %v, want %s", otelinbox.MetricConflicts, c.key, got, c.want)
+		}
 	}
 	// 8 outcomes; the handler ran alone in 4 of them (m-1 once, m-2 thrice).
 	if n, _, _ := tm.histogram(t, otelinbox.MetricProcessDuration); n != 8 {
@@ -307,4 +328,135 @@ func TestInFlightUnderConcurrency(t *testing.T) {
 func attrSet(s sdktrace.ReadOnlySpan) *attribute.Set {
 	set := attribute.NewSet(s.Attributes()...)
 	return &set
+}
+
+// consumerSpans returns the ended spans of kind Consumer.
+func (tm *telemetry) consumerSpans() []sdktrace.ReadOnlySpan {
+	var spans []sdktrace.ReadOnlySpan
+	for _, s := range tm.spans.Ended() {
+		if s.SpanKind() == trace.SpanKindConsumer {
+			spans = append(spans, s)
+		}
+	}
+	return spans
+}
+
+// A message whose headers carry the producer's context gets a span that
+// is the producer's child and links to the span already in ctx (a
+// consumer loop's), so that neither is lost; without headers, ctx's span
+// is the parent and there is no link.
+func TestProcessSpanLinksAmbientSpan(t *testing.T) {
+	t.Parallel()
+	tm := newTelemetry(t)
+	ib, _, _ := openInbox(t, inbox.Config{Consumer: "c", Hooks: []any{tm.hooks}})
+	tracer := tm.tp.Tracer("test")
+	producerCtx, producer := tracer.Start(context.Background(), "produce")
+	headers := map[string]string{}
+	propagation.TraceContext{}.Inject(producerCtx, propagation.MapCarrier(headers))
+	producer.End()
+	ctx, ambient := tracer.Start(context.Background(), "consumer loop")
+	defer ambient.End()
+
+	tests := []struct {
+		id         string
+		headers    map[string]string
+		wantParent trace.SpanContext
+		wantLinks  []trace.SpanContext
+	}{
+		{"with-producer", headers, producer.SpanContext(), []trace.SpanContext{ambient.SpanContext()}},
+		{"without-producer", nil, ambient.SpanContext(), nil},
+	}
+	for _, tc := range tests {
+		if out, err := ib.Process(ctx, inbox.Message{ID: tc.id, Payload: []byte(tc.id), Headers: tc.headers}, write); out.Status != inbox.Processed {
+			t.Fatalf("Process %s: %v %v, want processed", tc.id, out.Status, err)
+		}
+	}
+	spans := tm.consumerSpans()
+	if len(spans) != len(tests) {
+		t.Fatalf("%d consumer spans, want %d", len(spans), len(tests))
+	}
+	for i, tc := range tests {
+		s := spans[i]
+		var links []trace.SpanContext
+		for _, l := range s.Links() {
+			links = append(links, l.SpanContext)
+		}
+		if s.Parent().SpanID() != tc.wantParent.SpanID() || s.SpanContext().TraceID() != tc.wantParent.TraceID() {
+			t.Errorf("%s: parent %v in trace %v, want %v in %v", tc.id, s.Parent().SpanID(), s.SpanContext().TraceID(),
+				tc.wantParent.SpanID(), tc.wantParent.TraceID())
+		}
+		if len(links) != len(tc.wantLinks) || (len(links) == 1 && !links[0].Equal(tc.wantLinks[0])) {
+			t.Errorf("%s: links %v, want %v (ctx's span, when the producer's replaced it)", tc.id, links, tc.wantLinks)
+		}
+	}
+}
+
+// outcomesOnly exposes a *Hooks' outcome hooks and not its StartHook, as a
+// program that filters hooks would.
+type outcomesOnly struct {
+	inbox.ProcessedHook
+	inbox.DuplicateHook
+	inbox.RetryHook
+	inbox.DeadLetteredHook
+	inbox.FingerprintConflictHook
+}
+
+// Two *Hooks instances on nested inboxes (a handler that processes a
+// message through a second inbox with the same ctx): each ends only its own
+// spans and counts only its own messages in and out of flight, also when
+// the inner one's OnStart does not run.
+func TestTwoHooksInstancesNested(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		inner     func(h *otelinbox.Hooks) any
+		wantInner int // inner consumer spans
+	}{
+		{"both start", func(h *otelinbox.Hooks) any { return h }, 1},
+		{"inner without OnStart", func(h *otelinbox.Hooks) any { return outcomesOnly{h, h, h, h, h} }, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			outerTm, innerTm := newTelemetry(t), newTelemetry(t)
+			// Two SQLite files: the inner transaction runs while the
+			// outer one holds its file's only writer.
+			outer, _, _ := openInbox(t, inbox.Config{Consumer: "outer", Hooks: []any{outerTm.hooks}})
+			inner, _, _ := openInbox(t, inbox.Config{Consumer: "inner", Hooks: []any{tc.inner(innerTm.hooks)}})
+			var outerEndedEarly bool
+			handler := func(ctx context.Context, tx *sql.Tx, m *inbox.Message) error {
+				out, err := inner.Process(ctx, inbox.Message{ID: "in-" + m.ID, Payload: m.Payload}, write)
+				if out.Status != inbox.Processed {
+					return fmt.Errorf("inner Process: %v %w", out.Status, err)
+				}
+				outerEndedEarly = len(outerTm.consumerSpans()) > 0
+				return write(ctx, tx, m)
+			}
+			if out, err := outer.Process(ctx, inbox.Message{ID: "m-1", Payload: []byte("x")}, handler); out.Status != inbox.Processed {
+				t.Fatalf("outer Process: %v %v, want processed", out.Status, err)
+			}
+			for _, c := range []struct {
+				tm       *telemetry
+				consumer string
+				spans    int
+			}{{outerTm, "outer", 1}, {innerTm, "inner", tc.wantInner}} {
+				// None at all when the hooks' OnStart never ran.
+				if c.tm.find(t, otelinbox.MetricInFlight) != nil {
+					if got := c.tm.sums(t, otelinbox.MetricInFlight, otelinbox.AttrConsumerGroup); fmt.Sprint(got) != "map["+c.consumer+":0]" {
+						t.Errorf("%s hooks: %s %v, want %s 0", c.consumer, otelinbox.MetricInFlight, got, c.consumer)
+					}
+				}
+				if got := c.tm.sums(t, otelinbox.MetricMessages, otelinbox.AttrConsumerGroup); fmt.Sprint(got) != "map["+c.consumer+":1]" {
+					t.Errorf("%s hooks: %s %v, want %s 1", c.consumer, otelinbox.MetricMessages, got, c.consumer)
+				}
+				if n := len(c.tm.consumerSpans()); n != c.spans {
+					t.Errorf("%s hooks: %d consumer spans, want %d", c.consumer, n, c.spans)
+				}
+			}
+			if outerEndedEarly {
+				t.Errorf("the outer message's span ended inside its handler, by the inner inbox's hooks; want it ended by its own outcome")
+			}
+		})
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/inboxkit/inbox"
 	"github.com/inboxkit/inbox/outbox"
@@ -101,5 +102,67 @@ func TestOutboxHooks(t *testing.T) {
 	}
 	if _, ok := got["o-2"]; !ok || !strings.Contains(logs.String(), "publish hook boom") {
 		t.Fatalf("published %v; log %q; want o-2 published and the panic logged", got, logs.String())
+	}
+}
+
+// detachedPublishHook returns, from OnPublish, a context made from
+// context.Background(), not from the one it was given.
+type detachedPublishHook struct{}
+
+type hookKey struct{}
+
+func (detachedPublishHook) OnPublish(context.Context, *outbox.Message) (context.Context, func(error)) {
+	return context.WithValue(context.Background(), hookKey{}, "hook"), nil
+}
+
+// RelayConfig.PublishTimeout bounds Publish even when a PublishHook
+// returns a context that does not derive from its own: Publish gets the
+// hook's context with the timeout, and a Publish that waits for its
+// context's end fails after PublishTimeout, not never.
+func TestPublishTimeoutAfterHooks(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, db, d := openInbox(t, inbox.Config{Consumer: "c"})
+	ob, err := outbox.New(ctx, d, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ob.Write(ctx, tx, &outbox.Message{ID: "t-1", Destination: "d", Payload: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	const timeout = 100 * time.Millisecond
+	var value any
+	var hasDeadline bool
+	publish := func(ctx context.Context, _ *outbox.Message) error { // a broker that never answers
+		value = ctx.Value(hookKey{})
+		_, hasDeadline = ctx.Deadline()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Second):
+			return errors.New("Publish's context was not cancelled after PublishTimeout")
+		}
+	}
+	relay, err := outbox.NewRelay(ctx, d, &outbox.RelayConfig{Publish: publish, PublishTimeout: timeout,
+		Hooks: []any{detachedPublishHook{}}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	res, err := relay.RelayOnce(ctx)
+	took := time.Since(began)
+	if err != nil || res.Failed != 1 {
+		t.Fatalf("RelayOnce: %+v %v, want the publication failed", res, err)
+	}
+	if !hasDeadline || value != "hook" || took > 3*time.Second {
+		t.Fatalf("Publish got deadline %v, value %v, and RelayOnce took %v; want a deadline (PublishTimeout %v), the hook's value, and well under 5 s",
+			hasDeadline, value, took, timeout)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/inboxkit/inbox"
 	"github.com/inboxkit/inbox/internal/logtest"
@@ -284,5 +285,79 @@ func testStartHook[TTx any](t *testing.T, h Harness[TTx]) {
 	wantStatus(t, fmt.Sprintf("Process with a panicking StartHook (%v)", err), out, inbox.Processed)
 	if counts.Processed.Load() != 1 || !logs.Has("level=ERROR", "hook=OnStart", "consumer=storetest-start", "s-7", "start boom") {
 		t.Fatalf("%v; want processed 1 and an ERROR log naming OnStart, the consumer and s-7; log:\n%s", counts, logs)
+	}
+}
+
+// detachedStart returns, from OnStart, a context made from
+// context.Background(), not from the one it was given, as a tracer given
+// the wrong parent does; its outcome hooks record what they got.
+type detachedStart struct {
+	mu  sync.Mutex
+	bad []string
+}
+
+type callerKey struct{}
+
+func (d *detachedStart) OnStart(_ context.Context, e *inbox.Event) context.Context {
+	return context.WithValue(context.Background(), startKey{}, e.Message.ID)
+}
+
+func (d *detachedStart) OnProcessed(ctx context.Context, e *inbox.Event) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if ctx.Value(startKey{}) != e.Message.ID {
+		d.bad = append(d.bad, fmt.Sprintf("OnProcessed of %q got the context of %v", e.Message.ID, ctx.Value(startKey{})))
+	}
+}
+
+// A StartHook whose context does not derive from the caller's cannot
+// take the caller's deadline and cancellation from the handler (it would
+// outlive the consumer's shutdown): the handler sees the caller's
+// deadline and values and the hook's values, and a WARN says so once.
+func testStartHookDetached[TTx any](t *testing.T, h Harness[TTx]) {
+	env := open(t, h)
+	logs := &logtest.Buffer{}
+	hook := &detachedStart{}
+	ib := newInbox(t, env, inbox.Config{Consumer: "storetest-detached", Logger: logs.Logger(), Hooks: []any{hook}})
+	ctx, cancel := context.WithTimeout(context.WithValue(context.Background(), callerKey{}, "caller"), time.Hour)
+	defer cancel()
+	want, _ := ctx.Deadline()
+	for _, id := range []string{"sd-1", "sd-2"} {
+		out, err := ib.Process(ctx, msg(id), func(hctx context.Context, tx TTx, m *inbox.Message) error {
+			dl, ok := hctx.Deadline()
+			switch {
+			case !ok || !dl.Equal(want) || hctx.Done() == nil:
+				return inbox.Permanent(fmt.Errorf("the handler's context has deadline %v (%v), want the caller's %v", dl, ok, want))
+			case hctx.Value(startKey{}) != m.ID || hctx.Value(callerKey{}) != "caller":
+				return inbox.Permanent(fmt.Errorf("the handler's context carries %v and %v, want the hook's %q and the caller's %q",
+					hctx.Value(startKey{}), hctx.Value(callerKey{}), m.ID, "caller"))
+			}
+			return env.Write(hctx, tx, key(m.ID))
+		})
+		wantStatus(t, fmt.Sprintf("Process %s (%v)", id, err), out, inbox.Processed)
+	}
+	// Cancelled while the handler runs: it must see the cancellation
+	// through the hook's context.
+	cctx, cancelNow := context.WithCancel(ctx)
+	defer cancelNow()
+	out, err := ib.Process(cctx, msg("sd-3"), func(hctx context.Context, tx TTx, m *inbox.Message) error {
+		cancelNow()
+		select {
+		case <-hctx.Done():
+			return hctx.Err()
+		case <-time.After(5 * time.Second):
+			return inbox.Permanent(errors.New("the handler's context was not cancelled with the caller's"))
+		}
+	})
+	if out.Status != inbox.Retry || !errors.Is(errors.Join(err, out.Err), context.Canceled) {
+		t.Fatalf("Process cancelled in the handler: %v (%v, %v), want a retry with context.Canceled", out.Status, out.Err, err)
+	}
+	hook.mu.Lock()
+	defer hook.mu.Unlock()
+	if len(hook.bad) > 0 {
+		t.Fatalf("outcome hooks got the wrong context: %v", hook.bad)
+	}
+	if n := len(logs.Lines("level=WARN", "does not derive from the one it was given")); n != 1 {
+		t.Fatalf("%d WARN lines about the StartHook's context, want 1; log:\n%s", n, logs)
 	}
 }

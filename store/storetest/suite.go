@@ -95,6 +95,7 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"Hooks", testHooks[TTx]},
 		{"HookPanics", testHookPanics[TTx]},
 		{"StartHook", testStartHook[TTx]},
+		{"StartHookDetached", testStartHookDetached[TTx]},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
