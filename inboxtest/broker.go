@@ -126,7 +126,8 @@ func (b *Broker) signal() {
 	b.changed = make(chan struct{})
 }
 
-// Publish queues a copy of msg. It refuses a message without ID or over
+// Publish queues a copy of msg, with Message.Time the time of Publish and
+// Message.System System unless msg has them. It refuses a message without ID or over
 // BrokerConfig.MaxPayload (wrapping broker.ErrInvalidMessage), and one to
 // a subject outside BrokerConfig.Subjects (wrapping ErrNoSubject).
 func (b *Broker) Publish(ctx context.Context, msg *broker.Message) error {
@@ -148,6 +149,10 @@ func (b *Broker) Publish(ctx context.Context, msg *broker.Message) error {
 	return nil
 }
 
+// System is the Message.System of what a Broker delivers, unless the
+// message published had one.
+const System = "inboxtest"
+
 // Enqueue queues a copy of msg as it is, without Publish's checks: for a
 // message that a real producer could not publish (no ID) but a broker may
 // still deliver.
@@ -161,10 +166,17 @@ func (b *Broker) Enqueue(msg *broker.Message) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	now := time.Now()
 	for range n {
 		b.seq++
 		m := *clone(msg)
 		m.Deliveries = 0
+		if m.System == "" {
+			m.System = System
+		}
+		if m.Time.IsZero() {
+			m.Time = now
+		}
 		b.queue = append(b.queue, &entry{seq: b.seq, msg: m})
 	}
 	b.signal()

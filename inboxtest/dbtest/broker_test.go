@@ -14,7 +14,7 @@ import (
 // InProgress starts again, counts deliveries, carries keys and refuses a
 // payload over BrokerConfig.MaxPayload. It keeps every re-publish (no
 // dedup), carries any header, and has no restart.
-var features = brokertest.Features{Deliveries: true, AckWait: true, Lease: true, Keys: true, PayloadLimit: true}
+var features = brokertest.Features{Deliveries: true, AckWait: true, Lease: true, Keys: true, PayloadLimit: true, PublishTime: true}
 
 const maxPayload = 1 << 20
 
