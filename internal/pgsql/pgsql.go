@@ -71,10 +71,11 @@ type Statements struct {
 	ClaimPlain string
 	// ClaimBatch claims many messages of one consumer in one statement, in
 	// the arrays' order: $1 consumer, $2 message_id bytea[], $3
-	// message_type text[], $4 fingerprint bytea[]. A row per message, in
-	// order: whether it was claimed, and a duplicate's stored fingerprint
-	// and type (null when another transaction's claim was not yet
-	// committed when the statement began).
+	// message_type text[], $4 fingerprint bytea[]. A row per duplicate
+	// (none for a claimed message: returning a row per message measured
+	// 13 % slower at 8 goroutines): its position in the arrays (from 1),
+	// its stored fingerprint and type (null when another transaction's
+	// claim was not yet committed when the statement began).
 	ClaimBatch string
 	// Unclaim: $1 consumer, $2 message_id.
 	Unclaim string
@@ -262,14 +263,14 @@ ON CONFLICT DO NOTHING RETURNING 1`,
 	SELECT $1, message_id, message_type, fingerprint FROM input ORDER BY n
 	ON CONFLICT DO NOTHING RETURNING message_id
 )
-SELECT ins.message_id IS NOT NULL, old.fingerprint, coalesce(old.message_type, '')
+SELECT input.n, old.fingerprint, coalesce(old.message_type, '')
 FROM input LEFT JOIN ins ON ins.message_id = input.message_id
 LEFT JOIN LATERAL (
 	SELECT fingerprint, message_type FROM ` + inbox + ` o
-	WHERE ins.message_id IS NULL AND o.consumer = $1 AND o.message_id = input.message_id
-	OFFSET 0 -- not a join: one probe of the key per duplicate, none for the others
+	WHERE o.consumer = $1 AND o.message_id = input.message_id
+	OFFSET 0 -- not a join: one probe of the key per duplicate
 ) old ON true
-ORDER BY input.n`,
+WHERE ins.message_id IS NULL`,
 		Unclaim:     `DELETE FROM ` + inbox + ` WHERE consumer = $1 AND message_id = $2`,
 		ClaimLookup: `SELECT fingerprint, message_type FROM ` + inbox + ` WHERE consumer = $1 AND message_id = $2`,
 		AttemptAdd: `INSERT INTO ` + attempts + ` AS a (consumer, message_id, attempts, transient_failures, last_error)

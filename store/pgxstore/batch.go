@@ -2,6 +2,7 @@ package pgxstore
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/jackc/pgx/v5"
 
@@ -58,14 +59,21 @@ func (d *Driver) queueClaimBatch(b *pgx.Batch, p *store.ClaimBatchParams) *[]sto
 	for i, c := range p.Claims {
 		ids[i], types[i], fps[i] = c.MessageID, c.Type, c.Fingerprint
 	}
-	out := make([]store.ClaimResult, 0, len(p.Claims))
+	out := make([]store.ClaimResult, len(p.Claims))
+	for i := range out {
+		out[i].Claimed = true
+	}
 	b.Queue(d.q.ClaimBatch, p.Claims[0].Consumer, ids, types, fps).Query(func(rows pgx.Rows) error {
-		for rows.Next() {
+		for rows.Next() { // the duplicates
+			var n int64
 			var r store.ClaimResult
-			if err := rows.Scan(&r.Claimed, &r.Fingerprint, &r.Type); err != nil {
+			if err := rows.Scan(&n, &r.Fingerprint, &r.Type); err != nil {
 				return err
 			}
-			out = append(out, r)
+			if n < 1 || n > int64(len(out)) {
+				return fmt.Errorf("pgxstore: the batch claim returned position %d of %d", n, len(out))
+			}
+			out[n-1] = r
 		}
 		return rows.Err()
 	})

@@ -230,19 +230,23 @@ func (d *Driver) claimBatchArrays(ctx context.Context, tx *sql.Tx, claims []stor
 		return nil, err
 	}
 	defer rows.Close()
-	out := make([]store.ClaimResult, 0, len(claims))
-	for rows.Next() {
+	out := make([]store.ClaimResult, len(claims))
+	for i := range out {
+		out[i].Claimed = true
+	}
+	for rows.Next() { // the duplicates, by position (from 1)
+		var n int64
 		var r store.ClaimResult
-		if err := rows.Scan(&r.Claimed, &r.Fingerprint, &r.Type); err != nil {
+		if err := rows.Scan(&n, &r.Fingerprint, &r.Type); err != nil {
 			return nil, err
 		}
-		out = append(out, r)
+		if n < 1 || n > int64(len(out)) {
+			return nil, fmt.Errorf("the claim returned position %d of %d", n, len(out))
+		}
+		out[n-1] = r
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
-	}
-	if len(out) != len(claims) {
-		return nil, fmt.Errorf("the claim returned %d rows for %d messages", len(out), len(claims))
 	}
 	return out, nil
 }
