@@ -309,16 +309,20 @@ func testOutboxLease[TTx any](t *testing.T, h Harness[TTx]) {
 	ctx := context.Background()
 	e.write(t, true, outMsg("l-1"))
 	dead := []byte("dead relay token")
-	recs, err := e.rs.OutboxClaim(ctx, &store.OutboxClaimParams{Limit: 10, Lease: 500 * time.Millisecond, Token: dead})
+	// Long enough for the relay below to start and drain on a loaded
+	// machine (500 ms was not, once, in CI).
+	const lease = 3 * time.Second
+	claimed := time.Now()
+	recs, err := e.rs.OutboxClaim(ctx, &store.OutboxClaimParams{Limit: 10, Lease: lease, Token: dead})
 	if err != nil || len(recs) != 1 {
 		t.Fatalf("claim: %d rows, %v", len(recs), err)
 	}
 	s := &sink{}
 	r := e.relay(t, outbox.RelayConfig{Publish: s.publish})
 	if res := drain(t, r); res.Claimed != 0 {
-		t.Fatalf("a leased row was claimed again within its lease: %+v", res)
+		t.Fatalf("a leased row was claimed again within its lease (%v after the claim, lease %v): %+v", time.Since(claimed), lease, res)
 	}
-	time.Sleep(600 * time.Millisecond)
+	time.Sleep(time.Until(claimed.Add(lease + 100*time.Millisecond)))
 	next := []byte("next relay token")
 	if recs, err := e.rs.OutboxClaim(ctx, &store.OutboxClaimParams{Limit: 10, Lease: time.Minute, Token: next}); err != nil || len(recs) != 1 {
 		t.Fatalf("claim after the lease: %d rows, %v; want the row", len(recs), err)
