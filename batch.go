@@ -190,7 +190,7 @@ func (ib *Inbox[TTx]) processBatch(ctx context.Context, msgs []Message, run Batc
 			batchErr = errs[i]
 		}
 		it := byIdx[i]
-		if it != nil && outs[i].Status == Duplicate && it.res.Fingerprint != nil && !bytes.Equal(it.res.Fingerprint, it.p.Fingerprint) {
+		if it != nil && outs[i].Status == Duplicate && conflicts(it.res.Fingerprint, it.p.Fingerprint) {
 			outs[i], _ = ib.duplicate(msgCtx(i), &msgs[i], start, &it.p, &it.res) // reports the conflict
 			continue
 		}

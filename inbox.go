@@ -275,8 +275,16 @@ func (ib *Inbox[TTx]) claimValue(msg *Message) store.ClaimParams {
 		Key:         store.Key{Consumer: ib.consumer, MessageID: storedID(msg, ib.cfg.ScopeIDByType)},
 		LockTimeout: ib.cfg.LockTimeout,
 		Type:        storableType(msg.Type),
-		Fingerprint: fingerprint(msg.Payload),
+		Fingerprint: ib.fingerprint(msg.Payload),
 	}
+}
+
+// fingerprint is the payload's fingerprint, nil with Config.NoFingerprint.
+func (ib *Inbox[TTx]) fingerprint(payload []byte) []byte {
+	if ib.cfg.NoFingerprint {
+		return nil
+	}
+	return fingerprint(payload)
 }
 
 // retryNow is the outcome of a failure that is nobody's fault in
@@ -303,7 +311,7 @@ func (ib *Inbox[TTx]) dbFailed(ctx context.Context, op string, err error) (Outco
 
 func (ib *Inbox[TTx]) duplicate(ctx context.Context, msg *Message, start time.Time, p *store.ClaimParams, res *store.ClaimResult) (Outcome, error) {
 	out := Outcome{Status: Duplicate}
-	if res.Fingerprint != nil && !bytes.Equal(res.Fingerprint, p.Fingerprint) {
+	if conflicts(res.Fingerprint, p.Fingerprint) {
 		out.Err = ErrFingerprintConflict
 		e := &Event{Consumer: ib.cfg.Consumer, Message: msg, Outcome: out, Duration: time.Since(start),
 			StoredFingerprint: res.Fingerprint, Fingerprint: p.Fingerprint, StoredType: res.Type}
@@ -312,6 +320,13 @@ func (ib *Inbox[TTx]) duplicate(ctx context.Context, msg *Message, start time.Ti
 			"consumer", ib.cfg.Consumer, "id", fmt.Sprintf("%q", msg.ID), "stored_type", res.Type, "type", msg.Type)
 	}
 	return ib.finish(ctx, msg, start, out, nil)
+}
+
+// conflicts tells whether a duplicate's stored fingerprint differs from
+// this delivery's; not when either is unknown (not stored, the stored row
+// gone, or Config.NoFingerprint).
+func conflicts(stored, fp []byte) bool {
+	return stored != nil && fp != nil && !bytes.Equal(stored, fp)
 }
 
 // record runs fn in a transaction of the inbox's own, committed when fn

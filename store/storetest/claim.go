@@ -3,12 +3,14 @@ package storetest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/inboxkit/inbox"
 	"github.com/inboxkit/inbox/internal/logtest"
+	"github.com/inboxkit/inbox/store"
 )
 
 func testClaimThenDuplicate[TTx any](t *testing.T, h Harness[TTx]) {
@@ -317,5 +319,58 @@ func testScopeIDByType[TTx any](t *testing.T, h Harness[TTx]) {
 	}
 	if out, err := ib.Process(ctx, dead, writer(env)); err != nil || out.Status != inbox.Duplicate {
 		t.Fatalf("redelivery after the replay: %v %v, want Duplicate", out.Status, err)
+	}
+}
+
+// With Config.NoFingerprint no fingerprint is stored or compared: an ID
+// reused for another payload is a plain duplicate, whichever of the two
+// deliveries (Process or a batch) had none.
+func testNoFingerprint[TTx any](t *testing.T, h Harness[TTx]) {
+	ctx := context.Background()
+	env := open(t, h)
+	hook, counts := &conflictHook{}, &inbox.Counts{}
+	plain := newInbox(t, env, inbox.Config{Hooks: []any{hook, counts}})
+	bare := newInbox(t, env, inbox.Config{Hooks: []any{hook, counts}, NoFingerprint: true})
+	batchOf := func(ib *inbox.Inbox[TTx]) func(ctx context.Context, m inbox.Message) (inbox.Outcome, error) {
+		return func(ctx context.Context, m inbox.Message) (inbox.Outcome, error) {
+			outs, err := ib.ProcessBatch(ctx, []inbox.Message{m}, writer(env))
+			if len(outs) != 1 {
+				return inbox.Outcome{}, fmt.Errorf("%d outcomes for 1 message: %w", len(outs), err)
+			}
+			return outs[0], err
+		}
+	}
+	processOf := func(ib *inbox.Inbox[TTx]) func(ctx context.Context, m inbox.Message) (inbox.Outcome, error) {
+		return func(ctx context.Context, m inbox.Message) (inbox.Outcome, error) {
+			return ib.Process(ctx, m, writer(env))
+		}
+	}
+	if _, ok := any(env.Driver).(store.BatchClaimer[TTx]); !ok {
+		batchOf = processOf
+	}
+	for _, tc := range []struct {
+		name          string
+		first, second func(ctx context.Context, m inbox.Message) (inbox.Outcome, error)
+	}{
+		{"stored without, compared with", processOf(bare), processOf(plain)},
+		{"stored with, compared without", processOf(plain), processOf(bare)},
+		{"batch stored without, compared with", batchOf(bare), batchOf(plain)},
+		{"batch stored with, compared without", batchOf(plain), batchOf(bare)},
+	} {
+		m := msg("nofp-" + tc.name)
+		if out, err := tc.first(ctx, m); err != nil || out.Status != inbox.Processed {
+			t.Fatalf("%s: first delivery %v %v, want processed", tc.name, out.Status, err)
+		}
+		changed := m
+		changed.Payload = []byte("another payload")
+		if out, err := tc.second(ctx, changed); err != nil || out.Status != inbox.Duplicate || out.Err != nil {
+			t.Fatalf("%s: reused ID: %v %v (Outcome.Err %v), want a plain duplicate", tc.name, out.Status, err, out.Err)
+		}
+		if n := count(t, env, m.ID); n != 1 {
+			t.Fatalf("%s: %d effects, want 1", tc.name, n)
+		}
+	}
+	if len(hook.events) != 0 || counts.FingerprintConflicts.Load() != 0 {
+		t.Fatalf("%d conflicts reported (%s), want none without a fingerprint on one side", len(hook.events), counts)
 	}
 }

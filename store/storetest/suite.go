@@ -19,6 +19,7 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"IDs", testIDs[TTx]},
 		{"CaseAndPadDistinct", testCaseAndPadDistinct[TTx]},
 		{"FingerprintConflict", testFingerprintConflict[TTx]},
+		{"NoFingerprint", testNoFingerprint[TTx]},
 		{"IDsScopedByType", testScopeIDByType[TTx]},
 		{"IDsNotScopedByType", testIDNotScopedByType[TTx]},
 		// race.go: racing deliveries and lock waits
