@@ -169,7 +169,7 @@ func newDeadLetterJSON(dl *store.DeadLetter, size int64) deadLetterJSON {
 }
 
 var listCommand = command{
-	name:     "list",
+	name:     "dead-letters list",
 	synopsis: "inbox dead-letters list (-postgres DSN | -mysql DSN | -sqlite FILE) [-consumer C] [-type T] [-error TEXT]\n    [-since TIME] [-until TIME] [-after ID] [-limit N] [-json]",
 	description: `Lists dead letters of every consumer, or those the filters select, in ID
 order, without their payloads (inbox dead-letters show ID prints one).
@@ -255,7 +255,7 @@ func shorten(s string, n int) string {
 }
 
 var showCommand = command{
-	name:     "show",
+	name:     "dead-letters show",
 	synopsis: "inbox dead-letters show (-postgres DSN | -mysql DSN | -sqlite FILE) [-json] ID",
 	description: `Prints one dead letter: its consumer, message ID and type, error, attempts
 and times, its headers and payload, and what the inbox holds of its
@@ -359,8 +359,8 @@ func dlShow(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 }
 
 var discardCommand = command{
-	name:     "discard",
-	synopsis: "inbox dead-letters discard (-postgres DSN | -mysql DSN | -sqlite FILE) [-json] ID...\n    inbox dead-letters discard (-postgres DSN | ...) -all [-consumer C] [-type T] [-error TEXT] [-since TIME] [-until TIME] [-json]",
+	name:     "dead-letters discard",
+	synopsis: "inbox dead-letters discard (-postgres DSN | -mysql DSN | -sqlite FILE) [-json] ID...\ninbox dead-letters discard (-postgres DSN | ...) -all [-consumer C] [-type T] [-error TEXT] [-since TIME] [-until TIME] [-json]",
 	description: `Deletes dead letters for good: those given by ID, or with -all every one
 that the filters select (all of them without a filter). The messages' inbox
 rows stay marked dead, as inbox.Discard leaves them, so that a redelivery

@@ -23,7 +23,7 @@ import (
 )
 
 var replayCommand = command{
-	name: "replay",
+	name: "dead-letters replay",
 	synopsis: `inbox dead-letters replay (-postgres DSN | -mysql DSN | -sqlite FILE)
     (-nats URL -subject S [-type-header H] | -amqp URL [-exchange E] -routing-key K)
     -consumer C [-scope-id-by-type] [-timeout D] [-lock-timeout D] [-json]
