@@ -309,9 +309,13 @@ func deliverBatch[TTx any](ctx context.Context, ib *Inbox[TTx], ds []broker.Deli
 	for _, stop := range stops {
 		stop()
 	}
+	// At once: an ack that waits for the broker (JetStream's double ack)
+	// would otherwise cost the batch a round trip per message.
+	var wg sync.WaitGroup
 	for i, d := range ds {
-		settle(ctx, ib, d, &msgs[i], outs[i], c)
+		wg.Go(func() { settle(ctx, ib, d, &msgs[i], outs[i], c) })
 	}
+	wg.Wait()
 	if errors.Is(err, ErrUnrecoverable) {
 		return err
 	}

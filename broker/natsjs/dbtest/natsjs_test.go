@@ -3,6 +3,8 @@ package dbtest
 import (
 	"context"
 	"errors"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -49,7 +51,7 @@ func openOn(tb testing.TB, js jetstream.JetStream, ackWait time.Duration) *broke
 	}
 	return &brokertest.Env{
 		Source: func(tb testing.TB) broker.Source {
-			src, err := natsjs.NewSource(ctx, js, &natsjs.Config{Stream: name, Durable: "consumer", AckWait: ackWait})
+			src, err := natsjs.NewSource(ctx, js, &natsjs.Config{Stream: name, Durable: "consumer", AckWait: ackWait, PullBatch: pullBatch(tb)})
 			if err != nil {
 				tb.Fatal(err)
 			}
@@ -200,4 +202,18 @@ func TestRedeliveryWindow(t *testing.T) {
 			t.Fatalf("MaxAge %v: logged %q, want one line at %s", tc.maxAge, lines, tc.level)
 		}
 	}
+}
+
+// pullBatch is INBOX_NATS_PULL_BATCH, for benchmarks of batch consumption
+// (which wants Workers × BatchSize pulled ahead); 0, the default, unset.
+func pullBatch(tb testing.TB) int {
+	v := os.Getenv("INBOX_NATS_PULL_BATCH")
+	if v == "" {
+		return 0
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		tb.Fatalf("INBOX_NATS_PULL_BATCH=%q: want a positive number", v)
+	}
+	return n
 }
