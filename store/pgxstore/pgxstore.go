@@ -207,6 +207,9 @@ func (d *Driver) queue(b *pgx.Batch, claim string, res *store.ClaimResult, args 
 
 // queueLookup queues the read of a duplicate's fingerprint and type.
 func (d *Driver) queueLookup(b *pgx.Batch, p *store.ClaimParams, res *store.ClaimResult) {
+	if p.Fingerprint == nil { // nothing to compare (Config.NoFingerprint)
+		return
+	}
 	b.Queue(d.q.ClaimLookup, p.Consumer, p.MessageID).QueryRow(func(row pgx.Row) error {
 		err := row.Scan(&res.Fingerprint, &res.Type)
 		if errors.Is(err, pgx.ErrNoRows) { // gone meanwhile (pruned): fingerprint unknown
@@ -229,7 +232,7 @@ func (d *Driver) Claim(ctx context.Context, tx pgx.Tx, p *store.ClaimParams) (*s
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return nil, pgsql.Classify(err)
 	}
-	if !res.Claimed {
+	if !res.Claimed && p.Fingerprint != nil {
 		b := &pgx.Batch{}
 		d.queueLookup(b, p, res)
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {

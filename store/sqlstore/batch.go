@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"slices"
 	"strings"
 
 	"github.com/inboxkit/inbox/store"
@@ -181,8 +182,11 @@ func (d *Driver) claimChunk(ctx context.Context, tx *sql.Tx, chunk []store.Claim
 }
 
 // lookupDuplicates reads the stored fingerprint and type of claims[dups]
-// into out; a row gone meanwhile leaves them unknown.
+// into out; a row gone meanwhile leaves them unknown, as it does for a
+// claim without a fingerprint to compare (Config.NoFingerprint), which is
+// not looked up.
 func (d *Driver) lookupDuplicates(ctx context.Context, tx *sql.Tx, claims []store.ClaimParams, dups []int, out []store.ClaimResult) error {
+	dups = slices.DeleteFunc(dups, func(i int) bool { return claims[i].Fingerprint == nil })
 	for start := 0; start < len(dups); start += d.q.ClaimBatchRows {
 		chunk := dups[start:min(start+d.q.ClaimBatchRows, len(dups))]
 		args := make([]any, 0, 1+len(chunk))

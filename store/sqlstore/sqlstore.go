@@ -321,6 +321,9 @@ func (d *Driver) claimWith(ctx context.Context, tx *sql.Tx, p *store.ClaimParams
 		return &store.ClaimResult{Claimed: true}, nil
 	}
 	res := &store.ClaimResult{}
+	if p.Fingerprint == nil { // nothing to compare (Config.NoFingerprint)
+		return res, nil
+	}
 	err = d.stmt(ctx, tx, d.q.ClaimLookup, prepared).QueryRowContext(ctx, p.Consumer, p.MessageID).Scan(&res.Fingerprint, &res.Type)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) { // no row: gone meanwhile, fingerprint unknown
 		return nil, d.fail("claim: reading the duplicate", err)

@@ -17,7 +17,8 @@ import (
 // writes without any inbox logic (Env.HandBatch: one multi-row claim, one
 // multi-row insert, COMMIT) and with per-message Process of the same
 // messages, each with 0 %, 10 % and 99 % duplicates, on 1 and 8
-// goroutines. Each reports msgs/s: compare batch with raw and with
+// goroutines; and the batch with Config.NoFingerprint (no fingerprint
+// stored, none read for a duplicate). Each reports msgs/s: compare batch with raw and with
 // process at the same size, duplicates and goroutines.
 func BenchBatch[TTx any](b *testing.B, h Harness[TTx]) {
 	env := open(b, h)
@@ -26,6 +27,7 @@ func BenchBatch[TTx any](b *testing.B, h Harness[TTx]) {
 	}
 	ctx := context.Background()
 	ib := newInbox(b, env, inbox.Config{Consumer: "bench", Logger: slog.New(slog.DiscardHandler)})
+	bare := newInbox(b, env, inbox.Config{Consumer: "bench", Logger: slog.New(slog.DiscardHandler), NoFingerprint: true})
 	bh := func(ctx context.Context, tx TTx, ms []*inbox.Message) error {
 		keys := make([]string, len(ms))
 		for i, m := range ms {
@@ -72,6 +74,17 @@ func BenchBatch[TTx any](b *testing.B, h Harness[TTx]) {
 			}
 			return err
 		},
+		"batch-nofingerprint": func(ms []inbox.Message) error {
+			outs, err := bare.ProcessBatchFunc(ctx, ms, bh)
+			if err == nil {
+				for _, o := range outs {
+					if !o.Ack() {
+						return fmt.Errorf("%v: %w", o.Status, o.Err)
+					}
+				}
+			}
+			return err
+		},
 		"process": func(ms []inbox.Message) error {
 			hd := writer(env)
 			for _, m := range ms {
@@ -94,7 +107,7 @@ func BenchBatch[TTx any](b *testing.B, h Harness[TTx]) {
 	for _, size := range []int{10, 100, 1000} {
 		for _, dup := range []int{0, 10, 99} {
 			for _, g := range []int{1, 8} {
-				for _, name := range []string{"raw", "batch", "process"} {
+				for _, name := range []string{"raw", "batch", "batch-nofingerprint", "process"} {
 					fn := paths[name]
 					if fn == nil {
 						continue
