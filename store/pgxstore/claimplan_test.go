@@ -7,11 +7,8 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/inboxkit/inbox/internal/pgsql"
-	"github.com/inboxkit/inbox/internal/testenv"
 	"github.com/inboxkit/inbox/internal/testenv/pgenv"
 	"github.com/inboxkit/inbox/store"
-	"github.com/inboxkit/inbox/store/pgxstore"
 )
 
 // TestClaimBatchReadsOnlyItsRows: a batch's claim looks up its duplicates
@@ -28,20 +25,8 @@ func TestClaimBatchReadsOnlyItsRows(t *testing.T) {
 		t.Run(fmt.Sprintf("analyzed=%v/fingerprints=%v", analyze, tc.fingerprints), func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			schema := testenv.Name("claimscan_")
-			pool := pgenv.PoolNamed(t, 2, schema)
-			if _, err := pool.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _, _ = pool.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE") })
-			tables := store.Tables{Schema: schema}
-			d, err := pgxstore.New(pool, &pgxstore.Config{Tables: tables})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := d.Migrate(ctx); err != nil {
-				t.Fatal(err)
-			}
+			pool := pgenv.Pool(t, 2)
+			_, q, tables := migratedSchema(t, pool, "claimscan_")
 			table := tables.Name("inbox", store.QuoteDouble)
 			if _, err := pool.Exec(ctx, `INSERT INTO `+table+` (consumer, message_id, fingerprint)
 		SELECT 'c'::bytea, ('old-' || i)::bytea, sha256(('old-' || i)::bytea) FROM generate_series(1, 100000) i`); err != nil {
@@ -51,10 +36,6 @@ func TestClaimBatchReadsOnlyItsRows(t *testing.T) {
 				if _, err := pool.Exec(ctx, "ANALYZE "+table); err != nil {
 					t.Fatal(err)
 				}
-			}
-			q, err := pgsql.New(tables)
-			if err != nil {
-				t.Fatal(err)
 			}
 			var ids, fps [][]byte
 			var types []string

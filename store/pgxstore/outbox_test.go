@@ -6,11 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/inboxkit/inbox/internal/pgsql"
-	"github.com/inboxkit/inbox/internal/testenv"
 	"github.com/inboxkit/inbox/internal/testenv/pgenv"
 	"github.com/inboxkit/inbox/store"
-	"github.com/inboxkit/inbox/store/pgxstore"
 )
 
 // The relay's claim reads the due rows through the partial index, whatever
@@ -20,20 +17,8 @@ import (
 func TestOutboxClaimReadsOnlyDueRows(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	schema := testenv.Name("outboxscan_")
-	pool := pgenv.PoolNamed(t, 2, schema)
-	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE") })
-	tables := store.Tables{Schema: schema}
-	d, err := pgxstore.New(pool, &pgxstore.Config{Tables: tables})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	pool := pgenv.Pool(t, 2)
+	_, q, tables := migratedSchema(t, pool, "outboxscan_")
 	table := tables.Name("outbox", store.QuoteDouble)
 	for _, q := range []string{
 		`INSERT INTO ` + table + ` (message_id, destination, payload, parked_at, attempts)
@@ -47,10 +32,6 @@ func TestOutboxClaimReadsOnlyDueRows(t *testing.T) {
 		if _, err := pool.Exec(ctx, q); err != nil {
 			t.Fatal(err)
 		}
-	}
-	q, err := pgsql.New(tables)
-	if err != nil {
-		t.Fatal(err)
 	}
 	for _, claim := range []struct{ name, sql string }{{"claim", q.OutboxClaim}, {"ordered claim", q.OutboxClaimOrdered}} {
 		tx, err := pool.Begin(ctx)

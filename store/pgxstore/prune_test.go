@@ -49,7 +49,7 @@ func TestPruneReadsOnlyItsBatch(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := pgenv.Pool(t, 2)
-	_, q := migratedSchema(t, pool)
+	_, q, _ := migratedSchema(t, pool, "inboxtest_")
 	const retentionMS, limit, expired = 3_600_000, 100, 5000
 	for _, tc := range []struct {
 		table, index, stmt, fill string
@@ -98,11 +98,12 @@ func TestPruneReadsOnlyItsBatch(t *testing.T) {
 	}
 }
 
-// migratedSchema returns a Driver on tables in a fresh schema, migrated,
-// and their statements.
-func migratedSchema(t *testing.T, pool *pgxpool.Pool) (*pgxstore.Driver, *pgsql.Queries) {
+// migratedSchema returns a Driver on tables in a fresh schema (its name
+// begins with prefix), migrated, dropped when t ends; their statements;
+// and the tables.
+func migratedSchema(t *testing.T, pool *pgxpool.Pool, prefix string) (*pgxstore.Driver, *pgsql.Queries, store.Tables) {
 	t.Helper()
-	schema := testenv.Name("inboxtest_")
+	schema := testenv.Name(prefix)
 	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE") })
 	tables := store.Tables{Schema: schema}
 	d, err := pgxstore.New(pool, &pgxstore.Config{Tables: tables})
@@ -116,7 +117,7 @@ func migratedSchema(t *testing.T, pool *pgxpool.Pool) (*pgxstore.Driver, *pgsql.
 	if err != nil {
 		t.Fatal(err)
 	}
-	return d, q
+	return d, q, tables
 }
 
 // explainAnalyze prepares stmt and runs it under EXPLAIN ANALYZE with
@@ -169,7 +170,7 @@ func TestPruneStartsWhereTheLastBatchEnded(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := pgenv.Pool(t, 3)
-	d, q := migratedSchema(t, pool)
+	d, q, _ := migratedSchema(t, pool, "inboxtest_")
 	table := q.Tables.Name("inbox", store.QuoteDouble)
 	if _, err := pool.Exec(ctx, pgenv.Expire(table), []byte("c"), "old-", 5000, 2*time.Hour.Microseconds()); err != nil {
 		t.Fatal(err)
