@@ -403,7 +403,8 @@ type BatchClaimer[TTx any] interface {
 	// batches wait for each other instead of deadlocking), and returns
 	// a result per claim in that order: Claimed, or for a duplicate its
 	// stored fingerprint and type where the statement can tell cheaply
-	// (nil, "" otherwise).
+	// (nil, "" otherwise). An ID given twice is a duplicate of its first
+	// claim.
 	ClaimBatch(ctx context.Context, tx TTx, p *ClaimBatchParams) ([]ClaimResult, error)
 	// Savepoint creates (or moves) the named savepoint in tx.
 	Savepoint(ctx context.Context, tx TTx, name string) error

@@ -1,6 +1,7 @@
 package pgxstore
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 
@@ -75,7 +76,25 @@ func (d *Driver) queueClaimBatch(b *pgx.Batch, p *store.ClaimBatchParams) *[]sto
 			}
 			out[n-1] = r
 		}
-		return rows.Err()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		// An ID given again right after its first claim (claims come
+		// sorted) met the row that claim inserted, which the statement
+		// cannot tell apart: it is a duplicate of that claim.
+		first := 0
+		for i := 1; i < len(out); i++ {
+			if !bytes.Equal(ids[i], ids[first]) {
+				first = i
+				continue
+			}
+			if out[first].Claimed {
+				out[i] = store.ClaimResult{Fingerprint: fps[first], Type: types[first]}
+			} else {
+				out[i] = out[first]
+			}
+		}
+		return nil
 	})
 	return &out
 }

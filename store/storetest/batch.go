@@ -291,3 +291,54 @@ func testBatchTransient[TTx any](t *testing.T, h Harness[TTx]) {
 		}
 	}
 }
+
+// A store's ClaimBatch given an ID twice (next to each other, as claims
+// come sorted) claims it once: the second is a duplicate of the first,
+// with the first's fingerprint and type; both are duplicates of a stored
+// claim in a later batch. ProcessBatch gives each ID once; another caller
+// of the seam may not.
+func testBatchClaimRepeatedID[TTx any](t *testing.T, h Harness[TTx]) {
+	ctx := context.Background()
+	env, _ := openBatch(t, h, inbox.Config{})
+	bc := any(env.Driver).(store.BatchClaimer[TTx])
+	claim := func(id, typ string) store.ClaimParams {
+		return store.ClaimParams{Key: store.Key{Consumer: []byte("repeated"), MessageID: []byte(id)}, Type: typ,
+			Fingerprint: []byte(fmt.Sprintf("%-32s", typ+id))}
+	}
+	run := func(claims ...store.ClaimParams) []store.ClaimResult {
+		t.Helper()
+		tx, err := env.Driver.Begin(ctx, &store.BeginParams{LockTimeout: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := bc.ClaimBatch(ctx, tx, &store.ClaimBatchParams{Claims: claims, LockTimeout: time.Second})
+		if err == nil {
+			err = env.Driver.CheckTx(ctx, tx, "")
+		}
+		if err != nil {
+			_ = env.Driver.Rollback(ctx, tx)
+			t.Fatalf("ClaimBatch: %v", err)
+		}
+		if err := env.Driver.Commit(ctx, tx); err != nil {
+			t.Fatal(err)
+		}
+		if len(res) != len(claims) {
+			t.Fatalf("ClaimBatch of %d returned %d results", len(claims), len(res))
+		}
+		return res
+	}
+	first := claim("a", "first")
+	res := run(first, claim("a", "second"), claim("b", "first"))
+	if !res[0].Claimed || res[1].Claimed || !res[2].Claimed {
+		t.Fatalf("claims a, a, b: claimed %v, %v, %v; want true, false, true", res[0].Claimed, res[1].Claimed, res[2].Claimed)
+	}
+	if string(res[1].Fingerprint) != string(first.Fingerprint) || res[1].Type != first.Type {
+		t.Fatalf("the second a: fingerprint %q, type %q; want the first's, %q and %q", res[1].Fingerprint, res[1].Type, first.Fingerprint, first.Type)
+	}
+	res = run(claim("a", "third"), claim("a", "fourth"))
+	for i, r := range res {
+		if r.Claimed || r.Fingerprint != nil && string(r.Fingerprint) != string(first.Fingerprint) {
+			t.Fatalf("a again, copy %d: claimed %v, fingerprint %q; want a duplicate of the stored claim (%q)", i, r.Claimed, r.Fingerprint, first.Fingerprint)
+		}
+	}
+}

@@ -85,6 +85,7 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"BatchFailures", testBatchFailures[TTx]},
 		{"BatchLarge", testBatchLarge[TTx]},
 		{"BatchRace", testBatchRace[TTx]},
+		{"BatchClaimRepeatedID", testBatchClaimRepeatedID[TTx]},
 		{"BatchFunc", testBatchFunc[TTx]},
 		{"BatchTransient", testBatchTransient[TTx]},
 		// pipeline.go: ProcessQueued, where the store pipelines
