@@ -164,9 +164,13 @@ func (ib *Inbox[TTx]) processBatch(ctx context.Context, msgs []Message, run Batc
 		return a.idx - b.idx
 	})
 	kept := items[:0]
+	var again []*batchItem // later copies, duplicates of their first
 	for _, it := range items {
 		if len(kept) > 0 && bytes.Equal(it.p.MessageID, kept[len(kept)-1].p.MessageID) {
+			first := kept[len(kept)-1]
 			outs[it.idx] = Outcome{Status: Duplicate}
+			it.res = store.ClaimResult{Fingerprint: first.p.Fingerprint, Type: first.p.Type} // for a conflict
+			again = append(again, it)
 			continue
 		}
 		kept = append(kept, it)
@@ -183,6 +187,9 @@ func (ib *Inbox[TTx]) processBatch(ctx context.Context, msgs []Message, run Batc
 	byIdx := make([]*batchItem, len(msgs))
 	for _, it := range items {
 		outs[it.idx], errs[it.idx] = it.out, it.err
+		byIdx[it.idx] = it
+	}
+	for _, it := range again {
 		byIdx[it.idx] = it
 	}
 	for i := range msgs {

@@ -78,12 +78,14 @@ type Config struct {
 	// ID: put the type into its purpose.
 	ScopeIDByType bool
 	// NoFingerprint, when true, stores no fingerprint (the SHA-256 of the
-	// payload) with the inbox row and reads none for a duplicate: 33 bytes
-	// of WAL less per message (of about 385 on PostgreSQL; README,
-	// Performance: from 3 % slower to 11 % faster at 8 goroutines), and a
-	// batch with many duplicates up to 1.8 times as fast; but an ID reused
-	// for another payload is then a plain duplicate, never a fingerprint
-	// conflict. Default false: the fingerprint is stored and compared.
+	// payload) with the inbox row and reads none for a duplicate (except
+	// ProcessQueued's, which reads the row to tell a duplicate from a
+	// claim rolled back): 33 bytes of WAL less per message (of about 385
+	// on PostgreSQL; README, Performance: from 3 % slower to 12 % faster
+	// at 8 goroutines), and a batch with many duplicates up to 1.7 times as
+	// fast; but an ID reused for another payload is then a plain
+	// duplicate, never a fingerprint conflict. Default false: the
+	// fingerprint is stored and compared.
 	NoFingerprint bool
 
 	// Hooks receive outcomes; each may implement any of ProcessedHook,

@@ -293,6 +293,9 @@ func gather(fetch context.Context, src broker.Source, c *ConsumerConfig) ([]brok
 	return ds, nil
 }
 
+// settleParallel is how many deliveries of a batch are settled at once.
+const settleParallel = 64
+
 // deliverBatch processes deliveries in one batch and acks or nacks each
 // by its outcome. It returns the error of a database that no retry fixes,
 // after nacking.
@@ -309,11 +312,18 @@ func deliverBatch[TTx any](ctx context.Context, ib *Inbox[TTx], ds []broker.Deli
 	for _, stop := range stops {
 		stop()
 	}
-	// At once: an ack that waits for the broker (JetStream's double ack)
-	// would otherwise cost the batch a round trip per message.
+	// Several at once: an ack that waits for the broker (JetStream's
+	// double ack) would otherwise cost the batch a round trip per message;
+	// a bound, so that a failed batch's nacks do not open a channel or a
+	// request each at once (RabbitMQ's delay queues, SQS).
 	var wg sync.WaitGroup
+	sem := make(chan struct{}, settleParallel)
 	for i, d := range ds {
-		wg.Go(func() { settle(ctx, ib, d, &msgs[i], outs[i], c) })
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			settle(ctx, ib, d, &msgs[i], outs[i], c)
+		})
 	}
 	wg.Wait()
 	if errors.Is(err, ErrUnrecoverable) {

@@ -126,8 +126,8 @@ func (b *Broker) signal() {
 	b.changed = make(chan struct{})
 }
 
-// Publish queues a copy of msg, with Message.Time the time of Publish and
-// Message.System System unless msg has them. It refuses a message without ID or over
+// Publish queues a copy of msg, with Message.Time the time of Publish
+// and Message.System System unless msg has them. It refuses a message without ID or over
 // BrokerConfig.MaxPayload (wrapping broker.ErrInvalidMessage), and one to
 // a subject outside BrokerConfig.Subjects (wrapping ErrNoSubject).
 func (b *Broker) Publish(ctx context.Context, msg *broker.Message) error {
@@ -153,9 +153,9 @@ func (b *Broker) Publish(ctx context.Context, msg *broker.Message) error {
 // message published had one.
 const System = "inboxtest"
 
-// Enqueue queues a copy of msg as it is, without Publish's checks: for a
-// message that a real producer could not publish (no ID) but a broker may
-// still deliver.
+// Enqueue queues a copy of msg without Publish's checks (filling in
+// System and Time as Publish does): for a message that a real producer
+// could not publish (no ID) but a broker may still deliver.
 func (b *Broker) Enqueue(msg *broker.Message) {
 	if msg == nil {
 		return

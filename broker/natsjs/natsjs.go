@@ -58,7 +58,9 @@ type Config struct {
 	MaxAckPending int
 	// PullBatch is the number of messages pulled ahead of the workers.
 	// They wait in the client with their AckWait running and no lease, so
-	// keep it near the consumer runtime's Workers. Default DefaultPullBatch (8).
+	// keep it near the consumer runtime's Workers; for batches
+	// (ConsumerConfig.BatchSize), at least Workers × BatchSize, or batches
+	// rarely fill (README, Performance). Default DefaultPullBatch (8).
 	PullBatch int
 	// TypeHeader names the header holding the message type. Default
 	// broker.DefaultTypeHeader ("Inbox-Type").

@@ -292,7 +292,7 @@ func TestSubcommandHelp(t *testing.T) {
 			!strings.Contains(stdout, "inbox "+strings.Join(args[:len(args)-1], " ")) {
 			t.Errorf("%v: exit %d, stderr %q, stdout:\n%s\nwant exit 0 and a manual with SYNOPSIS and EXIT STATUS", args, code, stderr, stdout)
 		}
-		if name := "NAME\n  inbox " + strings.Join(args[:len(args)-1], " ") + "\n"; len(args) > 2 && !strings.HasPrefix(stdout, name) {
+		if name := "NAME\n  inbox " + strings.Join(args[:len(args)-1], " ") + "\n"; (args[0] != "dead-letters" || len(args) > 2) && !strings.HasPrefix(stdout, name) {
 			t.Errorf("%v: the manual starts %q, want %q", args, stdout[:min(len(stdout), len(name))], name)
 		}
 	}

@@ -90,6 +90,14 @@ func testBatchOutcomes[TTx any](t *testing.T, h Harness[TTx]) {
 	if err != nil || outs[0].Status != inbox.Duplicate || !errors.Is(outs[0].Err, inbox.ErrFingerprintConflict) {
 		t.Fatalf("reused ID: %+v %v, want a duplicate with ErrFingerprintConflict", outs, err)
 	}
+	// The same within one batch: the second copy, with another payload,
+	// is a duplicate of the first and a conflict.
+	reused := msg("in-batch")
+	reused.Payload = []byte("other")
+	outs, err = ib.ProcessBatch(ctx, []inbox.Message{msg("in-batch"), reused}, hd)
+	if err != nil || outs[0].Status != inbox.Processed || outs[1].Status != inbox.Duplicate || !errors.Is(outs[1].Err, inbox.ErrFingerprintConflict) {
+		t.Fatalf("ID reused in one batch: %+v %v, want processed, then a duplicate with ErrFingerprintConflict", outs, err)
+	}
 }
 
 // A failing message in the middle is undone alone: its neighbours commit,

@@ -317,12 +317,13 @@ func testOutboxLease[TTx any](t *testing.T, h Harness[TTx]) {
 	if err != nil || len(recs) != 1 {
 		t.Fatalf("claim: %d rows, %v", len(recs), err)
 	}
+	returned := time.Now() // the lease began (the database's clock) between claimed and returned
 	s := &sink{}
 	r := e.relay(t, outbox.RelayConfig{Publish: s.publish})
 	if res := drain(t, r); res.Claimed != 0 {
 		t.Fatalf("a leased row was claimed again within its lease (%v after the claim, lease %v): %+v", time.Since(claimed), lease, res)
 	}
-	time.Sleep(time.Until(claimed.Add(lease + 100*time.Millisecond)))
+	time.Sleep(time.Until(returned.Add(lease + 100*time.Millisecond)))
 	next := []byte("next relay token")
 	if recs, err := e.rs.OutboxClaim(ctx, &store.OutboxClaimParams{Limit: 10, Lease: time.Minute, Token: next}); err != nil || len(recs) != 1 {
 		t.Fatalf("claim after the lease: %d rows, %v; want the row", len(recs), err)
