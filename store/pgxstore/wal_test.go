@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -257,50 +257,37 @@ func BenchmarkClaimShape(b *testing.B) {
 		for i, v := range variants {
 			claim := fmt.Sprintf(v.claim, tables[i].schema)
 			ledger := "INSERT INTO " + tables[i].schema + ".ledger (key) VALUES ($1)"
-			b.Run(fmt.Sprintf("%s/round=%d", v.name, round), func(b *testing.B) {
-				parallelN(b, 8, func() error {
-					id := fmt.Sprintf("m-%d", seq.Add(1))
-					c, err := pool.Acquire(ctx)
-					if err != nil {
-						return err
-					}
-					defer c.Release()
-					batch := &pgx.Batch{}
-					batch.Queue("BEGIN")
-					batch.Queue(claim, []byte("c"), []byte(id))
-					if err := c.SendBatch(ctx, batch).Close(); err != nil {
-						return err
-					}
-					if _, err := c.Exec(ctx, ledger, id); err != nil {
-						return err
-					}
-					_, err = c.Exec(ctx, "COMMIT")
+			once := func() error {
+				id := fmt.Sprintf("m-%d", seq.Add(1))
+				c, err := pool.Acquire(ctx)
+				if err != nil {
 					return err
+				}
+				defer c.Release()
+				batch := &pgx.Batch{}
+				batch.Queue("BEGIN")
+				batch.Queue(claim, []byte("c"), []byte(id))
+				if err := c.SendBatch(ctx, batch).Close(); err != nil {
+					return err
+				}
+				if _, err := c.Exec(ctx, ledger, id); err != nil {
+					return err
+				}
+				_, err = c.Exec(ctx, "COMMIT")
+				return err
+			}
+			b.Run(fmt.Sprintf("%s/round=%d", v.name, round), func(b *testing.B) {
+				b.SetParallelism(max(1, 8/runtime.GOMAXPROCS(0))) // 8 goroutines on 2 cores
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						if err := once(); err != nil {
+							b.Error(err)
+							return
+						}
+					}
 				})
+				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
 			})
 		}
 	}
-}
-
-// parallelN runs f b.N times on g goroutines and reports msgs/s.
-func parallelN(b *testing.B, g int, f func() error) {
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	var once sync.Once
-	b.ResetTimer()
-	for range g {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for next.Add(1) <= int64(b.N) {
-				if err := f(); err != nil {
-					once.Do(func() { b.Error(err) })
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	b.StopTimer()
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
 }
