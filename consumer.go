@@ -52,7 +52,8 @@ type ConsumerConfig struct {
 	// transaction (ProcessBatch): a worker takes up to BatchSize
 	// deliveries, waiting at most BatchLinger after the first for more,
 	// and acks or nacks each by its own outcome. Give the broker a
-	// prefetch of at least Workers × BatchSize. Default 1: one message per
+	// prefetch of at least Workers × BatchSize: Consume warns at start
+	// when a broker.Prefetcher source holds fewer. Default 1: one message per
 	// transaction (Consume), DefaultBatchSize (100) for ConsumeBatch.
 	// A broker.BatchSource (Kafka) makes the batches itself: up to
 	// BatchSize records of one partition in offset order, without linger.
@@ -110,6 +111,23 @@ func logRetention(ctx context.Context, log *slog.Logger, consumer string, src br
 		log.WarnContext(ctx, "inbox: "+warning, "consumer", consumer)
 	case note != "":
 		log.InfoContext(ctx, "inbox: "+note, "consumer", consumer)
+	}
+}
+
+// logPrefetch warns when a broker.Prefetcher source holds fewer deliveries
+// ahead than Workers × BatchSize. A broker.BatchSource making batches
+// itself (Kafka) is not asked.
+func logPrefetch(ctx context.Context, log *slog.Logger, consumer string, src broker.Source, c *ConsumerConfig) {
+	p, ok := src.(broker.Prefetcher)
+	if !ok {
+		return
+	}
+	if _, ok := src.(broker.BatchSource); ok && c.BatchSize > 1 {
+		return
+	}
+	if n, want := p.Prefetch(), c.Workers*c.BatchSize; n < want {
+		log.WarnContext(ctx, "inbox: the source holds fewer deliveries ahead than Workers × BatchSize, so workers wait for deliveries (and batches for BatchLinger) while the broker has more: raise the source's prefetch (natsjs PullBatch, rabbitmq Prefetch) or lower Workers or BatchSize",
+			"consumer", consumer, "prefetch", n, "workers", c.Workers, "batch_size", c.BatchSize)
 	}
 }
 
@@ -209,6 +227,7 @@ func consume[TTx any](ctx context.Context, ib *Inbox[TTx], src broker.Source, cf
 	if c.Retention >= 0 {
 		logRetention(ctx, c.Logger, ib.Consumer(), src, c.Retention)
 	}
+	logPrefetch(ctx, c.Logger, ib.Consumer(), src, &c)
 	// Work outlives ctx by ShutdownTimeout, so that a commit in progress
 	// can finish and be acked.
 	work, cancelWork := context.WithCancel(context.WithoutCancel(ctx))

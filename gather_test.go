@@ -1,8 +1,11 @@
 package inbox
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -83,6 +86,51 @@ func TestGather(t *testing.T) {
 				if got[i] != tc.want[i] {
 					t.Fatalf("gather took %v, want %v", got, tc.want)
 				}
+			}
+		})
+	}
+}
+
+// prefetching is a stub source holding n deliveries ahead.
+type prefetching struct {
+	stubSource
+	n int
+}
+
+func (p *prefetching) Prefetch() int { return p.n }
+
+// prefetchingBatches is a broker.BatchSource that is also a Prefetcher.
+type prefetchingBatches struct {
+	stubBatchSource
+	n int
+}
+
+func (p *prefetchingBatches) Prefetch() int { return p.n }
+
+// logPrefetch warns when a Prefetcher holds fewer than Workers ×
+// BatchSize deliveries, except for a BatchSource making its own batches.
+func TestLogPrefetch(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name           string
+		src            broker.Source
+		workers, batch int
+		warn           bool
+	}{
+		{"not a prefetcher", &stubSource{}, 64, 100, false},
+		{"enough", &prefetching{n: 400}, 4, 100, false},
+		{"too few for the batches", &prefetching{n: 8}, 4, 100, true},
+		{"too few for the workers", &prefetching{n: 8}, 9, 1, true},
+		{"batch source in batches", &prefetchingBatches{n: 8}, 4, 100, false},
+		{"batch source one by one", &prefetchingBatches{n: 8}, 9, 1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var buf bytes.Buffer
+			logPrefetch(context.Background(), slog.New(slog.NewTextHandler(&buf, nil)), "c", tc.src,
+				&ConsumerConfig{Workers: tc.workers, BatchSize: tc.batch})
+			if got := strings.Count(buf.String(), "level=WARN"); got != map[bool]int{false: 0, true: 1}[tc.warn] {
+				t.Fatalf("logged %q; want a warning: %v", buf.String(), tc.warn)
 			}
 		})
 	}

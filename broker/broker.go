@@ -132,6 +132,16 @@ type RedeliveryWindower interface {
 	RedeliveryWindow(ctx context.Context) (time.Duration, error)
 }
 
+// Prefetcher is a Source that holds at most a fixed number of deliveries
+// ahead of the consumer runtime's workers: a pull batch (NATS), a channel
+// prefetch (RabbitMQ), one receive's worth (SQS). Consume warns at start
+// when it is below Workers × BatchSize: workers then wait for deliveries,
+// and batches for their linger, while the broker has more.
+type Prefetcher interface {
+	// Prefetch returns the number of deliveries held ahead, at least 1.
+	Prefetch() int
+}
+
 // Publisher publishes messages with their producer ID (Message.ID), which
 // the broker passes on to consumers (and may use to drop duplicates).
 type Publisher interface {

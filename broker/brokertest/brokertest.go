@@ -129,6 +129,7 @@ func Run(t *testing.T, h Harness) {
 		{"HandlerSeesPublishTime", testHandlerSeesPublishTime, nil},
 		{"PanickingHookStillAcks", testPanickingHook, nil},
 		{"BatchConsume", testBatchConsume, nil},
+		{"PrefetchWarning", testPrefetchWarning, nil},
 		{"RepublishEffectOnce", testRepublish, nil},
 		{"PublishedFieldsArrive", testFieldsArrive, nil},
 		{"PublishedKeyArrives", testKeyArrives, nil},

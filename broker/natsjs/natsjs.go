@@ -60,7 +60,8 @@ type Config struct {
 	// They wait in the client with their AckWait running and no lease, so
 	// keep it near the consumer runtime's Workers; for batches
 	// (ConsumerConfig.BatchSize), at least Workers × BatchSize, or batches
-	// rarely fill (README, Performance). Default DefaultPullBatch (8).
+	// rarely fill (README, Performance; inbox.Consume warns of it).
+	// Default DefaultPullBatch (8).
 	PullBatch int
 	// TypeHeader names the header holding the message type. Default
 	// broker.DefaultTypeHeader ("Inbox-Type").
@@ -102,7 +103,12 @@ type Source struct {
 var (
 	_ broker.LeaseSource        = (*Source)(nil)
 	_ broker.RedeliveryWindower = (*Source)(nil)
+	_ broker.Prefetcher         = (*Source)(nil)
 )
+
+// Prefetch returns the messages pulled ahead: PullBatch, at most
+// MaxAckPending.
+func (s *Source) Prefetch() int { return min(s.cfg.MaxAckPending, s.cfg.PullBatch) }
 
 // RedeliveryWindow returns the stream's MaxAge, 0 when it keeps messages
 // without a time limit (the default).

@@ -94,7 +94,8 @@ type Config struct {
 
 	// Prefetch is the channel's QoS prefetch count: the unacked
 	// deliveries the broker sends ahead. Set it to at least the consumer
-	// runtime's Workers. Default DefaultPrefetch (16).
+	// runtime's Workers × BatchSize (inbox.Consume warns when it is
+	// lower). Default DefaultPrefetch (16).
 	Prefetch int
 	// DelayBuckets are the delays of the delay queues, one queue per
 	// bucket; Nack's delay is rounded up to the next bucket, or down to the

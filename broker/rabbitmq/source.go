@@ -356,7 +356,13 @@ func (s *Source) Close() error {
 	return nil
 }
 
-var _ broker.RedeliveryWindower = (*Source)(nil)
+var (
+	_ broker.RedeliveryWindower = (*Source)(nil)
+	_ broker.Prefetcher         = (*Source)(nil)
+)
+
+// Prefetch returns Config.Prefetch, the channel's QoS prefetch count.
+func (s *Source) Prefetch() int { return s.cfg.Prefetch }
 
 // RedeliveryWindow returns the queue's message TTL when its declaration
 // sets one (Config.QueueArgs "x-message-ttl"), else 0: RabbitMQ keeps a

@@ -263,7 +263,14 @@ func (s *Source) Close() error {
 	return nil
 }
 
-var _ broker.RedeliveryWindower = (*Source)(nil)
+var (
+	_ broker.RedeliveryWindower = (*Source)(nil)
+	_ broker.Prefetcher         = (*Source)(nil)
+)
+
+// Prefetch returns Config.MaxMessages: one receive's worth waits in the
+// Source.
+func (s *Source) Prefetch() int { return s.cfg.MaxMessages }
 
 // RedeliveryWindow returns the queue's MessageRetentionPeriod (SQS keeps
 // a message 4 days by default, 14 at most).

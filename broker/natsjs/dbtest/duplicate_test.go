@@ -21,13 +21,8 @@ func TestPublisherRefusesDuplicates(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	_, js := connect(t, testenv.NATSURL())
-	name := testenv.Name("INBOXTEST_")
 	const window = 500 * time.Millisecond
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{name + ".>"},
-		Duplicates: window, MaxAge: time.Hour}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = js.DeleteStream(context.Background(), name) })
+	name := newStream(t, js, jetstream.StreamConfig{Duplicates: window, MaxAge: time.Hour})
 	lenient, _ := natsjs.NewPublisher(js, nil)
 	strict, _ := natsjs.NewPublisher(js, &natsjs.PublisherConfig{RefuseDuplicates: true})
 	m := &broker.Message{ID: "dup-1", Subject: name + ".x", Payload: []byte("p")}

@@ -134,11 +134,7 @@ func TestOneFilterSubject(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	_, js := connect(t, testenv.NATSURL())
-	name := testenv.Name("INBOXTEST_")
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{name + ".>"}}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = js.DeleteStream(context.Background(), name) })
+	name := newStream(t, js, jetstream.StreamConfig{})
 	pub, err := natsjs.NewPublisher(js, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -176,11 +172,7 @@ func TestRedeliveryWindow(t *testing.T) {
 		{0, "level=INFO"},
 		{24 * time.Hour, ""},
 	} {
-		name := testenv.Name("INBOXTEST_")
-		if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{name + ".>"}, MaxAge: tc.maxAge}); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = js.DeleteStream(context.Background(), name) })
+		name := newStream(t, js, jetstream.StreamConfig{MaxAge: tc.maxAge})
 		src, err := natsjs.NewSource(ctx, js, &natsjs.Config{Stream: name, Durable: "window"})
 		if err != nil {
 			t.Fatal(err)
@@ -216,4 +208,41 @@ func pullBatch(tb testing.TB) int {
 		tb.Fatalf("INBOX_NATS_PULL_BATCH=%q: want a positive number", v)
 	}
 	return n
+}
+
+// Prefetch is PullBatch, at most MaxAckPending: what the client pulls
+// ahead.
+func TestPrefetch(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, js := connect(t, testenv.NATSURL())
+	name := newStream(t, js, jetstream.StreamConfig{})
+	for _, tc := range []struct{ pull, pending, want int }{
+		{0, 0, natsjs.DefaultPullBatch},
+		{400, 0, 400},
+		{400, 100, 100},
+	} {
+		src, err := natsjs.NewSource(ctx, js, &natsjs.Config{Stream: name, Durable: "prefetch", PullBatch: tc.pull, MaxAckPending: tc.pending})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := src.Prefetch()
+		src.Close()
+		if got != tc.want {
+			t.Fatalf("PullBatch %d, MaxAckPending %d: Prefetch() = %d, want %d", tc.pull, tc.pending, got, tc.want)
+		}
+	}
+}
+
+// newStream creates a stream named INBOXTEST_… with cfg, capturing the
+// subjects under its name, and deletes it when the test ends.
+func newStream(t *testing.T, js jetstream.JetStream, cfg jetstream.StreamConfig) string {
+	t.Helper()
+	cfg.Name = testenv.Name("INBOXTEST_")
+	cfg.Subjects = []string{cfg.Name + ".>"}
+	if _, err := js.CreateStream(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = js.DeleteStream(context.Background(), cfg.Name) })
+	return cfg.Name
 }

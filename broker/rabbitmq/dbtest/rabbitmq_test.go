@@ -147,7 +147,7 @@ func BenchmarkPublish(b *testing.B) {
 
 // The queue's message TTL, when its declaration sets one, is the
 // redelivery window; without one RabbitMQ keeps a message until it is
-// acked: 0.
+// acked: 0. Prefetch is Config.Prefetch (here the default).
 func TestRedeliveryWindow(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -178,9 +178,13 @@ func TestRedeliveryWindow(t *testing.T) {
 			t.Fatal(err)
 		}
 		got, err := src.RedeliveryWindow(ctx)
+		prefetch := src.Prefetch()
 		_ = src.Close()
 		if err != nil || got != tc.want {
 			t.Fatalf("queue arguments %v: window %v, %v; want %v", tc.args, got, err, tc.want)
+		}
+		if prefetch != rabbitmq.DefaultPrefetch {
+			t.Fatalf("Prefetch() = %d, want DefaultPrefetch (%d)", prefetch, rabbitmq.DefaultPrefetch)
 		}
 	}
 }

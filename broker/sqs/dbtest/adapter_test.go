@@ -533,3 +533,15 @@ func TestRedeliveryWindow(t *testing.T) {
 		t.Fatalf("CheckRetention: %q %v, want a warning naming 14 days (336h)", warning, err)
 	}
 }
+
+// Prefetch is MaxMessages: one receive's worth waits in the Source.
+func TestPrefetch(t *testing.T) {
+	t.Parallel()
+	cl := sqsenv.Client()
+	name := sqsenv.Queue(t, false)
+	for _, tc := range []struct{ max, want int }{{0, sqs.DefaultMaxMessages}, {3, 3}} {
+		if got := newSource(t, cl, name, sqs.Config{MaxMessages: tc.max}).Prefetch(); got != tc.want {
+			t.Fatalf("MaxMessages %d: Prefetch() = %d, want %d", tc.max, got, tc.want)
+		}
+	}
+}
