@@ -23,6 +23,7 @@ package sqsenv
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -162,12 +163,15 @@ func CreateQueue(ctx context.Context, cl *sqs.Client, name string) (string, erro
 }
 
 // Precreate makes standard and fifo queues for Queue to hand out, before
-// any traffic (see the package comment); call it from TestMain. It does
+// any traffic (see the package comment), as many for each run of the
+// tests that go test's -count asks for; call it from TestMain. It does
 // nothing on a real endpoint, where Queue creates queues as it goes.
 func Precreate(standard, fifo int) error {
 	if !Emulated() {
 		return nil
 	}
+	runs := testCount()
+	standard, fifo = standard*runs, fifo*runs
 	ctx := context.Background()
 	cl := Client()
 	for i := range standard + fifo {
@@ -184,6 +188,23 @@ func Precreate(standard, fifo int) error {
 		poolMu.Unlock()
 	}
 	return nil
+}
+
+// testCount is go test's -count (1 when unset or unparsable): TestMain
+// runs once for all the runs.
+func testCount() int {
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	f := flag.Lookup("test.count")
+	if f == nil {
+		return 1
+	}
+	n, err := strconv.Atoi(f.Value.String())
+	if err != nil || n < 1 {
+		return 1
+	}
+	return n
 }
 
 // Queue returns the name of a fresh queue, a FIFO one when fifo is set:
