@@ -21,9 +21,11 @@ const preamble = `package readmeblocks
 import (
 	"context"
 	"database/sql"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/inboxkit/inbox"
@@ -41,6 +43,8 @@ var (
 	_ = sqlstore.New
 	_ = outbox.New[pgx.Tx]
 	_ = otelinbox.New
+	_ = nats.Connect
+	_ = time.Second
 )
 
 // env is what a reader's program has at hand.
