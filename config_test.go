@@ -79,12 +79,35 @@ func (o *outcomeCounter) OnProcessed(context.Context, *Event) { o.n++ }
 // nilSource is a Source that is nil: Consume must refuse it.
 var nilSource broker.Source
 
+// ptrSource is a Source whose methods read their receiver, as
+// *natsjs.Source's do: a nil *ptrSource in a broker.Source (a typed nil,
+// what ignoring a constructor's error gives) panics when used.
+type ptrSource struct {
+	lease, window time.Duration
+}
+
+func (s *ptrSource) Next(context.Context) (broker.Delivery, error) {
+	return nil, errors.New("not used")
+}
+func (s *ptrSource) Close() error                 { return nil }
+func (s *ptrSource) LeaseInterval() time.Duration { return s.lease }
+func (s *ptrSource) RedeliveryWindow(context.Context) (time.Duration, error) {
+	return s.window, nil
+}
+
+// ptrDriver and ptrPruneStore: a nil pointer to either panics on every
+// method, which reads the embedded field through it.
+type ptrDriver struct{ store.Driver[struct{}] }
+type ptrPruneStore struct{ PruneStore }
+
 // Nil arguments are refused before anything runs: a nil source used to
 // panic in a worker goroutine, which kills the process.
 func TestNilArguments(t *testing.T) {
 	t.Parallel()
 	ib := &Inbox[struct{}]{} // never used: the arguments are checked first
 	h := func(context.Context, struct{}, *Message) error { return nil }
+	bh := func(context.Context, struct{}, []*Message) error { return nil }
+	var typedNil broker.Source = (*ptrSource)(nil)
 	ctx := context.Background()
 	tests := []struct {
 		name string
@@ -93,6 +116,11 @@ func TestNilArguments(t *testing.T) {
 		{"Consume nil inbox", func() error { return Consume(ctx, nil, nilSource, h, nil) }},
 		{"Consume nil source", func() error { return Consume(ctx, ib, nilSource, h, nil) }},
 		{"Consume nil handler", func() error { return Consume[struct{}](ctx, ib, nilSource, nil, nil) }},
+		{"Consume typed nil source", func() error { return Consume(ctx, ib, typedNil, h, nil) }},
+		{"ConsumeBatch nil source", func() error { return ConsumeBatch(ctx, ib, nilSource, bh, nil) }},
+		{"ConsumeBatch typed nil source", func() error { return ConsumeBatch(ctx, ib, typedNil, bh, nil) }},
+		{"CheckRetention nil source", func() error { _, _, err := CheckRetention(ctx, nilSource, 0); return err }},
+		{"CheckRetention typed nil source", func() error { _, _, err := CheckRetention(ctx, typedNil, 0); return err }},
 		{"Process nil inbox", func() error { _, err := (*Inbox[struct{}])(nil).Process(ctx, Message{ID: "a"}, h); return err }},
 		{"Process nil handler", func() error { _, err := ib.Process(ctx, Message{ID: "a"}, nil); return err }},
 		{"ProcessTx nil inbox", func() error {
@@ -101,7 +129,11 @@ func TestNilArguments(t *testing.T) {
 		}},
 		{"ProcessTx nil handler", func() error { _, err := ib.ProcessTx(ctx, struct{}{}, Message{ID: "a"}, nil); return err }},
 		{"New nil driver", func() error { _, err := New[struct{}](ctx, nil, &Config{Consumer: "c"}); return err }},
+		{"New typed nil driver", func() error { _, err := New[struct{}](ctx, (*ptrDriver)(nil), &Config{Consumer: "c"}); return err }},
+		{"Migrate nil driver", func() error { return Migrate[struct{}](ctx, nil) }},
+		{"Migrate typed nil driver", func() error { return Migrate[struct{}](ctx, (*ptrDriver)(nil)) }},
 		{"NewPruner nil store", func() error { _, err := NewPruner(nil, nil); return err }},
+		{"NewPruner typed nil store", func() error { _, err := NewPruner((*ptrPruneStore)(nil), nil); return err }},
 		{"NewPruner short retention", func() error { _, err := NewPruner(unusedStore{}, &PrunerConfig{Retention: time.Minute}); return err }},
 	}
 	for _, tc := range tests {

@@ -82,8 +82,13 @@ type ConsumerConfig struct {
 // again; and a note when the broker keeps messages without a time limit,
 // where only a consumer reset (a new consumer reading from the start, an
 // offset moved back) can bring back a message older than retention. Both
-// are empty when src cannot tell, or the window is within retention.
+// are empty when src cannot tell, or the window is within retention. A nil
+// src (or a typed nil, such as a nil *natsjs.Source) is an error wrapping
+// ErrInvalidConfig.
 func CheckRetention(ctx context.Context, src broker.Source, retention time.Duration) (warning, note string, err error) {
+	if isNil(src) {
+		return "", "", fmt.Errorf("%w: nil source (%T)", ErrInvalidConfig, src)
+	}
 	w, ok := src.(broker.RedeliveryWindower)
 	if !ok {
 		return "", "", nil
@@ -177,7 +182,8 @@ func (c *ConsumerConfig) withDefaults(src broker.Source) ConsumerConfig {
 // of src (a deleted consumer), or a database error that no retry fixes
 // (ErrUnrecoverable: the inbox's tables dropped, permission denied), stops
 // every worker the same way and is returned. A nil ib, src or h is an
-// error wrapping ErrInvalidConfig, returned before anything starts.
+// error wrapping ErrInvalidConfig, returned before anything starts; so is
+// a src that holds a nil pointer (a nil *natsjs.Source).
 func Consume[TTx any](ctx context.Context, ib *Inbox[TTx], src broker.Source, h Handler[TTx], cfg *ConsumerConfig) error {
 	if err := checkArgs(ib, h); err != nil {
 		return err
@@ -209,8 +215,8 @@ func ConsumeBatch[TTx any](ctx context.Context, ib *Inbox[TTx], src broker.Sourc
 // consume runs the workers; each hands process the deliveries it took.
 func consume[TTx any](ctx context.Context, ib *Inbox[TTx], src broker.Source, cfg *ConsumerConfig, batchSize int,
 	process func(ctx context.Context, ds []broker.Delivery, c *ConsumerConfig) error) error {
-	if src == nil {
-		return fmt.Errorf("%w: nil source", ErrInvalidConfig)
+	if isNil(src) {
+		return fmt.Errorf("%w: nil source (%T)", ErrInvalidConfig, src)
 	}
 	c := cfg.withDefaults(src)
 	if c.BatchSize < 0 {

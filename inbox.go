@@ -35,10 +35,11 @@ type Inbox[TTx any] struct {
 // to the schema version this code needs (an error wrapping ErrNotMigrated
 // otherwise: run Migrate), and checks the database's durability settings
 // once, logging a warning for each one that could lose a committed claim in
-// a crash.
+// a crash. A nil driver (or one holding a nil pointer) is an error
+// wrapping ErrInvalidConfig.
 func New[TTx any](ctx context.Context, driver store.Driver[TTx], cfg *Config) (*Inbox[TTx], error) {
-	if driver == nil {
-		return nil, fmt.Errorf("%w: nil driver", ErrInvalidConfig)
+	if isNil(driver) {
+		return nil, fmt.Errorf("%w: nil driver (%T)", ErrInvalidConfig, driver)
 	}
 	c, err := cfg.withDefaults()
 	if err != nil {
@@ -83,8 +84,12 @@ func (ib *Inbox[TTx]) checkSchema(ctx context.Context) error {
 }
 
 // Migrate creates or updates the inbox's tables. It is safe to run from
-// several processes at once.
+// several processes at once. A nil driver (or one holding a nil pointer)
+// is an error wrapping ErrInvalidConfig.
 func Migrate[TTx any](ctx context.Context, driver store.Driver[TTx]) error {
+	if isNil(driver) {
+		return fmt.Errorf("%w: nil driver (%T)", ErrInvalidConfig, driver)
+	}
 	return driver.Migrate(ctx)
 }
 
