@@ -383,13 +383,13 @@ func settle[TTx any](ctx context.Context, ib *Inbox[TTx], d broker.Delivery, msg
 			// Committed but not acked: the broker redelivers it, and the
 			// redelivery is a duplicate.
 			c.Logger.WarnContext(ctx, "inbox: ack failed; the message will be redelivered and skipped as a duplicate",
-				"consumer", ib.Consumer(), "id", fmt.Sprintf("%q", msg.ID), "status", out.Status, "error", aerr)
+				"consumer", ib.Consumer(), "id", logID(msg.ID), "status", out.Status, "error", aerr)
 		}
 		return
 	}
 	if nerr := d.Nack(actx, out.Delay); nerr != nil {
 		c.Logger.WarnContext(ctx, "inbox: nack failed; the broker will redeliver the message when its lease expires",
-			"consumer", ib.Consumer(), "id", fmt.Sprintf("%q", msg.ID), "error", nerr)
+			"consumer", ib.Consumer(), "id", logID(msg.ID), "error", nerr)
 	}
 }
 

@@ -322,7 +322,7 @@ func (ib *Inbox[TTx]) duplicate(ctx context.Context, msg *Message, start time.Ti
 			StoredFingerprint: res.Fingerprint, Fingerprint: p.Fingerprint, StoredType: res.Type}
 		ib.hooks.fingerprintConflict(ctx, e)
 		ib.cfg.Logger.WarnContext(ctx, "inbox: message ID reused for a different payload",
-			"consumer", ib.cfg.Consumer, "id", fmt.Sprintf("%q", msg.ID), "stored_type", res.Type, "type", msg.Type)
+			"consumer", ib.cfg.Consumer, "id", logID(msg.ID), "stored_type", res.Type, "type", msg.Type)
 	}
 	return ib.finish(ctx, msg, start, out, nil)
 }
@@ -401,7 +401,7 @@ func (ib *Inbox[TTx]) deadLetter(ctx context.Context, tx TTx, msg *Message, p *s
 	case err == nil:
 		if refused != nil {
 			ib.cfg.Logger.ErrorContext(ctx, "inbox: dead letter kept without its payload and headers, which the database refused",
-				"consumer", ib.cfg.Consumer, "id", fmt.Sprintf("%q", msg.ID), "type", msg.Type,
+				"consumer", ib.cfg.Consumer, "id", logID(msg.ID), "type", msg.Type,
 				"payload_bytes", len(msg.Payload), "error", refused)
 		}
 		return ok, nil
