@@ -3,6 +3,7 @@ package inbox
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -141,6 +142,38 @@ func TestNilArguments(t *testing.T) {
 			t.Parallel()
 			if err := tc.call(); !errors.Is(err, ErrInvalidConfig) {
 				t.Fatalf("err = %v, want ErrInvalidConfig", err)
+			}
+		})
+	}
+}
+
+// CheckRetention's 0 is DefaultRetention, as ConsumerConfig.Retention's:
+// a 3-day window fits in it; a negative retention is compared as it is.
+func TestCheckRetention(t *testing.T) {
+	t.Parallel()
+	day := 24 * time.Hour
+	for _, tc := range []struct {
+		name              string
+		window, retention time.Duration
+		warning, note     string // substrings; "" means empty
+	}{
+		{"zero means the default: within", 3 * day, 0, "", ""},
+		{"zero means the default: longer", 14 * day, 0, "longer than the inbox's retention of 168h0m0s", ""},
+		{"zero means the default: no limit", 0, 0, "", "retention (168h0m0s)"},
+		{"shorter retention", 3 * day, 2 * day, "at least 72h0m0s", ""},
+		{"negative: any window is longer", time.Hour, -1, "longer than the inbox's retention of -1ns", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			warning, note, err := CheckRetention(context.Background(), &ptrSource{window: tc.window}, tc.retention)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range []struct{ got, want string }{{warning, tc.warning}, {note, tc.note}} {
+				if (c.want == "") != (c.got == "") || !strings.Contains(c.got, c.want) {
+					t.Fatalf("window %v, retention %v: warning %q, note %q; want them to contain %q and %q",
+						tc.window, tc.retention, warning, note, tc.warning, tc.note)
+				}
 			}
 		})
 	}

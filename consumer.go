@@ -82,12 +82,17 @@ type ConsumerConfig struct {
 // again; and a note when the broker keeps messages without a time limit,
 // where only a consumer reset (a new consumer reading from the start, an
 // offset moved back) can bring back a message older than retention. Both
-// are empty when src cannot tell, or the window is within retention. A nil
+// are empty when src cannot tell, or the window is within retention. A
+// retention of 0 means DefaultRetention, as in ConsumerConfig.Retention; a
+// negative one is compared as it is, so that any window is longer. A nil
 // src (or a typed nil, such as a nil *natsjs.Source) is an error wrapping
 // ErrInvalidConfig.
 func CheckRetention(ctx context.Context, src broker.Source, retention time.Duration) (warning, note string, err error) {
 	if isNil(src) {
 		return "", "", fmt.Errorf("%w: nil source (%T)", ErrInvalidConfig, src)
+	}
+	if retention == 0 {
+		retention = DefaultRetention
 	}
 	w, ok := src.(broker.RedeliveryWindower)
 	if !ok {
