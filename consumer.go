@@ -136,7 +136,7 @@ func logPrefetch(ctx context.Context, log *slog.Logger, consumer string, src bro
 		return
 	}
 	if n, want := p.Prefetch(), c.Workers*c.BatchSize; n < want {
-		log.WarnContext(ctx, "inbox: the source holds fewer deliveries ahead than Workers × BatchSize, so workers wait for deliveries (and batches for BatchLinger) while the broker has more: raise the source's prefetch (natsjs PullBatch, rabbitmq Prefetch) or lower Workers or BatchSize",
+		log.WarnContext(ctx, "inbox: the source holds fewer deliveries ahead than Workers × BatchSize, so workers wait for deliveries (and batches for BatchLinger) while the broker has more: raise the source's prefetch (natsjs PullBatch, rabbitmq Prefetch, sqs MaxMessages up to 10) or lower Workers or BatchSize",
 			"consumer", consumer, "prefetch", n, "workers", c.Workers, "batch_size", c.BatchSize)
 	}
 }
