@@ -17,6 +17,8 @@ import (
 // retried; wrap it with Permanent to dead-letter the message at once, or
 // with RetryAfter to choose the delay. Effects outside tx are not covered:
 // send them through the outbox, or give them IdempotencyKey(*msg, purpose).
+// It must not commit or roll back tx, which Process does: that is a
+// handler failure (ErrTxEndedByHandler).
 type Handler[TTx any] func(ctx context.Context, tx TTx, msg *Message) error
 
 // Inbox processes messages effectively once for one consumer, with
@@ -165,9 +167,15 @@ func (ib *Inbox[TTx]) Process(ctx context.Context, msg Message, h Handler[TTx]) 
 		}
 		// A COMMIT that certainly failed (h swallowed an error that
 		// aborted the transaction, left a result set open, broke a
-		// constraint checked at COMMIT): a failure like any handler
-		// error, or it would be retried for ever.
-		out, err := ib.failed(ctx, nil, &msg, p, fmt.Errorf("inbox: commit: %w", err))
+		// constraint checked at COMMIT), or that h made impossible by
+		// ending tx itself: a failure like any handler error, or it
+		// would be retried for ever.
+		herr := fmt.Errorf("inbox: commit: %w", err)
+		if errors.Is(err, store.ErrTxDone) {
+			herr = fmt.Errorf("%w: its writes may or may not have committed; the message is retried, and then a duplicate if they did: %w",
+				ErrTxEndedByHandler, err)
+		}
+		out, err := ib.failed(ctx, nil, &msg, p, herr)
 		return ib.finishRun(ctx, &msg, start, hdur, out, err)
 	}
 	return ib.finishRun(ctx, &msg, start, hdur, Outcome{Status: Processed}, nil)
