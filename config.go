@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"reflect"
 	"time"
 
 	"github.com/inboxkit/inbox/store"
@@ -152,6 +153,21 @@ func (b Backoff) withDefaults() Backoff {
 
 // ErrInvalidConfig is the sentinel of configuration errors.
 var ErrInvalidConfig = errors.New("inbox: invalid config")
+
+// isNil reports whether v, an interface argument (a broker.Source, a store
+// driver), is nil or holds a nil pointer, map, func or channel: a
+// typed nil, the usual result of ignoring a constructor's error, whose
+// methods would panic in a worker.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	switch r := reflect.ValueOf(v); r.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Func, reflect.Chan, reflect.Interface:
+		return r.IsNil()
+	}
+	return false
+}
 
 func (c *Config) withDefaults() (Config, error) {
 	var out Config

@@ -82,8 +82,18 @@ type ConsumerConfig struct {
 // again; and a note when the broker keeps messages without a time limit,
 // where only a consumer reset (a new consumer reading from the start, an
 // offset moved back) can bring back a message older than retention. Both
-// are empty when src cannot tell, or the window is within retention.
+// are empty when src cannot tell, or the window is within retention. A
+// retention of 0 means DefaultRetention, as in ConsumerConfig.Retention; a
+// negative one is compared as it is, so that any window is longer. A nil
+// src (or a typed nil, such as a nil *natsjs.Source) is an error wrapping
+// ErrInvalidConfig.
 func CheckRetention(ctx context.Context, src broker.Source, retention time.Duration) (warning, note string, err error) {
+	if isNil(src) {
+		return "", "", fmt.Errorf("%w: nil source (%T)", ErrInvalidConfig, src)
+	}
+	if retention == 0 {
+		retention = DefaultRetention
+	}
 	w, ok := src.(broker.RedeliveryWindower)
 	if !ok {
 		return "", "", nil
@@ -126,7 +136,7 @@ func logPrefetch(ctx context.Context, log *slog.Logger, consumer string, src bro
 		return
 	}
 	if n, want := p.Prefetch(), c.Workers*c.BatchSize; n < want {
-		log.WarnContext(ctx, "inbox: the source holds fewer deliveries ahead than Workers × BatchSize, so workers wait for deliveries (and batches for BatchLinger) while the broker has more: raise the source's prefetch (natsjs PullBatch, rabbitmq Prefetch) or lower Workers or BatchSize",
+		log.WarnContext(ctx, "inbox: the source holds fewer deliveries ahead than Workers × BatchSize, so workers wait for deliveries (and batches for BatchLinger) while the broker has more: raise the source's prefetch (natsjs PullBatch, rabbitmq Prefetch, sqs MaxMessages up to 10) or lower Workers or BatchSize",
 			"consumer", consumer, "prefetch", n, "workers", c.Workers, "batch_size", c.BatchSize)
 	}
 }
@@ -177,7 +187,8 @@ func (c *ConsumerConfig) withDefaults(src broker.Source) ConsumerConfig {
 // of src (a deleted consumer), or a database error that no retry fixes
 // (ErrUnrecoverable: the inbox's tables dropped, permission denied), stops
 // every worker the same way and is returned. A nil ib, src or h is an
-// error wrapping ErrInvalidConfig, returned before anything starts.
+// error wrapping ErrInvalidConfig, returned before anything starts; so is
+// a src that holds a nil pointer (a nil *natsjs.Source).
 func Consume[TTx any](ctx context.Context, ib *Inbox[TTx], src broker.Source, h Handler[TTx], cfg *ConsumerConfig) error {
 	if err := checkArgs(ib, h); err != nil {
 		return err
@@ -209,8 +220,8 @@ func ConsumeBatch[TTx any](ctx context.Context, ib *Inbox[TTx], src broker.Sourc
 // consume runs the workers; each hands process the deliveries it took.
 func consume[TTx any](ctx context.Context, ib *Inbox[TTx], src broker.Source, cfg *ConsumerConfig, batchSize int,
 	process func(ctx context.Context, ds []broker.Delivery, c *ConsumerConfig) error) error {
-	if src == nil {
-		return fmt.Errorf("%w: nil source", ErrInvalidConfig)
+	if isNil(src) {
+		return fmt.Errorf("%w: nil source (%T)", ErrInvalidConfig, src)
 	}
 	c := cfg.withDefaults(src)
 	if c.BatchSize < 0 {
@@ -377,13 +388,13 @@ func settle[TTx any](ctx context.Context, ib *Inbox[TTx], d broker.Delivery, msg
 			// Committed but not acked: the broker redelivers it, and the
 			// redelivery is a duplicate.
 			c.Logger.WarnContext(ctx, "inbox: ack failed; the message will be redelivered and skipped as a duplicate",
-				"consumer", ib.Consumer(), "id", fmt.Sprintf("%q", msg.ID), "status", out.Status, "error", aerr)
+				"consumer", ib.Consumer(), "id", logID(msg.ID), "status", out.Status, "error", aerr)
 		}
 		return
 	}
 	if nerr := d.Nack(actx, out.Delay); nerr != nil {
 		c.Logger.WarnContext(ctx, "inbox: nack failed; the broker will redeliver the message when its lease expires",
-			"consumer", ib.Consumer(), "id", fmt.Sprintf("%q", msg.ID), "error", nerr)
+			"consumer", ib.Consumer(), "id", logID(msg.ID), "error", nerr)
 	}
 }
 

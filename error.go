@@ -28,6 +28,14 @@ var (
 	// missing or at an older schema version than the code needs.
 	ErrNotMigrated = errors.New("inbox: tables not migrated")
 
+	// ErrTxEndedByHandler is wrapped by Process's error when the handler
+	// committed or rolled back the inbox's transaction itself (it must
+	// not: Process commits it): the claim and the handler's writes may or
+	// may not have committed. The outcome is Retry, the attempt counts as
+	// a handler failure, and a redelivery is then a Duplicate if they did
+	// commit, or runs the handler again if they did not.
+	ErrTxEndedByHandler = errors.New("inbox: the handler ended the inbox's transaction (Commit or Rollback in a handler)")
+
 	// ErrPayloadLost is returned by Replay for a dead letter whose payload
 	// and headers the database refused to store (DeadLetter.PayloadLost).
 	ErrPayloadLost = errors.New("inbox: the dead letter's payload was not kept")

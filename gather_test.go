@@ -132,6 +132,9 @@ func TestLogPrefetch(t *testing.T) {
 			if got := strings.Count(buf.String(), "level=WARN"); got != map[bool]int{false: 0, true: 1}[tc.warn] {
 				t.Fatalf("logged %q; want a warning: %v", buf.String(), tc.warn)
 			}
+			if tc.warn && !strings.Contains(buf.String(), "sqs MaxMessages up to 10") {
+				t.Fatalf("logged %q; want it to name each adapter's prefetch setting, SQS's MaxMessages with its limit", buf.String())
+			}
 		})
 	}
 }

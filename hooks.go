@@ -201,7 +201,7 @@ func call[H any](ctx context.Context, s *hookSet, method string, e *Event, hooks
 				if v := recover(); v != nil {
 					attrs := []any{"hook", method, "hook_type", fmt.Sprintf("%T", h), "panic", v, "stack", string(debug.Stack())}
 					if e != nil {
-						attrs = append(attrs, "consumer", e.Consumer, "id", fmt.Sprintf("%q", e.Message.ID))
+						attrs = append(attrs, "consumer", e.Consumer, "id", logID(e.Message.ID))
 						if method != "OnStart" { // no outcome yet
 							attrs = append(attrs, "status", e.Outcome.Status)
 						}

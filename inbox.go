@@ -17,6 +17,8 @@ import (
 // retried; wrap it with Permanent to dead-letter the message at once, or
 // with RetryAfter to choose the delay. Effects outside tx are not covered:
 // send them through the outbox, or give them IdempotencyKey(*msg, purpose).
+// It must not commit or roll back tx, which Process does: that is a
+// handler failure (ErrTxEndedByHandler).
 type Handler[TTx any] func(ctx context.Context, tx TTx, msg *Message) error
 
 // Inbox processes messages effectively once for one consumer, with
@@ -35,10 +37,11 @@ type Inbox[TTx any] struct {
 // to the schema version this code needs (an error wrapping ErrNotMigrated
 // otherwise: run Migrate), and checks the database's durability settings
 // once, logging a warning for each one that could lose a committed claim in
-// a crash.
+// a crash. A nil driver (or one holding a nil pointer) is an error
+// wrapping ErrInvalidConfig.
 func New[TTx any](ctx context.Context, driver store.Driver[TTx], cfg *Config) (*Inbox[TTx], error) {
-	if driver == nil {
-		return nil, fmt.Errorf("%w: nil driver", ErrInvalidConfig)
+	if isNil(driver) {
+		return nil, fmt.Errorf("%w: nil driver (%T)", ErrInvalidConfig, driver)
 	}
 	c, err := cfg.withDefaults()
 	if err != nil {
@@ -83,8 +86,12 @@ func (ib *Inbox[TTx]) checkSchema(ctx context.Context) error {
 }
 
 // Migrate creates or updates the inbox's tables. It is safe to run from
-// several processes at once.
+// several processes at once. A nil driver (or one holding a nil pointer)
+// is an error wrapping ErrInvalidConfig.
 func Migrate[TTx any](ctx context.Context, driver store.Driver[TTx]) error {
+	if isNil(driver) {
+		return fmt.Errorf("%w: nil driver (%T)", ErrInvalidConfig, driver)
+	}
 	return driver.Migrate(ctx)
 }
 
@@ -160,9 +167,15 @@ func (ib *Inbox[TTx]) Process(ctx context.Context, msg Message, h Handler[TTx]) 
 		}
 		// A COMMIT that certainly failed (h swallowed an error that
 		// aborted the transaction, left a result set open, broke a
-		// constraint checked at COMMIT): a failure like any handler
-		// error, or it would be retried for ever.
-		out, err := ib.failed(ctx, nil, &msg, p, fmt.Errorf("inbox: commit: %w", err))
+		// constraint checked at COMMIT), or that h made impossible by
+		// ending tx itself: a failure like any handler error, or it
+		// would be retried for ever.
+		herr := fmt.Errorf("inbox: commit: %w", err)
+		if errors.Is(err, store.ErrTxDone) {
+			herr = fmt.Errorf("%w: its writes may or may not have committed; the message is retried, and then a duplicate if they did: %w",
+				ErrTxEndedByHandler, err)
+		}
+		out, err := ib.failed(ctx, nil, &msg, p, herr)
 		return ib.finishRun(ctx, &msg, start, hdur, out, err)
 	}
 	return ib.finishRun(ctx, &msg, start, hdur, Outcome{Status: Processed}, nil)
@@ -317,7 +330,7 @@ func (ib *Inbox[TTx]) duplicate(ctx context.Context, msg *Message, start time.Ti
 			StoredFingerprint: res.Fingerprint, Fingerprint: p.Fingerprint, StoredType: res.Type}
 		ib.hooks.fingerprintConflict(ctx, e)
 		ib.cfg.Logger.WarnContext(ctx, "inbox: message ID reused for a different payload",
-			"consumer", ib.cfg.Consumer, "id", fmt.Sprintf("%q", msg.ID), "stored_type", res.Type, "type", msg.Type)
+			"consumer", ib.cfg.Consumer, "id", logID(msg.ID), "stored_type", res.Type, "type", msg.Type)
 	}
 	return ib.finish(ctx, msg, start, out, nil)
 }
@@ -396,7 +409,7 @@ func (ib *Inbox[TTx]) deadLetter(ctx context.Context, tx TTx, msg *Message, p *s
 	case err == nil:
 		if refused != nil {
 			ib.cfg.Logger.ErrorContext(ctx, "inbox: dead letter kept without its payload and headers, which the database refused",
-				"consumer", ib.cfg.Consumer, "id", fmt.Sprintf("%q", msg.ID), "type", msg.Type,
+				"consumer", ib.cfg.Consumer, "id", logID(msg.ID), "type", msg.Type,
 				"payload_bytes", len(msg.Payload), "error", refused)
 		}
 		return ok, nil

@@ -3,12 +3,40 @@ package inbox
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
+
+// logID is a message ID as a log attribute's value: the ID itself when it
+// is valid UTF-8 and every rune is printable (slog's handlers quote it as
+// they need, a space included), so that a search for id=pay-13 finds it;
+// Go-quoted otherwise, so that a hostile ID cannot forge log lines with a
+// newline nor carry invalid UTF-8 or a NUL into a JSON handler.
+func logID(id string) string {
+	if !utf8.ValidString(id) {
+		return strconv.Quote(id)
+	}
+	for _, r := range id {
+		if !unicode.IsPrint(r) { // the ASCII space is printable, other spaces are not
+			return strconv.Quote(id)
+		}
+	}
+	return id
+}
+
+// heldBack appends the attribute counting the lines held back, when some
+// were.
+func heldBack(attrs []any, key string, n int) []any {
+	if n == 0 {
+		return attrs
+	}
+	return append(attrs, key, n)
+}
 
 // retryLogInterval is the least time between two log lines of retries, and
 // between two lines of a database failure that lasts.
@@ -74,13 +102,13 @@ func (h *health) failed(ctx context.Context, err error) int {
 		return n
 	}
 	if errors.Is(err, ErrUnrecoverable) {
-		h.log.ErrorContext(ctx, "inbox: database error that no retry fixes", "consumer", h.consumer,
-			"error", err, "failures_in_a_row", n, "failures_not_logged", held)
+		h.log.ErrorContext(ctx, "inbox: database error that no retry fixes", heldBack([]any{"consumer", h.consumer,
+			"error", err, "failures_in_a_row", n}, "failures_not_logged", held)...)
 		return n
 	}
-	h.log.WarnContext(ctx, "inbox: database error; messages are redelivered later", "consumer", h.consumer,
-		"error", err, "failures_in_a_row", n, "failing_for", time.Since(since).Round(time.Millisecond),
-		"failures_not_logged", held)
+	h.log.WarnContext(ctx, "inbox: database error; messages are redelivered later", heldBack([]any{"consumer", h.consumer,
+		"error", err, "failures_in_a_row", n, "failing_for", time.Since(since).Round(time.Millisecond)},
+		"failures_not_logged", held)...)
 	return n
 }
 
@@ -107,12 +135,12 @@ func (ib *Inbox[TTx]) logOutcome(ctx context.Context, msg *Message, out Outcome,
 	switch {
 	case out.Status == DeadLettered:
 		ib.cfg.Logger.WarnContext(ctx, "inbox: message dead-lettered", "consumer", ib.cfg.Consumer,
-			"id", fmt.Sprintf("%q", msg.ID), "type", msg.Type, "attempts", out.Attempts, "error", out.Err)
+			"id", logID(msg.ID), "type", msg.Type, "attempts", out.Attempts, "error", out.Err)
 	case out.Status == Retry && out.Err != nil:
 		if ok, held := ib.retryLog.allow(); ok {
-			ib.cfg.Logger.InfoContext(ctx, "inbox: handler failed; the message will be retried", "consumer", ib.cfg.Consumer,
-				"id", fmt.Sprintf("%q", msg.ID), "type", msg.Type, "attempts", out.Attempts, "delay", out.Delay,
-				"transient", IsRetryable(err), "error", out.Err, "retries_not_logged", held)
+			ib.cfg.Logger.InfoContext(ctx, "inbox: handler failed; the message will be retried", heldBack([]any{"consumer", ib.cfg.Consumer,
+				"id", logID(msg.ID), "type", msg.Type, "attempts", out.Attempts, "delay", out.Delay,
+				"transient", IsRetryable(err), "error", out.Err}, "retries_not_logged", held)...)
 		}
 	}
 }

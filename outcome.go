@@ -42,8 +42,20 @@ type Outcome struct {
 	// Attempts counts the failed attempts recorded for the message
 	// (Retry after a handler error, DeadLettered).
 	Attempts int
-	// Err is the handler's error (Retry after a handler error,
-	// DeadLettered).
+	// Err says why the message was not simply processed:
+	//   - Retry after a handler failure: the handler's error (a
+	//     *PanicError for a panic), or the reason its transaction could
+	//     not commit: a COMMIT that certainly failed ("inbox: commit: …",
+	//     such as a result set left open), a statement that failed in it
+	//     and whose error the handler swallowed, ErrTxEndedByHandler.
+	//   - DeadLettered: the last such error, or an *InvalidMessageError
+	//     for an invalid message.
+	//   - Duplicate: ErrFingerprintConflict when the payload differs from
+	//     the one first processed under the ID, or the *InvalidMessageError
+	//     of an invalid message whose dead letter exists; nil otherwise.
+	// It is nil for Processed, and for a Retry that is not the handler's
+	// doing (a database error, a COMMIT of unknown outcome, shutting
+	// down): the error Process returns says why.
 	Err error
 
 	commit bool

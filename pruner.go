@@ -56,14 +56,15 @@ type Pruner struct {
 	fastest atomic.Int64
 }
 
-// NewPruner returns a Pruner on s (any store driver).
+// NewPruner returns a Pruner on s (any store driver). A nil s (or one
+// holding a nil pointer) is an error wrapping ErrInvalidConfig.
 func NewPruner(s PruneStore, cfg *PrunerConfig) (*Pruner, error) {
 	var c PrunerConfig
 	if cfg != nil {
 		c = *cfg
 	}
-	if s == nil {
-		return nil, fmt.Errorf("%w: nil store", ErrInvalidConfig)
+	if isNil(s) {
+		return nil, fmt.Errorf("%w: nil store (%T)", ErrInvalidConfig, s)
 	}
 	if c.Retention == 0 {
 		c.Retention = DefaultRetention

@@ -288,6 +288,11 @@ var ErrTooLarge = errors.New("inbox store: too large for the database")
 // closes that connection.
 var ErrTxUnusable = errors.New("inbox store: the transaction's connection cannot run a statement")
 
+// ErrTxDone is wrapped by Commit's error when tx had already been
+// committed or rolled back (a handler called its Commit or Rollback):
+// database/sql's sql.ErrTxDone, pgx's pgx.ErrTxClosed.
+var ErrTxDone = errors.New("inbox store: the transaction was already committed or rolled back")
+
 // ErrTxRestarted is wrapped by RollbackToSavepoint's error when the server
 // had already rolled back the whole transaction (MySQL, after a deadlock
 // or a ROLLBACK the handler ran) and a new one was begun on tx's

@@ -283,12 +283,21 @@ func (t *connTx) endWith(ctx context.Context, b *pgx.Batch) error {
 // It wraps store.ErrTxUnusable.
 var ErrConnBusy = fmt.Errorf("pgxstore: the connection is busy with a result set the handler left open (close its rows); the transaction did not commit: %w", store.ErrTxUnusable)
 
-// Commit commits tx.
+// Commit commits tx. A tx already ended wraps store.ErrTxDone.
 func (d *Driver) Commit(ctx context.Context, tx pgx.Tx) error {
+	if ct, ok := tx.(*connTx); ok && ct.conn == nil {
+		// Ended, and its connection back in the pool, maybe in use by
+		// another transaction: do not look at it.
+		return fmt.Errorf("pgxstore: commit: %w: %w", store.ErrTxDone, pgx.ErrTxClosed)
+	}
 	if tx.Conn().PgConn().IsBusy() {
 		return ErrConnBusy
 	}
-	return pgsql.Classify(tx.Commit(ctx))
+	err := tx.Commit(ctx)
+	if errors.Is(err, pgx.ErrTxClosed) {
+		return fmt.Errorf("pgxstore: commit: %w: %w", store.ErrTxDone, err)
+	}
+	return pgsql.Classify(err)
 }
 
 // CheckTx returns an error when tx cannot commit: it is aborted (a failed

@@ -423,9 +423,13 @@ func (d *Driver) insertIfAbsent(ctx context.Context, st txStmt, args ...any) (bo
 
 // Commit commits tx. An error that leaves the outcome unknown (a broken
 // connection) or that a later attempt may not hit (SQLITE_BUSY) is
-// retryable.
+// retryable; a tx already ended wraps store.ErrTxDone.
 func (d *Driver) Commit(_ context.Context, tx *sql.Tx) error {
-	return d.fail("commit", tx.Commit())
+	err := tx.Commit()
+	if errors.Is(err, sql.ErrTxDone) {
+		return fmt.Errorf("sqlstore: commit: %w: %w", store.ErrTxDone, err)
+	}
+	return d.fail("commit", err)
 }
 
 // CheckTx releases the savepoint, which fails when tx can no longer commit

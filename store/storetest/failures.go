@@ -67,6 +67,46 @@ func testLeftRowsOpen[TTx any](t *testing.T, h Harness[TTx]) {
 	}
 }
 
+// A handler that commits or rolls back the inbox's transaction itself
+// makes Process's COMMIT fail: Retry, counted as a handler failure, with
+// an error that says what the handler did (not "tx is closed"). Its
+// redelivery is a Duplicate when the handler committed, processed when it
+// rolled back.
+func testHandlerEndsTx[TTx any](t *testing.T, h Harness[TTx]) {
+	env := open(t, h)
+	ib := newInbox(t, env, inbox.Config{})
+	ctx := context.Background()
+	for _, tc := range []struct {
+		id      string
+		end     func(context.Context, TTx) error
+		effects int
+		again   inbox.Status
+	}{
+		{"ends-commit", env.Driver.Commit, 1, inbox.Duplicate},
+		{"ends-rollback", env.Driver.Rollback, 0, inbox.Processed},
+	} {
+		ends := func(ctx context.Context, tx TTx, m *inbox.Message) error {
+			if err := env.Write(ctx, tx, key(m.ID)); err != nil {
+				return err
+			}
+			return tc.end(ctx, tx)
+		}
+		out, err := ib.Process(ctx, msg(tc.id), ends)
+		if out.Status != inbox.Retry || out.Attempts != 1 || !errors.Is(err, inbox.ErrTxEndedByHandler) || !errors.Is(out.Err, inbox.ErrTxEndedByHandler) {
+			t.Fatalf("%s: %v after %d attempts (%v), want Retry after 1 with an error wrapping inbox.ErrTxEndedByHandler", tc.id, out.Status, out.Attempts, err)
+		}
+		if n := count(t, env, tc.id); n != tc.effects {
+			t.Fatalf("%s: %d effects after the handler ended the transaction, want %d", tc.id, n, tc.effects)
+		}
+		out, err = ib.Process(ctx, msg(tc.id), func(ctx context.Context, tx TTx, m *inbox.Message) error {
+			return env.Write(ctx, tx, key(m.ID))
+		})
+		if out.Status != tc.again || count(t, env, tc.id) != 1 {
+			t.Fatalf("%s: redelivery %v (%v) with %d effects, want %v with 1", tc.id, out.Status, err, count(t, env, tc.id), tc.again)
+		}
+	}
+}
+
 // A database error that no retry fixes (the inbox's table dropped) is
 // marked ErrUnrecoverable (brokertest checks that it stops Consume).
 func testUnrecoverable[TTx any](t *testing.T, h Harness[TTx]) {

@@ -53,6 +53,7 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"ProcessTxPoolExhausted", testProcessTxPoolExhausted[TTx]},
 		// failures.go: the database failing
 		{"ConnBusyCommitCounts", testLeftRowsOpen[TTx]},
+		{"HandlerEndsTx", testHandlerEndsTx[TTx]},
 		{"UnrecoverableError", testUnrecoverable[TTx]},
 		{"DatabaseErrorsBackOff", testDatabaseErrorsBackOff[TTx]},
 		// prune.go: pruning
