@@ -4,30 +4,15 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode"
-	"unicode/utf8"
+
+	"github.com/inboxkit/inbox/internal/logid"
 )
 
-// logID is a message ID as a log attribute's value: the ID itself when it
-// is valid UTF-8 and every rune is printable (slog's handlers quote it as
-// they need, a space included), so that a search for id=pay-13 finds it;
-// Go-quoted otherwise, so that a hostile ID cannot forge log lines with a
-// newline nor carry invalid UTF-8 or a NUL into a JSON handler.
-func logID(id string) string {
-	if !utf8.ValidString(id) {
-		return strconv.Quote(id)
-	}
-	for _, r := range id {
-		if !unicode.IsPrint(r) { // the ASCII space is printable, other spaces are not
-			return strconv.Quote(id)
-		}
-	}
-	return id
-}
+// logID is a message ID as a log attribute's value (logid.String).
+func logID(id string) string { return logid.String(id) }
 
 // heldBack appends the attribute counting the lines held back, when some
 // were.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/inboxkit/inbox"
 	"github.com/inboxkit/inbox/broker"
+	"github.com/inboxkit/inbox/internal/logid"
 	"github.com/inboxkit/inbox/store"
 )
 
@@ -447,7 +448,7 @@ func (r *Relay) hook(ctx context.Context, what string, rec *store.OutboxRecord, 
 	defer func() {
 		if v := recover(); v != nil {
 			r.cfg.Logger.ErrorContext(ctx, "outbox: a publish hook panicked; the publication goes on", "hook", what,
-				"id", fmt.Sprintf("%q", rec.ID), "panic", v, "stack", string(debug.Stack()))
+				"id", logid.String(string(rec.ID)), "panic", v, "stack", string(debug.Stack()))
 		}
 	}()
 	fn()
@@ -474,7 +475,7 @@ func (r *Relay) outage(published bool) int {
 func (r *Relay) failure(ctx context.Context, rec *store.OutboxRecord, err error, outage int, res *RelayResult) store.OutboxFailure {
 	attempts := rec.Attempts + 1
 	f := store.OutboxFailure{Seq: rec.Seq, Error: storable(err.Error()), Delay: r.cfg.Backoff.Delay(attempts)}
-	attrs := []any{"id", fmt.Sprintf("%q", rec.ID), "destination", rec.Destination, "seq", rec.Seq, "error", err}
+	attrs := []any{"id", logid.String(string(rec.ID)), "destination", rec.Destination, "seq", rec.Seq, "error", err}
 	bad := inbox.IsPermanent(err) || errors.Is(err, broker.ErrInvalidMessage)
 	if outage > 0 && !bad {
 		f.Released, f.Delay = true, r.cfg.Backoff.Delay(outage)
