@@ -17,8 +17,8 @@ import (
 
 var checkCommand = command{
 	name: "check",
-	synopsis: `inbox check (-postgres DSN | -mysql DSN | -sqlite FILE) [-retention D]
-    [-nats URL -stream S | -amqp URL -queue Q] [-json]`,
+	synopsis: "inbox check " + storeSynopsis + `
+    [-retention D] [-nats URL -stream S | -amqp URL -queue Q] [-json]`,
 	description: `Checks what the inbox's guarantee rests on, and exits 3 when it finds a
 problem (1 when it cannot ask the database or the broker):
   - the schema: the migrations applied to the tables against those of this
@@ -32,6 +32,9 @@ problem (1 when it cannot ask the database or the broker):
     duplicate window is reported too (see dead-letters replay). With -amqp
     and -queue the queue must exist; AMQP cannot read its message TTL (a
     policy or x-message-ttl), so the window is reported as unknown.
+    Without a broker, or with -amqp, the retention is compared with no
+    window, only with the pruner's minimum: retention_compared is false in
+    the JSON output, and a note says why.
 Notes (a broker keeping messages without a time limit) do not fail the
 check.`,
 	examples: `inbox check -sqlite inbox.db
@@ -46,6 +49,10 @@ type checkJSON struct {
 	SchemaLatest  int      `json:"schema_latest"`
 	Durability    []string `json:"durability_warnings"`
 	Retention     string   `json:"retention"`
+	// RetentionCompared: the retention was compared with the broker's
+	// redelivery window (-nats and -stream, the stream found); the notes
+	// say why not.
+	RetentionCompared bool `json:"retention_compared"`
 	// RedeliveryWindow is the broker's, "" when unknown or not asked,
 	// "unlimited" when it keeps messages without a time limit.
 	RedeliveryWindow string   `json:"redelivery_window,omitempty"`
@@ -111,8 +118,10 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		problem, err = checkNATS(ctx, *natsURL, *stream, *retention, &r)
 	case *amqpURL != "":
 		if problem, err = checkAMQP(*amqpURL, *queue); err == nil && problem == "" {
-			r.Notes = append(r.Notes, fmt.Sprintf("queue %s exists; its redelivery window is unknown: RabbitMQ keeps a message until it is acked unless a message TTL (a policy or x-message-ttl) drops it, which AMQP cannot read", *queue))
+			r.Notes = append(r.Notes, fmt.Sprintf("queue %s exists; its redelivery window is unknown: RabbitMQ keeps a message until it is acked unless a message TTL (a policy or x-message-ttl) drops it, which AMQP cannot read; the retention was not compared with it", *queue))
 		}
+	default:
+		r.Notes = append(r.Notes, "the retention was not compared with a broker's redelivery window: no broker given (-nats URL -stream S compares it with the stream's MaxAge)")
 	}
 	if err != nil {
 		return err
@@ -127,8 +136,11 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	} else {
 		fmt.Fprintf(stdout, "schema:     migration %d applied, %d latest\n", r.SchemaApplied, r.SchemaLatest)
-		fmt.Fprintf(stdout, "durability: %d warnings\n", len(r.Durability))
+		fmt.Fprintf(stdout, "durability: %s\n", plural(len(r.Durability), "warning"))
 		fmt.Fprintf(stdout, "retention:  %s", r.Retention)
+		if !r.RetentionCompared {
+			fmt.Fprint(stdout, ", not compared with a broker's redelivery window")
+		}
 		if r.RedeliveryWindow != "" {
 			fmt.Fprintf(stdout, ", broker's redelivery window %s", r.RedeliveryWindow)
 		}
@@ -196,6 +208,7 @@ func checkNATS(ctx context.Context, url, stream string, retention time.Duration,
 	if err != nil {
 		return "", err
 	}
+	r.RetentionCompared = true
 	r.RedeliveryWindow = "unlimited"
 	if cfg.MaxAge > 0 {
 		r.RedeliveryWindow = cfg.MaxAge.String()

@@ -57,8 +57,8 @@ func TestCheckNATS(t *testing.T) {
 	e := openDB(t, "sqlite")
 	var chk checkJSON
 	cmdJSON(t, &chk, 0, append(append([]string{"check", "-json"}, e.flags...), "-nats", testenv.NATSURL(), "-stream", name)...)
-	if !chk.OK || chk.RedeliveryWindow != "1h0m0s" || chk.DuplicateWindow != "1m0s" {
-		t.Fatalf("check: %+v; want ok, window 1h, duplicate window 1m", chk)
+	if !chk.OK || !chk.RetentionCompared || chk.RedeliveryWindow != "1h0m0s" || chk.DuplicateWindow != "1m0s" {
+		t.Fatalf("check: %+v; want ok, retention compared, window 1h, duplicate window 1m", chk)
 	}
 	if _, err := sub.NextMsg(5 * time.Second); err != nil {
 		t.Fatalf("check did not read the stream's info: %v", err)

@@ -54,6 +54,12 @@ func withCode(code int, err error) error { return &codedError{code: code, err: e
 // on stderr).
 var errProblem = errors.New("problems found")
 
+// storeSynopsis is the store flags in a synopsis.
+const storeSynopsis = "(-postgres DSN | -mysql DSN | -sqlite FILE) [-schema S] [-prefix P]"
+
+// filterSynopsis is the dead letter filters but -consumer in a synopsis.
+const filterSynopsis = "[-type T] [-error TEXT] [-since TIME] [-until TIME]"
+
 // command describes a subcommand for its -h: a man page in short.
 type command struct {
 	name, synopsis, description, examples string
@@ -83,6 +89,14 @@ func indent(s string) string {
 		}
 	}
 	return strings.Join(lines, "\n") + "\n"
+}
+
+// plural is n and noun, with an s unless n is 1: "1 attempt", "2 attempts".
+func plural[N ~int | ~int64](n N, noun string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, noun)
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // writeJSON writes v as indented JSON and a newline.

@@ -14,6 +14,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/inboxkit/inbox"
 	"github.com/inboxkit/inbox/internal/headers"
 	"github.com/inboxkit/inbox/store"
 )
@@ -35,6 +36,14 @@ DESCRIPTION
 
 ` + exitStatus
 
+// deadLetterCommands are dead-letters' subcommands, by name.
+var deadLetterCommands = map[string]func(ctx context.Context, args []string, stdout, stderr io.Writer) error{
+	"list":    dlList,
+	"show":    dlShow,
+	"discard": dlDiscard,
+	"replay":  dlReplay,
+}
+
 // deadLetters dispatches inbox dead-letters' subcommands.
 func deadLetters(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
@@ -42,15 +51,10 @@ func deadLetters(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return errUsage
 	}
 	sub, args := args[0], args[1:]
+	if f, ok := deadLetterCommands[sub]; ok {
+		return f(ctx, args, stdout, stderr)
+	}
 	switch sub {
-	case "list":
-		return dlList(ctx, args, stdout, stderr)
-	case "show":
-		return dlShow(ctx, args, stdout, stderr)
-	case "discard":
-		return dlDiscard(ctx, args, stdout, stderr)
-	case "replay":
-		return dlReplay(ctx, args, stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, deadLettersUsage)
 		return nil
@@ -99,9 +103,10 @@ func (f *filterFlags) params(now time.Time) (*store.DeadLetterSearchParams, erro
 		Since: since, Until: until}, nil
 }
 
-// usageError writes msg about the subcommand of fs and returns errUsage.
+// usageError writes msg about the command of fs (its flag set is named
+// after it: "check", "dead-letters show") and returns errUsage.
 func usageError(fs *flag.FlagSet, stderr io.Writer, format string, a ...any) error {
-	fmt.Fprintf(stderr, "inbox dead-letters %s: %s\n", fs.Name(), fmt.Sprintf(format, a...))
+	fmt.Fprintf(stderr, "inbox %s: %s\n", fs.Name(), fmt.Sprintf(format, a...))
 	return errUsage
 }
 
@@ -170,7 +175,7 @@ func newDeadLetterJSON(dl *store.DeadLetter, size int64) deadLetterJSON {
 
 var listCommand = command{
 	name:     "dead-letters list",
-	synopsis: "inbox dead-letters list (-postgres DSN | -mysql DSN | -sqlite FILE) [-consumer C] [-type T] [-error TEXT]\n    [-since TIME] [-until TIME] [-after ID] [-limit N] [-json]",
+	synopsis: "inbox dead-letters list " + storeSynopsis + "\n    [-consumer C] " + filterSynopsis + " [-after ID] [-limit N] [-json]",
 	description: `Lists dead letters of every consumer, or those the filters select, in ID
 order, without their payloads (inbox dead-letters show ID prints one).
 
@@ -256,11 +261,12 @@ func shorten(s string, n int) string {
 
 var showCommand = command{
 	name:     "dead-letters show",
-	synopsis: "inbox dead-letters show (-postgres DSN | -mysql DSN | -sqlite FILE) [-json] ID",
+	synopsis: "inbox dead-letters show " + storeSynopsis + " [-json] ID",
 	description: `Prints one dead letter: its consumer, message ID and type, error, attempts
 and times, its headers and payload, and what the inbox holds of its
 message: the inbox row (dead; live when the message was processed since;
-none when pruned) and the failed attempts recorded.
+none when pruned, or for an invalid message, whose row is keyed by its
+content) and the failed attempts recorded.
 
 The payload is printed as text when it is valid UTF-8, else in base64.
 With -json, payload_base64 always holds it, and payload_text too when it is
@@ -323,18 +329,14 @@ func dlShow(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fmt.Fprintf(tw, "consumer:\t%s\n", text(det.Key.Consumer))
 	fmt.Fprintf(tw, "message id:\t%s\n", text(det.Key.MessageID))
 	fmt.Fprintf(tw, "type:\t%s\n", text([]byte(det.Type)))
-	fmt.Fprintf(tw, "failed at:\t%s, after %d attempts\n", j.FailedAt, det.Attempts)
+	fmt.Fprintf(tw, "failed at:\t%s, after %s\n", j.FailedAt, plural(det.Attempts, "attempt"))
 	fmt.Fprintf(tw, "error:\t%s\n", text([]byte(det.Error)))
 	fmt.Fprintf(tw, "inbox row:\t%s", det.RowState)
 	if !det.ReceivedAt.IsZero() {
 		fmt.Fprintf(tw, ", received at %s", j.ReceivedAt)
 	}
 	fmt.Fprintln(tw)
-	if det.Counted+det.Transient > 0 {
-		fmt.Fprintf(tw, "attempts:\t%d failed, %d transient, from %s to %s\n", det.Counted, det.Transient, j.FirstFailedAt, j.LastFailedAt)
-	} else {
-		fmt.Fprintf(tw, "attempts:\tnone recorded (pruned)\n")
-	}
+	fmt.Fprintf(tw, "attempts:\t%s\n", attemptsText(det, j))
 	if j.PayloadLost {
 		fmt.Fprintf(tw, "payload:\tnot kept (the database refused it); the dead letter cannot be replayed\n")
 		return tw.Flush()
@@ -343,14 +345,14 @@ func dlShow(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		fmt.Fprintf(tw, "header:\t%s: %s\n", text([]byte(k)), text([]byte(v)))
 	}
 	if j.PayloadText != nil {
-		fmt.Fprintf(tw, "payload:\t%d bytes, text:\n", len(det.Payload))
+		fmt.Fprintf(tw, "payload:\t%s, text:\n", plural(len(det.Payload), "byte"))
 		if err := tw.Flush(); err != nil {
 			return err
 		}
 		fmt.Fprintln(stdout, *j.PayloadText)
 		return nil
 	}
-	fmt.Fprintf(tw, "payload:\t%d bytes, base64:\n", len(det.Payload))
+	fmt.Fprintf(tw, "payload:\t%s, base64:\n", plural(len(det.Payload), "byte"))
 	if err := tw.Flush(); err != nil {
 		return err
 	}
@@ -358,9 +360,29 @@ func dlShow(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	return nil
 }
 
+// attemptsText is what show says of the failed attempts recorded: none
+// means pruned only when the dead letter counted attempts, and an invalid
+// message (an empty or oversized ID) is dead-lettered without running its
+// handler, so it never has any. Otherwise no cause is told: a dead letter
+// of transient failures alone counted none (their records were pruned), and
+// so does an invalid message of a consumer that scopes IDs by type (its key
+// holds the type).
+func attemptsText(det *store.DeadLetterDetail, j detailJSON) string {
+	switch n := len(det.Key.MessageID); {
+	case det.Counted+det.Transient > 0:
+		return fmt.Sprintf("%d failed, %d transient, from %s to %s", det.Counted, det.Transient, j.FirstFailedAt, j.LastFailedAt)
+	case det.Attempts > 0:
+		return "none recorded (pruned)"
+	case n == 0 || n > inbox.MaxIDLen:
+		return "none: an invalid message is dead-lettered without running its handler"
+	}
+	return "none recorded"
+}
+
 var discardCommand = command{
-	name:     "dead-letters discard",
-	synopsis: "inbox dead-letters discard (-postgres DSN | -mysql DSN | -sqlite FILE) [-json] ID...\ninbox dead-letters discard (-postgres DSN | ...) -all [-consumer C] [-type T] [-error TEXT] [-since TIME] [-until TIME] [-json]",
+	name: "dead-letters discard",
+	synopsis: "inbox dead-letters discard " + storeSynopsis + "\n    [-json] ID...\n" +
+		"inbox dead-letters discard " + storeSynopsis + "\n    -all [-consumer C] " + filterSynopsis + " [-json]",
 	description: `Deletes dead letters for good: those given by ID, or with -all every one
 that the filters select (all of them without a filter). The messages' inbox
 rows stay marked dead, as inbox.Discard leaves them, so that a redelivery

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -265,6 +266,89 @@ func TestInspectCommands(t *testing.T) {
 	}
 }
 
+// TestShowAttempts: show tells why a dead letter has no attempts
+// recorded only when the data says so (an invalid message never ran its
+// handler; a dead letter that counted attempts lost them to pruning), and
+// the text output says "1 attempt", "1 byte".
+func TestShowAttempts(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := openDB(t, "sqlite")
+	a, b := e.inbox(t, inbox.Config{Consumer: "a"}), e.inbox(t, inbox.Config{Consumer: "b"})
+	permanent := func(context.Context, *sql.Tx, *inbox.Message) error { return inbox.Permanent(errors.New("boom")) }
+	for _, s := range []struct {
+		ib *inbox.Inbox[*sql.Tx]
+		m  inbox.Message
+	}{
+		{a, inbox.Message{Payload: []byte("i")}}, // no ID: invalid, dead-lettered at once
+		{a, inbox.Message{ID: "pruned", Payload: []byte("pp")}},
+		{b, inbox.Message{ID: "once", Payload: []byte("o")}},
+	} {
+		if out, _ := s.ib.Process(ctx, s.m, permanent); out.Status != inbox.DeadLettered {
+			t.Fatalf("%q: %v, want DeadLettered", s.m.ID, out.Status)
+		}
+	}
+	// What the pruner does to attempts older than the retention.
+	if _, err := e.db.Exec("DELETE FROM inbox_attempts WHERE message_id = ?", []byte("pruned")); err != nil {
+		t.Fatal(err)
+	}
+	var page struct {
+		DeadLetters []deadLetterJSON `json:"dead_letters"`
+	}
+	cmdJSON(t, &page, 0, append([]string{"dead-letters", "list", "-json"}, e.flags...)...)
+	if len(page.DeadLetters) != 3 || page.DeadLetters[0].MessageID != "" {
+		t.Fatalf("list: %+v, want 3 dead letters, the invalid message's first", page.DeadLetters)
+	}
+	for i, tc := range []struct {
+		name      string
+		want, not []string
+	}{
+		{"invalid message", []string{"after 0 attempts\n", "attempts:     none: an invalid message is dead-lettered without running its handler\n",
+			"payload:      1 byte, text:\n"}, []string{"pruned"}},
+		{"attempts pruned", []string{"after 1 attempt\n", "attempts:     none recorded (pruned)\n", "payload:      2 bytes, text:\n"}, nil},
+		{"attempt recorded", []string{"after 1 attempt\n", "attempts:     1 failed, 0 transient, from "}, []string{"none"}},
+	} {
+		id := fmt.Sprint(page.DeadLetters[i].ID)
+		code, stdout, stderr := runCmd(t, append([]string{"dead-letters", "show", id}, e.flags...)...)
+		if code != 0 {
+			t.Fatalf("show %s (%s): exit %d, stderr %q", id, tc.name, code, stderr)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(stdout, w) {
+				t.Errorf("show %s (%s): stdout lacks %q:\n%s", id, tc.name, w, stdout)
+			}
+		}
+		for _, w := range tc.not {
+			if strings.Contains(stdout, w) {
+				t.Errorf("show %s (%s): stdout says %q, untrue here:\n%s", id, tc.name, w, stdout)
+			}
+		}
+	}
+	code, stdout, _ := runCmd(t, append([]string{"stats", "-consumer", "b"}, e.flags...)...)
+	if want := "failed messages:  1 (1 attempt, 0 transient failures)\n"; code != 0 || !strings.Contains(stdout, want) {
+		t.Errorf("stats -consumer b: exit %d, stdout lacks %q:\n%s", code, want, stdout)
+	}
+}
+
+// TestCheckWithoutBroker: without a broker, check says that it compared
+// the retention with no broker's window, in text and JSON.
+func TestCheckWithoutBroker(t *testing.T) {
+	t.Parallel()
+	e := openDB(t, "sqlite")
+	code, stdout, _ := runCmd(t, append([]string{"check"}, e.flags...)...)
+	for _, w := range []string{"durability: 0 warnings\n", "retention:  168h0m0s, not compared with a broker's redelivery window\n",
+		"note: the retention was not compared with a broker's redelivery window: no broker given"} {
+		if code != 0 || !strings.Contains(stdout, w) {
+			t.Errorf("check without a broker: exit %d, stdout lacks %q:\n%s", code, w, stdout)
+		}
+	}
+	var chk checkJSON
+	cmdJSON(t, &chk, 0, append([]string{"check", "-json"}, e.flags...)...)
+	if !chk.OK || chk.RetentionCompared || len(chk.Notes) != 1 || !strings.Contains(chk.Notes[0], "no broker given") {
+		t.Fatalf("check -json without a broker: %+v; want ok, retention_compared false, a note saying no broker was given", chk)
+	}
+}
+
 // TestCheckSchemaBehind: check fails (exit 3) on tables one migration
 // behind, naming inbox migrate.
 func TestCheckSchemaBehind(t *testing.T) {
@@ -279,21 +363,74 @@ func TestCheckSchemaBehind(t *testing.T) {
 	}
 }
 
-// TestSubcommandHelp: -h of every command prints its manual to stdout
-// and exits 0.
+// TestSubcommandHelp: -h of every command, taken from the command's own
+// tables so that a new one is checked too, prints its manual to stdout and
+// exits 0: NAME, SYNOPSIS, DESCRIPTION, FLAGS, EXAMPLES, EXIT STATUS in
+// that order, every flag in the synopsis, and the top-level usage or
+// dead-letters' names the command.
 func TestSubcommandHelp(t *testing.T) {
 	t.Parallel()
-	for _, args := range [][]string{
-		{"stats", "-h"}, {"check", "-h"}, {"dead-letters", "-h"}, {"dead-letters", "list", "-h"},
-		{"dead-letters", "show", "-h"}, {"dead-letters", "discard", "--help"}, {"dead-letters", "replay", "-h"},
-	} {
-		code, stdout, stderr := runCmd(t, args...)
-		if code != 0 || stderr != "" || !strings.Contains(stdout, "SYNOPSIS") || !strings.Contains(stdout, "EXIT STATUS") ||
-			!strings.Contains(stdout, "inbox "+strings.Join(args[:len(args)-1], " ")) {
-			t.Errorf("%v: exit %d, stderr %q, stdout:\n%s\nwant exit 0 and a manual with SYNOPSIS and EXIT STATUS", args, code, stderr, stdout)
+	var manuals [][]string // a command's words
+	for name := range commands {
+		if name != "dead-letters" {
+			manuals = append(manuals, []string{name})
+			continue
 		}
-		if name := "NAME\n  inbox " + strings.Join(args[:len(args)-1], " ") + "\n"; (args[0] != "dead-letters" || len(args) > 2) && !strings.HasPrefix(stdout, name) {
-			t.Errorf("%v: the manual starts %q, want %q", args, stdout[:min(len(stdout), len(name))], name)
+		for sub := range deadLetterCommands {
+			manuals = append(manuals, []string{name, sub})
+		}
+	}
+	if len(manuals) < 9 {
+		t.Fatalf("%d commands with a manual, want at least 9: %v", len(manuals), manuals)
+	}
+	_, dlIndex, _ := runCmd(t, "dead-letters", "-h")
+manuals:
+	for _, words := range manuals {
+		name := strings.Join(words, " ")
+		index := usage
+		if len(words) > 1 {
+			index = dlIndex
+		}
+		if !strings.Contains(index, "\n  "+words[len(words)-1]+" ") && !strings.Contains(index, "inbox "+name+" ") {
+			t.Errorf("the usage does not list %q:\n%s", name, index)
+		}
+		var stdout string
+		for _, h := range []string{"-h", "-help", "--help"} {
+			var code int
+			var stderr string
+			code, stdout, stderr = runCmd(t, append(words, h)...)
+			if code != 0 || stderr != "" {
+				t.Errorf("inbox %s %s: exit %d, stderr %q; want 0 and nothing on stderr", name, h, code, stderr)
+			}
+			at := 0
+			for _, section := range []string{"NAME\n  inbox " + name + "\n", "\nSYNOPSIS\n  inbox " + name + " ", "\nDESCRIPTION\n  ", "\nFLAGS\n  -",
+				"\nEXAMPLES\n  inbox " + name, "\n" + exitStatus} {
+				i := strings.Index(stdout[at:], section)
+				if i < 0 || at == 0 && i != 0 {
+					t.Errorf("inbox %s %s: the manual lacks %q after byte %d, want NAME, SYNOPSIS, DESCRIPTION, FLAGS, EXAMPLES, EXIT STATUS in order:\n%s",
+						name, h, section, at, stdout)
+					continue manuals
+				}
+				at += i + len(section)
+			}
+		}
+		_, synopsis, _ := strings.Cut(stdout, "\nSYNOPSIS\n")
+		synopsis, rest, _ := strings.Cut(synopsis, "\nDESCRIPTION\n")
+		_, flags, _ := strings.Cut(rest, "\nFLAGS\n")
+		flags, _, _ = strings.Cut(flags, "\n\n")
+		n := 0
+		for _, line := range strings.Split(flags, "\n") {
+			if !strings.HasPrefix(line, "  -") {
+				continue
+			}
+			n++
+			flag := strings.Fields(line)[0]
+			if !regexp.MustCompile(regexp.QuoteMeta(flag) + `[ \])\n]`).MatchString(synopsis + "\n") {
+				t.Errorf("inbox %s -h: the synopsis lacks %s, which FLAGS has:\n%s", name, flag, synopsis)
+			}
+		}
+		if n == 0 {
+			t.Errorf("inbox %s -h: no flags listed under FLAGS:\n%s", name, stdout)
 		}
 	}
 	for _, args := range [][]string{{"dead-letters"}, {"dead-letters", "frobnicate"}, {"dead-letters", "replay", "-sqlite", "x.db", "1"},

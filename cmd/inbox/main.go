@@ -91,25 +91,27 @@ exit status: 0 success, 1 failure, 2 wrong command line, 3 check found a
 problem, 4 a dead letter asked for by ID does not exist, 75 nothing
 changed, try again later.`
 
+// commands are the subcommands, by name. Each one's -h prints its manual
+// (command.flagSet); dead-letters has subcommands of its own.
+var commands = map[string]func(ctx context.Context, args []string, stdout, stderr io.Writer) error{
+	"demo":         demo,
+	"migrate":      migrateCmd,
+	"prune":        pruneCmd,
+	"stats":        statsCmd,
+	"dead-letters": deadLetters,
+	"check":        checkCmd,
+}
+
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprintln(stderr, usage)
 		return errUsage
 	}
 	cmd, args := args[0], args[1:]
+	if f, ok := commands[cmd]; ok {
+		return f(ctx, args, stdout, stderr)
+	}
 	switch cmd {
-	case "demo":
-		return demo(ctx, args, stdout, stderr)
-	case "migrate":
-		return migrateCmd(ctx, args, stdout, stderr)
-	case "prune":
-		return pruneCmd(ctx, args, stdout, stderr)
-	case "stats":
-		return statsCmd(ctx, args, stdout, stderr)
-	case "dead-letters":
-		return deadLetters(ctx, args, stdout, stderr)
-	case "check":
-		return checkCmd(ctx, args, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprintln(stdout, usage)
 		return nil

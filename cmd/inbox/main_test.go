@@ -67,7 +67,12 @@ func TestCommands(t *testing.T) {
 			code: 1, stderr: []string{"inbox: no SQLite database at " + missing}, noFileLeft: missing},
 		{name: "prune without tables", args: []string{"prune", "-sqlite", empty},
 			code: 1, stderr: []string{"inbox: prune: ", "no such table"}},
-		{name: "prune too short", args: []string{"prune", "-sqlite", dbPath, "-retention", "30m"}, code: 1, stderr: []string{"inbox: "}},
+		{name: "prune too short", args: []string{"prune", "-sqlite", dbPath, "-retention", "30m"},
+			code: 2, stderr: []string{"inbox prune: -retention 30m0s is shorter than the minimum 1h0m0s\n"}},
+		{name: "prune zero", args: []string{"prune", "-sqlite", dbPath, "-retention", "0"},
+			code: 2, stderr: []string{"inbox prune: -retention 0s is shorter than the minimum 1h0m0s\n"}},
+		{name: "demo without messages", args: []string{"demo", "-messages", "0"},
+			code: 2, stderr: []string{"inbox demo: -messages and -workers must be at least 1\n"}},
 		{name: "no store", args: []string{"migrate"}, code: 1, stderr: []string{"inbox: give -postgres DSN"}},
 		{name: "two stores", args: []string{"migrate", "-postgres", "x", "-mysql", "y"}, code: 1, stderr: []string{"give one of"}},
 		{name: "no command", code: 2, stderr: []string{"usage: inbox <command>"}},
@@ -75,9 +80,9 @@ func TestCommands(t *testing.T) {
 		{name: "unknown flag", args: []string{"prune", "-frobnicate"}, code: 2, stderr: []string{"flag provided but not defined: -frobnicate", "-retention"}},
 		{name: "extra argument", args: []string{"prune", "-sqlite", dbPath, "now"}, code: 2, stderr: []string{`unexpected arguments ["now"]`}},
 		{name: "help", args: []string{"help"}, stdout: []string{"usage: inbox <command>"}},
-		{name: "demo -h", args: []string{"demo", "-h"}, stdout: []string{"-messages"}},
-		{name: "migrate -h", args: []string{"migrate", "-h"}, stdout: []string{"usage: inbox migrate", "psql -v ON_ERROR_STOP=1", "-print"}},
-		{name: "prune -help", args: []string{"prune", "-help"}, stdout: []string{"-retention"}},
+		{name: "demo -h", args: []string{"demo", "-h"}, stdout: []string{"NAME\n  inbox demo\n", "-messages"}},
+		{name: "migrate -h", args: []string{"migrate", "-h"}, stdout: []string{"NAME\n  inbox migrate\n", "psql -v ON_ERROR_STOP=1", "-print"}},
+		{name: "prune -help", args: []string{"prune", "-help"}, stdout: []string{"NAME\n  inbox prune\n", "-retention"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -24,10 +24,10 @@ import (
 
 var replayCommand = command{
 	name: "dead-letters replay",
-	synopsis: `inbox dead-letters replay (-postgres DSN | -mysql DSN | -sqlite FILE)
+	synopsis: "inbox dead-letters replay " + storeSynopsis + `
     (-nats URL -subject S [-type-header H] | -amqp URL [-exchange E] -routing-key K)
     -consumer C [-scope-id-by-type] [-timeout D] [-lock-timeout D] [-json]
-    (ID... | -all [filters])`,
+    (ID... | -all ` + filterSynopsis + ")",
 	description: `Sends dead letters of one consumer back through their broker, so that
 this consumer, running with its handler fixed, processes each once: it
 publishes the payload, headers and type with the message's original ID

@@ -11,7 +11,7 @@ import (
 
 var statsCommand = command{
 	name:     "stats",
-	synopsis: "inbox stats (-postgres DSN | -mysql DSN | -sqlite FILE) [-consumer C] [-top N] [-error-chars N] [-json]",
+	synopsis: "inbox stats " + storeSynopsis + "\n    [-consumer C] [-top N] [-error-chars N] [-json]",
 	description: `Counts, per consumer: the inbox rows (and how many are marked dead), the
 oldest and newest claim (received_at, by the database's clock), the dead
 letters and when the first and last failed, the messages with failed
@@ -104,7 +104,7 @@ func statsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if s.DeadLetters > 0 {
 			fmt.Fprintf(tw, "failed:\t%s .. %s\n", timeJSON(s.OldestDeadLetter), timeJSON(s.NewestDeadLetter))
 		}
-		fmt.Fprintf(tw, "failed messages:\t%d (%d attempts, %d transient failures)\n", s.FailedMessages, s.FailedAttempts, s.TransientFailures)
+		fmt.Fprintf(tw, "failed messages:\t%d (%s, %s)\n", s.FailedMessages, plural(s.FailedAttempts, "attempt"), plural(s.TransientFailures, "transient failure"))
 		for _, e := range s.TopErrors {
 			fmt.Fprintf(tw, "  %d×\t%s\n", e.Count, text([]byte(e.Error)))
 		}

@@ -156,10 +156,11 @@ func sqlVersions(ctx context.Context, db *sql.DB, name, exists string, args ...a
 	return vs, rows.Err()
 }
 
-const migrateUsage = `usage: inbox migrate (-postgres DSN | -mysql DSN | -sqlite FILE) [-schema S] [-prefix P]
-       inbox migrate -print -dialect (postgres | mysql | sqlite) [-schema S] [-prefix P]
-
-Applies the migrations the database lacks and says which, or that it is up
+var migrateCommand = command{
+	name: "migrate",
+	synopsis: "inbox migrate " + storeSynopsis + `
+inbox migrate -print -dialect (postgres | mysql | sqlite) [-schema S] [-prefix P]`,
+	description: `Applies the migrations the database lacks and says which, or that it is up
 to date. A SQLite file is created if missing.
 
 -print writes the migrations as one SQL script instead, without a database,
@@ -171,14 +172,14 @@ migration runs only if its version is not recorded, in one transaction; on
 MySQL and SQLite every statement is idempotent. Apply it with
   psql -v ON_ERROR_STOP=1 -f inbox.sql DSN
   mariadb DATABASE < inbox.sql       (or mysql)
-  sqlite3 -bail inbox.db < inbox.sql
-
-flags:
-`
+  sqlite3 -bail inbox.db < inbox.sql`,
+	examples: `inbox migrate -sqlite inbox.db
+inbox migrate -postgres postgres://app@db/app -schema app
+inbox migrate -print -dialect postgres -schema app > inbox.sql`,
+}
 
 func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
-	fs.Usage = func() { fmt.Fprint(fs.Output(), migrateUsage); fs.PrintDefaults() }
+	fs := migrateCommand.flagSet()
 	var sf storeFlags
 	sf.register(fs)
 	print := fs.Bool("print", false, "print the migrations as one SQL script instead of applying them (with -dialect)")
@@ -247,13 +248,33 @@ func printScript(dialect string, tables store.Tables, out io.Writer) error {
 	return err
 }
 
+var pruneCommand = command{
+	name:     "prune",
+	synopsis: "inbox prune " + storeSynopsis + " [-retention D]",
+	description: `Deletes, once, the inbox rows and the failed attempts recorded that are
+older than -retention by the database's clock, for every consumer of the
+tables, in batches as inbox.Pruner.Prune does, and prints how many it
+deleted. Dead letters are never pruned (inbox dead-letters discard deletes
+them). A SQLite file must exist.
+
+The retention must be longer than the broker's redelivery window: a message
+redelivered after its row was pruned is processed again (inbox check
+compares them). Run it from cron, or an inbox.Pruner in the service;
+several pruners at once are safe: one at a time works on a table.`,
+	examples: `inbox prune -sqlite inbox.db
+inbox prune -postgres postgres://app@db/app -schema app -retention 336h`,
+}
+
 func pruneCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("prune", flag.ContinueOnError)
+	fs := pruneCommand.flagSet()
 	var sf storeFlags
 	sf.register(fs)
 	retention := fs.Duration("retention", inbox.DefaultRetention, "delete rows older than this (at least 1h)")
 	if err := parse(fs, args, stdout, stderr); err != nil {
 		return err
+	}
+	if *retention < inbox.MinRetention {
+		return usageError(fs, stderr, "-retention %v is shorter than the minimum %v", *retention, inbox.MinRetention)
 	}
 	d, err := sf.open(ctx, false, stderr)
 	if err != nil {
@@ -269,6 +290,6 @@ func pruneCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "pruned %d rows in %v\n", n, time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(stdout, "pruned %s in %v\n", plural(n, "row"), time.Since(start).Round(time.Millisecond))
 	return nil
 }
