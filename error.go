@@ -31,9 +31,11 @@ var (
 	// ErrTxEndedByHandler is wrapped by Process's error when the handler
 	// committed or rolled back the inbox's transaction itself (it must
 	// not: Process commits it): the claim and the handler's writes may or
-	// may not have committed. The outcome is Retry, the attempt counts as
-	// a handler failure, and a redelivery is then a Duplicate if they did
-	// commit, or runs the handler again if they did not.
+	// may not have committed. The attempt counts as a handler failure:
+	// the outcome is Retry (DeadLettered at MaxAttempts, or Duplicate
+	// when the dead letter finds the handler's commit), and a redelivery
+	// is then a Duplicate if they did commit, or runs the handler again
+	// if they did not.
 	ErrTxEndedByHandler = errors.New("inbox: the handler ended the inbox's transaction (Commit or Rollback in a handler)")
 
 	// ErrPayloadLost is returned by Replay for a dead letter whose payload

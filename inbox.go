@@ -171,7 +171,7 @@ func (ib *Inbox[TTx]) Process(ctx context.Context, msg Message, h Handler[TTx]) 
 		// ending tx itself: a failure like any handler error, or it
 		// would be retried for ever.
 		herr := fmt.Errorf("inbox: commit: %w", err)
-		if errors.Is(err, store.ErrTxDone) {
+		if errors.Is(err, store.ErrTxDone) && ctx.Err() == nil { // database/sql ends a transaction whose ctx ended
 			herr = fmt.Errorf("%w: its writes may or may not have committed; the message is retried, and then a duplicate if they did: %w",
 				ErrTxEndedByHandler, err)
 		}

@@ -58,6 +58,7 @@ func TestLogID(t *testing.T) {
 		{"invalid UTF-8", "pay-\xff", `"pay-\xff"`, `id="\"pay-\\xff\""`},
 		{"NUL", "pay\x00", `"pay\x00"`, `id="\"pay\\x00\""`},
 		{"no-break space", "pay\u00a013", `"pay\u00a013"`, `id="\"pay\\u00a013\""`},
+		{"quoted-looking", `"pay-13\n"`, `"\"pay-13\\n\""`, `id="\"\\\"pay-13\\\\n\\\"\""`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

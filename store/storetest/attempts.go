@@ -156,6 +156,22 @@ func testRetryAfterAndCanceled[TTx any](t *testing.T, h Harness[TTx]) {
 	if err != nil || out.Status != inbox.Processed {
 		t.Fatalf("after cancel: %v %v", out.Status, err)
 	}
+	// A shutdown while the handler finishes: database/sql rolls the
+	// transaction back when its context ends, so COMMIT finds it over.
+	// That is not the handler ending it (ErrTxEndedByHandler), and it
+	// does not count.
+	ctx, cancel = context.WithCancel(context.Background())
+	out, err = ib.Process(ctx, msg("shutdown"), func(ctx context.Context, tx TTx, m *inbox.Message) error {
+		if err := env.Write(ctx, tx, key(m.ID)); err != nil {
+			return err
+		}
+		cancel()
+		time.Sleep(50 * time.Millisecond)
+		return nil
+	})
+	if out.Status != inbox.Retry || out.Attempts != 0 || errors.Is(err, inbox.ErrTxEndedByHandler) {
+		t.Fatalf("shutdown before COMMIT: %+v %v, want Retry without a counted attempt, not blamed on the handler", out, err)
+	}
 }
 
 // noJitter spaces retries exactly: 1 s, 2 s, 4 s...

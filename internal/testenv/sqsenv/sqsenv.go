@@ -190,19 +190,21 @@ func Precreate(standard, fifo int) error {
 	return nil
 }
 
-// testCount is go test's -count (1 when unset or unparsable): TestMain
-// runs once for all the runs.
+// testCount is the number of times go test runs each test: -count times
+// the number of -cpu values (1 when unset or unparsable). TestMain runs
+// once for all the runs.
 func testCount() int {
 	if !flag.Parsed() {
 		flag.Parse()
 	}
-	f := flag.Lookup("test.count")
-	if f == nil {
-		return 1
+	n := 1
+	if f := flag.Lookup("test.count"); f != nil {
+		if c, err := strconv.Atoi(f.Value.String()); err == nil && c > 1 {
+			n = c
+		}
 	}
-	n, err := strconv.Atoi(f.Value.String())
-	if err != nil || n < 1 {
-		return 1
+	if f := flag.Lookup("test.cpu"); f != nil && f.Value.String() != "" {
+		n *= len(strings.Split(f.Value.String(), ","))
 	}
 	return n
 }
