@@ -42,6 +42,17 @@ const batchSavepoint = "inbox_batch_msg"
 // inbox's own statements, fails the whole batch: every message not
 // already settled gets Retry, and the error is returned.
 //
+// A handler must not commit or roll back tx (see ErrTxEndedByHandler). If
+// it does, a ROLLBACK undoes the batch, and a COMMIT commits the claims of
+// the whole batch with the writes made before it: those messages are done
+// (Duplicate when redelivered), and the claims of the messages whose
+// handlers had not yet run are deleted again, so that they are processed.
+// The handler is caught in the pass with savepoints and counted, Retry
+// with an error wrapping ErrTxEndedByHandler, and the batch goes on
+// without it. (The claims deleted after a ROLLBACK are none, unless a
+// redelivery of the same message claimed it meanwhile: it is then
+// processed again.)
+//
 // The error is non-nil when nothing of the batch committed; a message's
 // outcome says whether to ack it (Outcome.Ack) or to redeliver it after
 // Outcome.Delay. Hooks are told after the COMMIT.
@@ -49,34 +60,40 @@ func (ib *Inbox[TTx]) ProcessBatch(ctx context.Context, msgs []Message, h Handle
 	if err := checkArgs(ib, h); err != nil {
 		return retryAll(len(msgs)), err
 	}
-	return ib.processBatch(ctx, msgs, func(ctx context.Context, tx TTx, ms []*Message) error {
-		for _, m := range ms {
+	return ib.processBatch(ctx, msgs, func(ctx context.Context, tx TTx, ms []*Message) (int, error) {
+		for i, m := range ms {
 			hctx := ctx
 			if len(ib.hooks.start) > 0 {
 				hctx = messageCtx(ctx, m)
 			}
 			if err := callHandler(hctx, tx, m, h); err != nil {
-				return err
+				return i, err
 			}
 		}
-		return nil
+		return len(ms), nil
 	})
 }
 
 // ProcessBatchFunc is ProcessBatch with one handler for all the new
 // messages of the batch. When it fails, it is called again with one
 // message at a time, each behind a savepoint, to find the failing ones.
+// A handler given several messages that commits tx commits all their
+// claims: the inbox cannot tell which messages it wrote before.
 func (ib *Inbox[TTx]) ProcessBatchFunc(ctx context.Context, msgs []Message, h BatchHandler[TTx]) ([]Outcome, error) {
 	if ib == nil || h == nil {
 		return retryAll(len(msgs)), fmt.Errorf("%w: nil *Inbox or handler", ErrInvalidConfig)
 	}
-	return ib.processBatch(ctx, msgs, func(ctx context.Context, tx TTx, ms []*Message) error {
+	return ib.processBatch(ctx, msgs, func(ctx context.Context, tx TTx, ms []*Message) (int, error) {
 		if len(ms) == 1 && len(ib.hooks.start) > 0 {
 			ctx = messageCtx(ctx, ms[0])
 		}
-		return callBatch(ctx, tx, ms, h)
+		return len(ms), callBatch(ctx, tx, ms, h) // which messages it finished, it cannot tell
 	})
 }
+
+// batchRun runs the handler for ms in tx and returns how many of ms it
+// finished before its error (all when it cannot tell).
+type batchRun[TTx any] func(ctx context.Context, tx TTx, ms []*Message) (int, error)
 
 // messageCtxKey carries, in a batch's context, the context that the start
 // hooks made for each message.
@@ -118,9 +135,12 @@ type batchItem struct {
 	out  Outcome
 	err  error
 	done bool // out is settled
+	// settled: out is final, later passes leave the item out (a handler
+	// that ended the transaction, a failure recorded in it).
+	settled bool
 }
 
-func (ib *Inbox[TTx]) processBatch(ctx context.Context, msgs []Message, run BatchHandler[TTx]) ([]Outcome, error) {
+func (ib *Inbox[TTx]) processBatch(ctx context.Context, msgs []Message, run batchRun[TTx]) ([]Outcome, error) {
 	bc, ok := ib.driver.(store.BatchClaimer[TTx])
 	if !ok {
 		return retryAll(len(msgs)), fmt.Errorf("%w (%T)", ErrNoBatch, ib.driver)
@@ -179,8 +199,13 @@ func (ib *Inbox[TTx]) processBatch(ctx context.Context, msgs []Message, run Batc
 	var batchErr error
 	if len(items) > 0 {
 		ok, err := ib.batchPass(ctx, bc, items, run, false)
-		if err == nil && !ok {
-			_, err = ib.batchPass(ctx, bc, items, run, true)
+		// A pass with savepoints that returns false settled the handler
+		// that ended its transaction: the next goes on without it.
+		for pass := slices.Clone(items); err == nil && !ok; {
+			if pass = slices.DeleteFunc(pass, func(it *batchItem) bool { return it.settled }); len(pass) == 0 {
+				break
+			}
+			ok, err = ib.batchPass(ctx, bc, pass, run, true)
 		}
 		batchErr = err
 	}
@@ -208,9 +233,10 @@ func (ib *Inbox[TTx]) processBatch(ctx context.Context, msgs []Message, run Batc
 
 // batchPass runs the batch in one transaction: without savepoints (the
 // first pass; false when a message failed, nothing committed), or with one
-// before each message (the second), whose failures it records. It sets
-// each item's outcome; an error fails the whole batch (every item Retry).
-func (ib *Inbox[TTx]) batchPass(ctx context.Context, bc store.BatchClaimer[TTx], items []*batchItem, run BatchHandler[TTx], isolate bool) (bool, error) {
+// before each message (the second), whose failures it records (false when
+// a handler ended the transaction: see handlerEnded). It sets each item's
+// outcome; an error fails the whole batch (every item Retry).
+func (ib *Inbox[TTx]) batchPass(ctx context.Context, bc store.BatchClaimer[TTx], items []*batchItem, run batchRun[TTx], isolate bool) (bool, error) {
 	for _, it := range items { // what an earlier pass settled, this one settles again
 		it.done = false
 	}
@@ -261,28 +287,41 @@ func (ib *Inbox[TTx]) batchPass(ctx context.Context, bc store.BatchClaimer[TTx],
 		for i, it := range fresh {
 			ms[i] = it.msg
 		}
-		if herr := run(ctx, tx, ms); herr != nil || ctx.Err() != nil {
+		n, herr := run(ctx, tx, ms)
+		if ctx.Err() != nil {
 			_ = ib.driver.Rollback(ctx, tx)
-			if ctx.Err() != nil {
-				return fail("batch", ctx.Err())
+			return fail("batch", ctx.Err())
+		}
+		// After a handler's error too: the check tells whether a handler
+		// ended tx.
+		if cerr := ib.driver.CheckTx(ctx, tx, ""); herr != nil || cerr != nil {
+			_ = ib.driver.Rollback(ctx, tx)
+			if errors.Is(cerr, store.ErrTxDone) {
+				// A handler committed or rolled back tx. A COMMIT committed
+				// the claims of the whole batch: undo those of the messages
+				// whose handlers did not run before it, or they are lost.
+				// The messages whose handlers did are Duplicates in the
+				// next pass, which finds the handler if it ends tx again.
+				if err := ib.unclaim(ctx, bc, notRun(fresh, n, herr, cerr)); err != nil {
+					return fail("batch: unclaim", err)
+				}
 			}
 			return false, nil // find the failing messages with savepoints
 		}
-		if cerr := ib.driver.CheckTx(ctx, tx, ""); cerr != nil {
-			_ = ib.driver.Rollback(ctx, tx)
-			return false, nil
-		}
 	} else {
-		for _, it := range fresh {
+		for i, it := range fresh {
 			if err := bc.Savepoint(ctx, tx, batchSavepoint); err != nil {
 				_ = ib.driver.Rollback(ctx, tx)
 				return fail("batch savepoint", err)
 			}
-			herr := run(ctx, tx, []*Message{it.msg})
+			_, herr := run(ctx, tx, []*Message{it.msg})
 			if herr == nil {
 				if herr = ib.driver.CheckTx(ctx, tx, batchSavepoint); herr == nil {
 					it.out = Outcome{Status: Processed}
 					continue
+				}
+				if errors.Is(herr, store.ErrTxDone) && ctx.Err() == nil { // database/sql ends a transaction whose ctx ended
+					return ib.handlerEnded(ctx, bc, fresh, i, herr, fail)
 				}
 				herr = fmt.Errorf("inbox: the handler returned no error, but: %w", herr)
 			}
@@ -296,6 +335,9 @@ func (ib *Inbox[TTx]) batchPass(ctx context.Context, bc store.BatchClaimer[TTx],
 				return fail("batch handler", store.Retryable(herr))
 			}
 			if err := ib.driver.RollbackToSavepoint(ctx, tx, batchSavepoint); err != nil {
+				if errors.Is(err, store.ErrTxDone) {
+					return ib.handlerEnded(ctx, bc, fresh, i, herr, fail)
+				}
 				_ = ib.driver.Rollback(ctx, tx)
 				if errors.Is(err, store.ErrTxRestarted) {
 					// The server ended the transaction with the messages
@@ -348,4 +390,81 @@ func (ib *Inbox[TTx]) batchPass(ctx context.Context, bc store.BatchClaimer[TTx],
 		it.done = true
 	}
 	return true, nil
+}
+
+// handlerEnded settles a pass with savepoints whose handler of fresh[i]
+// committed or rolled back tx. Its failure counts (in a transaction of its
+// own), and the pass returns false: the next goes on without it. The
+// claims of the messages after it, which a COMMIT committed without their
+// writes, are deleted. The messages processed before it are Duplicates in
+// the next pass if tx committed, or processed again; those whose failure
+// tx recorded are settled, as recorded (a dead letter that may not have
+// committed: Retry).
+func (ib *Inbox[TTx]) handlerEnded(ctx context.Context, bc store.BatchClaimer[TTx], fresh []*batchItem, i int, herr error, fail func(string, error) (bool, error)) (bool, error) {
+	it := fresh[i]
+	it.out, it.err = ib.failed(ctx, nil, it.msg, &it.p, txEndedError(herr))
+	it.done, it.settled = true, true
+	for _, b := range fresh[:i] {
+		if b.out.Status == DeadLettered {
+			b.out = ib.retryNow()
+		}
+		b.done, b.settled = b.out.Status != Processed, b.out.Status != Processed
+	}
+	if err := ib.unclaim(ctx, bc, fresh[i+1:]); err != nil {
+		return fail("batch: unclaim", err)
+	}
+	return false, nil
+}
+
+// notRun returns the items of fresh whose handlers did not run in a
+// transaction that a handler ended: those after the n that finished, and
+// the one that failed (herr) if it failed for using the ended transaction.
+func notRun(fresh []*batchItem, n int, herr, ended error) []*batchItem {
+	if n >= len(fresh) {
+		return nil
+	}
+	if herr != nil && !usedEndedTx(herr, ended) {
+		n++ // it ran, and may be the one that ended tx
+	}
+	return fresh[n:]
+}
+
+// usedEndedTx reports whether herr is the error of a statement run in a
+// transaction already over: the driver's own error (sql.ErrTxDone,
+// pgx.ErrTxClosed) that ended, a store method's error, wraps with
+// store.ErrTxDone.
+func usedEndedTx(herr, ended error) bool {
+	if errors.Is(herr, store.ErrTxDone) {
+		return true
+	}
+	switch e := ended.(type) {
+	case interface{ Unwrap() []error }:
+		for _, e := range e.Unwrap() {
+			if usedEndedTx(herr, e) {
+				return true
+			}
+		}
+		return false
+	case interface{ Unwrap() error }:
+		return usedEndedTx(herr, e.Unwrap())
+	}
+	return ended != nil && errors.Is(herr, ended)
+}
+
+// unclaim deletes the claims of its in a transaction of its own.
+func (ib *Inbox[TTx]) unclaim(ctx context.Context, bc store.BatchClaimer[TTx], its []*batchItem) error {
+	if len(its) == 0 {
+		return nil
+	}
+	tx, err := ib.driver.Begin(ctx, &store.BeginParams{LockTimeout: ib.cfg.LockTimeout})
+	if err != nil {
+		return err
+	}
+	for _, it := range its {
+		if err := bc.Unclaim(ctx, tx, it.p.Key); err != nil {
+			_ = ib.driver.Rollback(ctx, tx)
+			return err
+		}
+	}
+	return ib.driver.Commit(ctx, tx)
 }

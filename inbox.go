@@ -172,13 +172,19 @@ func (ib *Inbox[TTx]) Process(ctx context.Context, msg Message, h Handler[TTx]) 
 		// would be retried for ever.
 		herr := fmt.Errorf("inbox: commit: %w", err)
 		if errors.Is(err, store.ErrTxDone) && ctx.Err() == nil { // database/sql ends a transaction whose ctx ended
-			herr = fmt.Errorf("%w: its writes may or may not have committed; the message is retried, and then a duplicate if they did: %w",
-				ErrTxEndedByHandler, err)
+			herr = txEndedError(err)
 		}
 		out, err := ib.failed(ctx, nil, &msg, p, herr)
 		return ib.finishRun(ctx, &msg, start, hdur, out, err)
 	}
 	return ib.finishRun(ctx, &msg, start, hdur, Outcome{Status: Processed}, nil)
+}
+
+// txEndedError is the failure of a handler that ended the inbox's
+// transaction, whose end (a COMMIT or a ROLLBACK) the inbox cannot tell.
+func txEndedError(err error) error {
+	return fmt.Errorf("%w: its writes may or may not have committed; the message is retried, and then a duplicate if they did: %w",
+		ErrTxEndedByHandler, err)
 }
 
 // checkArgs rejects a nil inbox or handler, a programming error that would

@@ -78,7 +78,8 @@ type Driver[TTx any] interface {
 	// CheckTx returns an error when tx can no longer commit what it did
 	// since the savepoint: PostgreSQL aborted it after a failed statement,
 	// the server rolled it back (a MySQL deadlock), or its connection
-	// cannot run a statement (ErrTxUnusable). A handler that
+	// cannot run a statement (ErrTxUnusable), or it is over (ErrTxDone:
+	// a handler committed or rolled it back). A handler that
 	// swallowed such an error would otherwise see its COMMIT roll back, or
 	// commit its later writes without the claim.
 	CheckTx(ctx context.Context, tx TTx, savepoint string) error
@@ -91,7 +92,7 @@ type Driver[TTx any] interface {
 	// after a deadlock), nothing is left to undo: it begins a transaction
 	// again on tx's connection, for what the inbox records next, and
 	// returns an error wrapping ErrTxRestarted. An error wrapping
-	// ErrTxUnusable: tx can only be rolled back.
+	// ErrTxUnusable: tx can only be rolled back; ErrTxDone: tx is over.
 	RollbackToSavepoint(ctx context.Context, tx TTx, name string) error
 
 	// AttemptAdd counts one failed attempt of a message in tx (a
@@ -288,9 +289,10 @@ var ErrTooLarge = errors.New("inbox store: too large for the database")
 // closes that connection.
 var ErrTxUnusable = errors.New("inbox store: the transaction's connection cannot run a statement")
 
-// ErrTxDone is wrapped by Commit's error when tx had already been
-// committed or rolled back (a handler called its Commit or Rollback):
-// database/sql's sql.ErrTxDone, pgx's pgx.ErrTxClosed.
+// ErrTxDone is wrapped by the errors of Commit, CheckTx, Savepoint and
+// RollbackToSavepoint when tx had already been committed or rolled back (a
+// handler called its Commit or Rollback), together with the driver's own
+// error: database/sql's sql.ErrTxDone, pgx's pgx.ErrTxClosed.
 var ErrTxDone = errors.New("inbox store: the transaction was already committed or rolled back")
 
 // ErrTxRestarted is wrapped by RollbackToSavepoint's error when the server

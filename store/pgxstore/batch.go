@@ -3,6 +3,7 @@ package pgxstore
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -102,6 +103,9 @@ func (d *Driver) queueClaimBatch(b *pgx.Batch, p *store.ClaimBatchParams) *[]sto
 // Savepoint creates the named savepoint.
 func (d *Driver) Savepoint(ctx context.Context, tx pgx.Tx, name string) error {
 	_, err := tx.Exec(ctx, "SAVEPOINT "+pgx.Identifier{name}.Sanitize())
+	if errors.Is(err, pgx.ErrTxClosed) {
+		return txDone("savepoint", err)
+	}
 	return pgsql.Classify(err)
 }
 

@@ -283,19 +283,30 @@ func (t *connTx) endWith(ctx context.Context, b *pgx.Batch) error {
 // It wraps store.ErrTxUnusable.
 var ErrConnBusy = fmt.Errorf("pgxstore: the connection is busy with a result set the handler left open (close its rows); the transaction did not commit: %w", store.ErrTxUnusable)
 
+// ended reports whether tx, one of the driver's own, was committed or
+// rolled back (by a handler): its connection is back in the pool, maybe in
+// use by another transaction, and must not be looked at.
+func ended(tx pgx.Tx) bool {
+	ct, ok := tx.(*connTx)
+	return ok && ct.conn == nil
+}
+
+// txDone is the error of a method given a tx already ended.
+func txDone(op string, err error) error {
+	return fmt.Errorf("pgxstore: %s: %w: %w", op, store.ErrTxDone, err)
+}
+
 // Commit commits tx. A tx already ended wraps store.ErrTxDone.
 func (d *Driver) Commit(ctx context.Context, tx pgx.Tx) error {
-	if ct, ok := tx.(*connTx); ok && ct.conn == nil {
-		// Ended, and its connection back in the pool, maybe in use by
-		// another transaction: do not look at it.
-		return fmt.Errorf("pgxstore: commit: %w: %w", store.ErrTxDone, pgx.ErrTxClosed)
+	if ended(tx) {
+		return txDone("commit", pgx.ErrTxClosed)
 	}
 	if tx.Conn().PgConn().IsBusy() {
 		return ErrConnBusy
 	}
 	err := tx.Commit(ctx)
 	if errors.Is(err, pgx.ErrTxClosed) {
-		return fmt.Errorf("pgxstore: commit: %w: %w", store.ErrTxDone, err)
+		return txDone("commit", err)
 	}
 	return pgsql.Classify(err)
 }
@@ -304,7 +315,11 @@ func (d *Driver) Commit(ctx context.Context, tx pgx.Tx) error {
 // statement the handler swallowed), so its COMMIT would roll back, or the
 // handler left a result set open (ErrConnBusy), so pgx cannot send the
 // COMMIT. It costs no round trip: pgx knows both from the connection.
+// A tx already ended (by a handler) wraps store.ErrTxDone.
 func (d *Driver) CheckTx(ctx context.Context, tx pgx.Tx, savepoint string) error {
+	if ended(tx) {
+		return txDone("check", pgx.ErrTxClosed)
+	}
 	if tx.Conn().PgConn().IsBusy() {
 		return ErrConnBusy
 	}
@@ -322,12 +337,19 @@ func (d *Driver) Rollback(ctx context.Context, tx pgx.Tx) error {
 	return nil
 }
 
-// RollbackToSavepoint rolls tx back to the savepoint name.
+// RollbackToSavepoint rolls tx back to the savepoint name. A tx already
+// ended (by a handler) wraps store.ErrTxDone.
 func (d *Driver) RollbackToSavepoint(ctx context.Context, tx pgx.Tx, name string) error {
+	if ended(tx) {
+		return txDone("rollback to savepoint", pgx.ErrTxClosed)
+	}
 	if tx.Conn().PgConn().IsBusy() {
 		return ErrConnBusy
 	}
 	_, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT "+store.QuoteDouble(name))
+	if errors.Is(err, pgx.ErrTxClosed) {
+		return txDone("rollback to savepoint", err)
+	}
 	return pgsql.Classify(err)
 }
 

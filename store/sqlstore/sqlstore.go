@@ -193,6 +193,9 @@ func (d *Driver) fail(op string, err error) error {
 	if err == nil {
 		return nil
 	}
+	if errors.Is(err, sql.ErrTxDone) { // a handler ended the inbox's transaction
+		return fmt.Errorf("sqlstore: %s: %w: %w", op, store.ErrTxDone, err)
+	}
 	err = fmt.Errorf("sqlstore: %s: %w", op, err)
 	if d.dialect.Retryable(err) {
 		return store.Retryable(err)
@@ -425,11 +428,7 @@ func (d *Driver) insertIfAbsent(ctx context.Context, st txStmt, args ...any) (bo
 // connection) or that a later attempt may not hit (SQLITE_BUSY) is
 // retryable; a tx already ended wraps store.ErrTxDone.
 func (d *Driver) Commit(_ context.Context, tx *sql.Tx) error {
-	err := tx.Commit()
-	if errors.Is(err, sql.ErrTxDone) {
-		return fmt.Errorf("sqlstore: commit: %w: %w", store.ErrTxDone, err)
-	}
-	return d.fail("commit", err)
+	return d.fail("commit", tx.Commit())
 }
 
 // CheckTx releases the savepoint, which fails when tx can no longer commit
@@ -451,6 +450,9 @@ func (d *Driver) CheckTx(ctx context.Context, tx *sql.Tx, savepoint string) erro
 		check = "RELEASE SAVEPOINT " + d.dialect.Quote(claimedSavepoint)
 	}
 	if _, err := tx.ExecContext(ctx, check); err != nil {
+		if errors.Is(err, sql.ErrTxDone) { // a handler ended tx
+			return d.fail("check", err)
+		}
 		if d.dialect.ConnBusy(err) { // the handler's fault: not wrapped, so not transient
 			return fmt.Errorf("sqlstore: %w (a result set left open: close its rows): %v", store.ErrTxUnusable, err)
 		}
@@ -483,6 +485,9 @@ func (d *Driver) RollbackToSavepoint(ctx context.Context, tx *sql.Tx, name strin
 		return errors.New("sqlstore: rollback to savepoint: empty name")
 	}
 	_, err := tx.ExecContext(ctx, d.q.RollbackToSavepoint+d.dialect.Quote(name))
+	if errors.Is(err, sql.ErrTxDone) { // a handler ended tx
+		return d.fail("rollback to savepoint", err)
+	}
 	if err != nil && d.dialect.ConnBusy(err) {
 		return fmt.Errorf("sqlstore: rollback to savepoint: %w (a result set left open: close its rows): %v", store.ErrTxUnusable, err)
 	}

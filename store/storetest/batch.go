@@ -350,3 +350,114 @@ func testBatchClaimRepeatedID[TTx any](t *testing.T, h Harness[TTx]) {
 		}
 	}
 }
+
+// A handler that commits or rolls back the batch's transaction itself
+// (as Process's HandlerEndsTx) neither loses a message, nor makes an
+// effect twice, nor retries without bound. Its COMMIT commits the claims
+// of the whole batch with the writes made before it: those messages are
+// done (a Duplicate next time, as Process's offender is), and the claims
+// of the messages whose handlers had not run are undone, so that they are
+// processed. A handler caught ending the transaction (in the pass with a
+// savepoint per message) gets Retry, counted, with an error wrapping
+// inbox.ErrTxEndedByHandler, and is dead-lettered at MaxAttempts unless
+// its COMMIT made it a Duplicate. ProcessBatchFunc's handler here writes
+// all its messages, then ends the transaction as its first offender does.
+func testBatchHandlerEndsTx[TTx any](t *testing.T, h Harness[TTx]) {
+	const maxAttempts = 2
+	env, ib := openBatch(t, h, inbox.Config{MaxAttempts: maxAttempts})
+	ctx := context.Background()
+	end := func(id string) func(context.Context, TTx) error {
+		switch {
+		case strings.HasSuffix(id, "ends-commit"):
+			return env.Driver.Commit
+		case strings.HasSuffix(id, "ends-rollback"):
+			return env.Driver.Rollback
+		}
+		return nil
+	}
+	one := func(ctx context.Context, tx TTx, m *inbox.Message) error {
+		if err := env.Write(ctx, tx, key(m.ID)); err != nil {
+			return err
+		}
+		if e := end(m.ID); e != nil {
+			return e(ctx, tx)
+		}
+		return nil
+	}
+	all := func(ctx context.Context, tx TTx, ms []*inbox.Message) error {
+		for _, m := range ms {
+			if err := env.Write(ctx, tx, key(m.ID)); err != nil {
+				return err
+			}
+		}
+		for _, m := range ms {
+			if e := end(m.ID); e != nil {
+				return e(ctx, tx)
+			}
+		}
+		return nil
+	}
+	commitFirst := []string{"e-1", "ends-commit", "e-2", "ends-rollback", "e-3"}
+	rollbackFirst := []string{"e-1", "ends-rollback", "e-2", "ends-commit", "e-3"}
+	for _, tc := range []struct {
+		name    string
+		batch   []string
+		process func([]inbox.Message) ([]inbox.Outcome, error)
+	}{
+		{"ProcessBatch/commit-first", commitFirst, func(b []inbox.Message) ([]inbox.Outcome, error) { return ib.ProcessBatch(ctx, b, one) }},
+		{"ProcessBatch/rollback-first", rollbackFirst, func(b []inbox.Message) ([]inbox.Outcome, error) { return ib.ProcessBatch(ctx, b, one) }},
+		{"ProcessBatchFunc/rollback-first", rollbackFirst, func(b []inbox.Message) ([]inbox.Outcome, error) { return ib.ProcessBatchFunc(ctx, b, all) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var ids []string
+			for _, id := range tc.batch {
+				ids = append(ids, tc.name+"/"+id)
+			}
+			retries := map[string]int{}
+			final := map[string]inbox.Outcome{}
+			// Every message is settled within MaxAttempts calls; one more
+			// shows that they stay so.
+			for call := 1; call <= maxAttempts+1; call++ {
+				outs, err := tc.process(msgs(ids...))
+				t.Logf("call %d: %s (%v)", call, statuses(outs), err)
+				for i, o := range outs {
+					id := ids[i]
+					if prev, ok := final[id]; ok && o.Status != inbox.Duplicate {
+						t.Fatalf("call %d: %s %v (%v), after %v: want a duplicate", call, id, o.Status, err, prev.Status)
+					}
+					switch {
+					case o.Status == inbox.Retry && end(id) == nil: // a neighbour's doing: not counted
+						if o.Attempts != 0 {
+							t.Fatalf("call %d: %s, well-behaved: Retry after %d attempts (%v), want none counted", call, id, o.Attempts, o.Err)
+						}
+					case o.Status == inbox.Retry:
+						retries[id]++
+						if o.Attempts != retries[id] || !errors.Is(o.Err, inbox.ErrTxEndedByHandler) {
+							t.Fatalf("call %d: %s: Retry after %d attempts (%v; batch: %v), want after %d with an error wrapping inbox.ErrTxEndedByHandler",
+								call, id, o.Attempts, o.Err, err, retries[id])
+						}
+					case o.Ack():
+						if _, ok := final[id]; !ok {
+							final[id] = o
+						}
+					}
+				}
+			}
+			for _, id := range ids {
+				o, ok := final[id]
+				want := 1
+				if strings.HasSuffix(id, "ends-rollback") {
+					want = 0
+				}
+				switch n := count(t, env, id); {
+				case !ok:
+					t.Errorf("%s: not settled after %d calls (%d counted retries, %d effects): retried for ever?", id, maxAttempts+1, retries[id], n)
+				case n != want:
+					t.Errorf("%s: %v with %d effects, want %d", id, o.Status, n, want)
+				case want == 0 && (o.Status != inbox.DeadLettered || o.Attempts != maxAttempts):
+					t.Errorf("%s: %v after %d attempts, want dead-lettered after %d", id, o.Status, o.Attempts, maxAttempts)
+				}
+			}
+		})
+	}
+}

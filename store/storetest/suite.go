@@ -89,6 +89,7 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"BatchClaimRepeatedID", testBatchClaimRepeatedID[TTx]},
 		{"BatchFunc", testBatchFunc[TTx]},
 		{"BatchTransient", testBatchTransient[TTx]},
+		{"BatchHandlerEndsTx", testBatchHandlerEndsTx[TTx]},
 		// pipeline.go: ProcessQueued, where the store pipelines
 		{"QueuedThenDuplicate", testQueuedThenDuplicate[TTx]},
 		{"QueuedFailures", testQueuedFailures[TTx]},
