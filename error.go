@@ -28,7 +28,8 @@ var (
 	// missing or at an older schema version than the code needs.
 	ErrNotMigrated = errors.New("inbox: tables not migrated")
 
-	// ErrTxEndedByHandler is wrapped by Process's error when the handler
+	// ErrTxEndedByHandler is wrapped by Process's error (and a batch
+	// message's Outcome.Err in ProcessBatch) when the handler
 	// committed or rolled back the inbox's transaction itself (it must
 	// not: Process commits it): the claim and the handler's writes may or
 	// may not have committed. The attempt counts as a handler failure:
