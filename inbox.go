@@ -225,12 +225,15 @@ const savepoint = "inbox_claim"
 // result set open on pgx, has failed: the outcome is that of a handler
 // error, never Processed.
 //
-// Two failures cannot be recorded in tx, and ProcessTx then rolls tx back
+// Three failures cannot be recorded in tx, and ProcessTx then rolls tx back
 // itself (a later Rollback of the caller's is harmless) and records them
 // in a transaction of its own, with Commit() false: a handler that left a
 // result set open on pgx (tx's connection cannot run a statement; pgx
-// closes it), and a dead letter that the database refuses (see
-// DeadLetter.PayloadLost). That transaction takes a connection of the
+// closes it), a dead letter that the database refuses (see
+// DeadLetter.PayloadLost), and a handler that committed or rolled back tx
+// itself (ErrTxEndedByHandler; on sqlstore: pgxstore cannot tell it of a
+// caller's pgxpool.Tx without a round trip, and then reports Processed and
+// the caller's COMMIT fails). That transaction takes a connection of the
 // store's pool: rolling tx back gives tx's connection back when tx came
 // from the pool (pgxpool.Pool.Begin, sql.DB.BeginTx), but not when it came
 // from a connection the caller holds (pgxpool.Conn, sql.Conn), and then
@@ -271,12 +274,17 @@ func (ib *Inbox[TTx]) ProcessTx(ctx context.Context, tx TTx, msg Message, h Hand
 	if err := ib.driver.RollbackToSavepoint(ctx, tx, savepoint); err != nil && !errors.Is(err, store.ErrTxRestarted) {
 		// (Restarted: the claim is gone with the rest; the failure is
 		// recorded in the new transaction.)
-		if !errors.Is(err, store.ErrTxUnusable) {
+		ended := errors.Is(err, store.ErrTxDone) && ctx.Err() == nil // database/sql ends a transaction whose ctx ended
+		if !ended && !errors.Is(err, store.ErrTxUnusable) {
 			out, err := ib.dbFailed(ctx, "rollback to savepoint", err)
 			return ib.finishRun(ctx, &msg, start, hdur, out, errors.Join(herr, err))
 		}
-		// tx cannot run a statement (pgx, rows left open): end it, which
-		// gives its connection back, and record in a transaction of our own.
+		if ended { // the handler committed or rolled back the caller's tx
+			herr = txEndedError(err)
+		}
+		// tx cannot run a statement (pgx, rows left open), or is over:
+		// end it, which gives its connection back, and record in a
+		// transaction of our own.
 		_ = ib.driver.Rollback(ctx, tx)
 		caller = nil
 	}

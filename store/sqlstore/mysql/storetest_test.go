@@ -217,3 +217,8 @@ func TestMySQLClaimBatch(t *testing.T) {
 		})
 	}
 }
+
+func TestMySQLProcessTxHandlerEndsTx(t *testing.T) {
+	t.Parallel()
+	sqltest.ProcessTxHandlerEndsTx(t, mysqlPrepared)
+}

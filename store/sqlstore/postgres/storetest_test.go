@@ -117,3 +117,8 @@ func TestPostgresBatchTxEnded(t *testing.T) {
 }
 
 func TestPostgresClaimBatch(t *testing.T) { sqltest.ClaimBatch(t, postgresHarness) }
+
+func TestPostgresProcessTxHandlerEndsTx(t *testing.T) {
+	t.Parallel()
+	sqltest.ProcessTxHandlerEndsTx(t, postgresHarness)
+}

@@ -107,3 +107,8 @@ func BenchmarkSQLiteBatch(b *testing.B) { storetest.BenchBatch(b, sqliteHarness)
 func TestSQLiteBatchTxEnded(t *testing.T) { sqltest.BatchTxEnded(t, sqliteHarness, "ROLLBACK") }
 
 func TestSQLiteClaimBatch(t *testing.T) { sqltest.ClaimBatch(t, sqliteHarness) }
+
+func TestSQLiteProcessTxHandlerEndsTx(t *testing.T) {
+	t.Parallel()
+	sqltest.ProcessTxHandlerEndsTx(t, sqliteHarness)
+}

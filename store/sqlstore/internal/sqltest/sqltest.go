@@ -597,3 +597,59 @@ func ClaimBatch(t *testing.T, h storetest.Harness[*sql.Tx]) {
 		}
 	}
 }
+
+// ProcessTxHandlerEndsTx checks ProcessTx with a handler that commits or
+// rolls back the caller's transaction: Retry, counted as a handler failure
+// in a transaction of ProcessTx's own (the caller's is over: Commit() is
+// false), with an error wrapping inbox.ErrTxEndedByHandler; the redelivery
+// is a Duplicate if the handler committed, processed if it rolled back.
+// (pgxstore cannot tell that a pgxpool.Tx of the caller's is over without
+// a round trip, so this is sqlstore's alone.)
+func ProcessTxHandlerEndsTx(t *testing.T, h storetest.Harness[*sql.Tx]) {
+	t.Helper()
+	ctx := context.Background()
+	env, err := h.Open(t, store.Tables{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Driver.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ib, err := inbox.New(ctx, env.Driver, &inbox.Config{Consumer: "tx-ended"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(ctx context.Context, tx *sql.Tx, m *inbox.Message) error { return env.Write(ctx, tx, m.ID) }
+	for _, tc := range []struct {
+		id      string
+		end     func(*sql.Tx) error
+		effects int
+		again   inbox.Status
+	}{
+		{"ends-commit", (*sql.Tx).Commit, 1, inbox.Duplicate},
+		{"ends-rollback", (*sql.Tx).Rollback, 0, inbox.Processed},
+	} {
+		tx, err := env.BeginPlain(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := ib.ProcessTx(ctx, tx, inbox.Message{ID: tc.id}, func(ctx context.Context, tx *sql.Tx, m *inbox.Message) error {
+			if err := write(ctx, tx, m); err != nil {
+				return err
+			}
+			return tc.end(tx)
+		})
+		_ = tx.Rollback()
+		if out.Status != inbox.Retry || out.Attempts != 1 || out.Commit() || !errors.Is(err, inbox.ErrTxEndedByHandler) {
+			t.Fatalf("%s: %v after %d attempts, Commit() %v (%v); want Retry after 1, Commit() false, an error wrapping inbox.ErrTxEndedByHandler",
+				tc.id, out.Status, out.Attempts, out.Commit(), err)
+		}
+		if n, err := env.Count(ctx, tc.id); err != nil || n != tc.effects {
+			t.Fatalf("%s: %d effects (%v) after the handler ended the transaction, want %d", tc.id, n, err, tc.effects)
+		}
+		out, err = ib.Process(ctx, inbox.Message{ID: tc.id}, write)
+		if n, _ := env.Count(ctx, tc.id); out.Status != tc.again || n != 1 {
+			t.Fatalf("%s: redelivery %v (%v) with %d effects, want %v with 1", tc.id, out.Status, err, n, tc.again)
+		}
+	}
+}
