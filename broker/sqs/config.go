@@ -18,6 +18,8 @@ const (
 	DefaultMaxMessages       = 10
 	DefaultRetryDelay        = 100 * time.Millisecond
 	DefaultRetryMaxDelay     = 10 * time.Second
+	DefaultEmptyDelay        = 100 * time.Millisecond
+	DefaultEmptyMaxDelay     = time.Second
 	// DefaultMessageGroup is the message group of a message without a
 	// Key on a FIFO queue.
 	DefaultMessageGroup = "default"
@@ -80,7 +82,8 @@ type Config struct {
 	// WaitTime is a receive's long poll: how long SQS waits for a message
 	// before it answers with none. Rounded up to whole seconds; at most
 	// 20 s. Default DefaultWaitTime (20 s); negative: short polling, which
-	// answers at once (and costs a request each time).
+	// answers at once and costs a request each time. An idle queue is
+	// then asked at most once every EmptyMaxDelay.
 	WaitTime time.Duration
 	// MaxMessages is the most messages a receive takes, 1 to 10. They
 	// wait in the Source for a worker with their visibility timeout
@@ -108,6 +111,18 @@ type Config struct {
 	// RetryMaxDelay caps the wait between failed receives. Default
 	// DefaultRetryMaxDelay (10 s).
 	RetryMaxDelay time.Duration
+
+	// EmptyDelay is the pause after a receive that brought no message
+	// before its long poll ended: every empty receive with short
+	// polling. It doubles on each such receive in a row, up to
+	// EmptyMaxDelay, and starts over when a message arrives. An empty
+	// long poll that waited its WaitTime is not followed by a pause.
+	// Default DefaultEmptyDelay (100 ms).
+	EmptyDelay time.Duration
+	// EmptyMaxDelay caps that pause: the longest a message waits in an
+	// idle queue for a short-polling Source. Default
+	// DefaultEmptyMaxDelay (1 s).
+	EmptyMaxDelay time.Duration
 
 	// Logger receives failed receives (retried), releases at Close and
 	// Terms. Default slog.Default().
@@ -158,6 +173,12 @@ func (cfg *Config) withDefaults() (Config, error) {
 	}
 	if c.RetryMaxDelay <= 0 {
 		c.RetryMaxDelay = DefaultRetryMaxDelay
+	}
+	if c.EmptyDelay <= 0 {
+		c.EmptyDelay = DefaultEmptyDelay
+	}
+	if c.EmptyMaxDelay <= 0 {
+		c.EmptyMaxDelay = DefaultEmptyMaxDelay
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

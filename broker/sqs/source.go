@@ -77,8 +77,9 @@ func (s *Source) receive() {
 			types.MessageSystemAttributeNameMessageGroupId,
 		},
 	}
-	delay := s.cfg.RetryDelay
+	delay, idle := s.cfg.RetryDelay, s.cfg.EmptyDelay
 	for s.ctx.Err() == nil {
+		started := time.Now()
 		out, closed, err := s.receiveOnce(in)
 		if closed {
 			return
@@ -98,6 +99,20 @@ func (s *Source) receive() {
 		}
 		delay = s.cfg.RetryDelay
 		received := time.Now()
+		if len(out.Messages) == 0 {
+			// An empty long poll that waited its time needs no pause;
+			// an earlier empty answer (short polling) does, or the loop
+			// spins on billed requests.
+			if s.cfg.WaitTime > 0 && received.Sub(started) >= s.cfg.WaitTime {
+				continue
+			}
+			if !s.sleep(jitter(min(idle, s.cfg.EmptyMaxDelay))) {
+				return
+			}
+			idle = min(2*idle, s.cfg.EmptyMaxDelay)
+			continue
+		}
+		idle = s.cfg.EmptyDelay
 		for i, m := range out.Messages {
 			select {
 			case s.ready <- s.delivery(m, received):

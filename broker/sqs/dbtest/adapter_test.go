@@ -545,3 +545,49 @@ func TestPrefetch(t *testing.T) {
 		}
 	}
 }
+
+// Empty receives that answer at once (short polling, WaitTime < 0) are
+// followed by a pause that doubles up to EmptyMaxDelay, so that an idle
+// Source does not spin (each receive is a billed request); a message
+// that arrives later is still received, and then the pause starts over.
+func TestShortPollingBacksOff(t *testing.T) {
+	t.Parallel()
+	var receives atomic.Int32
+	endpoint := sqsenv.Intercepted(t, func(_ http.ResponseWriter, _ *http.Request, action string) bool {
+		if action == "ReceiveMessage" {
+			receives.Add(1)
+		}
+		return false
+	})
+	cl := sqsenv.ClientOn(endpoint)
+	name := sqsenv.Queue(t, false)
+	src := newSource(t, cl, name, sqs.Config{WaitTime: -1})
+
+	time.Sleep(2 * time.Second)
+	// Pauses of 100, 200, 400, 800 ms and then 1 s (±20 %): about 5
+	// receives in 2 s; the old loop made thousands.
+	if n := receives.Load(); n > 12 {
+		t.Fatalf("%d ReceiveMessage requests in 2 s on an empty queue with short polling, want at most 12", n)
+	} else {
+		t.Logf("%d ReceiveMessage requests in 2 s on an empty queue", n)
+	}
+	pub, err := sqs.NewPublisher(cl, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pub.Publish(context.Background(), &broker.Message{ID: "late", Subject: name, Payload: []byte("p")}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	d, err := src.Next(ctx)
+	if err != nil {
+		t.Fatalf("the message sent after the idle receives was not received: %v", err)
+	}
+	if got := d.Message().ID; got != "late" {
+		t.Fatalf("received %q, want late", got)
+	}
+	if err := d.Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
