@@ -40,6 +40,10 @@ type Message struct {
 	// optional.
 	Type    string
 	Payload []byte
+	// Headers are the producer's headers. The broker's own (JetStream's
+	// Nats-* controls, AMQP's x-death, what an adapter derives) are left
+	// out by Sources and never sent by Publishers: a message published
+	// again (a replay, a relay) must not act on the broker again.
 	Headers map[string]string
 	// Deliveries counts the deliveries of the message, this one included,
 	// as the broker reports it: 1 for the first, 0 when the broker does not
@@ -149,7 +153,9 @@ type Publisher interface {
 	// confirm), so that the caller may then forget it. It returns an error,
 	// never a silent success, for a message the broker refuses or would
 	// alter (wrapping ErrInvalidMessage when retrying cannot help), and
-	// ctx's error once ctx is done.
+	// ctx's error once ctx is done. It leaves out the broker's own headers
+	// (see Message.Headers), so that a message stored with them (an older
+	// dead letter, an outbox row) is published safely.
 	Publish(ctx context.Context, msg *Message) error
 }
 

@@ -56,6 +56,11 @@ type Features struct {
 	// HeaderLimits: the broker cannot carry some headers, which
 	// Env.BadHeaders lists, and Publish refuses them.
 	HeaderLimits bool
+	// OwnHeaders: the broker has headers of its own, which Env.OwnHeaders
+	// lists and Env.PublishRaw sends: Sources leave them out of
+	// broker.Message.Headers and Publishers never send them. Without it
+	// every header the broker delivers is the producer's.
+	OwnHeaders bool
 	// PublishTime: broker.Message.Time is when the message was published
 	// (within a second: AMQP's timestamp has whole seconds); without it
 	// the adapter reports the zero time.
@@ -89,6 +94,13 @@ type Env struct {
 	// BadHeaders are headers the broker cannot carry, one case each
 	// (Features.HeaderLimits only).
 	BadHeaders []map[string]string
+	// OwnHeaders are headers of the broker's own, with values it takes
+	// from a producer (Features.OwnHeaders only).
+	OwnHeaders map[string]string
+	// PublishRaw publishes a message with ID id and headers as they are
+	// to Subject, with the broker's own client rather than Publisher
+	// (Features.OwnHeaders only).
+	PublishRaw func(ctx context.Context, id string, headers map[string]string) error
 	// MaxHeaders is the most headers a message of the suite can carry
 	// besides its ID and type (SQS: ten message attributes in all); 0
 	// means no limit. The fields check then spreads its headers over
@@ -133,6 +145,7 @@ func Run(t *testing.T, h Harness) {
 		{"RepublishEffectOnce", testRepublish, nil},
 		{"PublishedFieldsArrive", testFieldsArrive, nil},
 		{"PublishedKeyArrives", testKeyArrives, nil},
+		{"OwnHeadersNotForwarded", testOwnHeaders, nil},
 		{"PublishRefusesNowhere", testPublishNowhere, nil},
 		{"PublishRefusesOversizedPayload", testPublishOversized, nil},
 		{"PublishRefusesBadHeaders", testPublishBadHeaders, nil},

@@ -7,7 +7,9 @@
 // A message's ID is its Nats-Msg-Id header, which Publisher sets (and
 // which JetStream also uses to drop duplicate publishes within the stream's
 // duplicate window). Retries use NakWithDelay; acks are double acks, which
-// wait for the server's confirmation.
+// wait for the server's confirmation. Message.Headers holds the
+// producer's headers only: NATS's own ([OwnHeader]), such as Nats-Rollup,
+// are left out, so that a dead letter replayed does not act on the stream.
 package natsjs
 
 import (
@@ -255,7 +257,7 @@ func (s *Source) delivery(m jetstream.Msg) *delivery {
 		msg.Type = h.Get(s.cfg.TypeHeader)
 		msg.Headers = make(map[string]string, len(h))
 		for k, v := range h {
-			if len(v) > 0 {
+			if len(v) > 0 && !OwnHeader(k) {
 				msg.Headers[k] = v[0]
 			}
 		}
@@ -361,6 +363,7 @@ func NewPublisher(js jetstream.JetStream, cfg *PublisherConfig) (*Publisher, err
 // *DuplicateError with PublisherConfig.RefuseDuplicates. A header (or an ID, or a
 // type) that NATS would refuse or alter is an error wrapping
 // broker.ErrInvalidMessage, as is a message over the server's max_payload.
+// Headers of NATS's own ([OwnHeader]) are left out.
 func (p *Publisher) Publish(ctx context.Context, msg *broker.Message) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("natsjs: publish %q to %q: %w", msg.ID, msg.Subject, err)
@@ -370,7 +373,9 @@ func (p *Publisher) Publish(ctx context.Context, msg *broker.Message) error {
 	}
 	nm := &nats.Msg{Subject: msg.Subject, Data: msg.Payload, Header: nats.Header{}}
 	for k, v := range msg.Headers {
-		nm.Header.Set(k, v)
+		if !OwnHeader(k) {
+			nm.Header.Set(k, v)
+		}
 	}
 	if msg.Type != "" {
 		nm.Header.Set(p.typeHeader, msg.Type)
@@ -394,6 +399,19 @@ func (p *Publisher) Publish(ctx context.Context, msg *broker.Message) error {
 	return fmt.Errorf("natsjs: publish %q to %q: %w", msg.ID, msg.Subject, err)
 }
 
+// OwnHeader tells whether a header is NATS's own rather than the
+// producer's: a name that begins with "Nats-", in any case. Those are
+// JetStream's controls (Nats-Rollup, Nats-Expected-Last-Sequence,
+// Nats-TTL…), what the server adds (Nats-Stream, Nats-Sequence…) and
+// Nats-Msg-Id, which Publisher sets from Message.ID. Source leaves them
+// out of Message.Headers, and Publisher never sends them from
+// Message.Headers: published again (a replay, a relay), they would act
+// again, a rollup purging the stream.
+func OwnHeader(name string) bool {
+	const prefix = "Nats-"
+	return len(name) >= len(prefix) && strings.EqualFold(name[:len(prefix)], prefix)
+}
+
 // check refuses what nats.go would refuse with a vague error (a header
 // name) or alter silently (a value with CR or LF, which it replaces by
 // spaces, or with leading or trailing white space, which it trims): the
@@ -409,6 +427,9 @@ func (p *Publisher) check(msg *broker.Message) error {
 		return fmt.Errorf("type: %w", err)
 	}
 	for k, v := range msg.Headers {
+		if OwnHeader(k) {
+			continue // not sent
+		}
 		if !validHeaderName(k) {
 			return fmt.Errorf("header name %q: NATS takes printable ASCII without space or any of %s", k, headerNameForbidden)
 		}

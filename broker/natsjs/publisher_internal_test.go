@@ -40,3 +40,16 @@ func TestPublisherCheck(t *testing.T) {
 		})
 	}
 }
+
+// NATS's own headers are those of its "Nats-" prefix, in any case.
+func TestOwnHeader(t *testing.T) {
+	t.Parallel()
+	for name, want := range map[string]bool{
+		"Nats-Rollup": true, "nats-rollup": true, "NATS-EXPECTED-LAST-SEQUENCE": true, "Nats-Msg-Id": true, "Nats-": true,
+		"Nats": false, "NatsRollup": false, "X-Nats-Rollup": false, "Inbox-Type": false, "": false,
+	} {
+		if got := OwnHeader(name); got != want {
+			t.Errorf("OwnHeader(%q) = %v, want %v", name, got, want)
+		}
+	}
+}

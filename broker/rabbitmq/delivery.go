@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -16,23 +17,20 @@ import (
 func (s *Source) delivery(sess *session, d amqp.Delivery) *delivery {
 	msg := &broker.Message{ID: d.MessageId, Subject: d.RoutingKey, Type: d.Type, Payload: d.Body,
 		Time: d.Timestamp, System: broker.SystemRabbitMQ} // the publisher's, zero when it set none
+	if rk, ok := s.retried(&d); ok {
+		msg.Subject = rk
+	}
 	if len(d.Headers) > 0 {
-		rk, delayed := d.Headers[headerRoutingKey].(string)
-		if delayed {
-			msg.Subject = rk
-		}
 		msg.Headers = make(map[string]string, len(d.Headers))
 		for k, v := range d.Headers {
-			if k == headerRoutingKey || delayed && deathHeader(k) {
-				continue // our delay queue's traces
-			}
-			switch k {
-			case "x-delivery-count":
+			if k == "x-delivery-count" {
 				if n, ok := toInt(v); ok {
 					msg.Deliveries = n + 1
 				}
 			}
-			msg.Headers[k] = render(v)
+			if !OwnHeader(k) {
+				msg.Headers[k] = render(v)
+			}
 		}
 	}
 	return &delivery{s: s, sess: sess, d: d, msg: msg}
@@ -42,11 +40,46 @@ func (s *Source) delivery(sess *session, d amqp.Delivery) *delivery {
 // dead-lettering replaces by the queue's name.
 const headerRoutingKey = "x-inbox-routing-key"
 
-// deathHeader: RabbitMQ's dead-lettering sets k. A delayed copy carries
-// none (they would pile up), and a message back from a delay queue does
-// not show the ones its trip added.
-func deathHeader(k string) bool {
-	return k == "x-death" || strings.HasPrefix(k, "x-first-death-") || strings.HasPrefix(k, "x-last-death-")
+// OwnHeader tells whether an AMQP header is RabbitMQ's own or the
+// adapter's rather than the producer's: what dead-lettering adds (x-death,
+// x-first-death-*, x-last-death-*), a quorum queue's x-delivery-count,
+// what federation and shovels add (x-received-from, x-shovelled,
+// x-shovelled-timestamp), and x-inbox-routing-key, with which a delayed
+// retry keeps its routing key. Source leaves them out of Message.Headers
+// and Publisher never sends them, so that a producer cannot fake a
+// retry's routing key and a message published again carries no history
+// that is not its own.
+func OwnHeader(name string) bool {
+	switch name {
+	case "x-death", "x-delivery-count", "x-received-from", "x-shovelled", "x-shovelled-timestamp", headerRoutingKey:
+		return true
+	}
+	return strings.HasPrefix(name, "x-first-death-") || strings.HasPrefix(name, "x-last-death-")
+}
+
+// retried returns the original routing key of a delayed retry, and
+// whether d is one: RabbitMQ dead-lettered it (reason expired) from one of
+// the Source's delay queues back to the queue, through the default
+// exchange with the queue's name as routing key, as declareDelay set them
+// up. Only then is x-inbox-routing-key the Source's own: on any other
+// message a producer set it. A producer may still publish straight into a
+// delay queue, or fake x-death, through the default exchange: a producer
+// without write permission on amq.default cannot.
+func (s *Source) retried(d *amqp.Delivery) (string, bool) {
+	rk, ok := d.Headers[headerRoutingKey].(string)
+	if !ok || d.Exchange != "" || d.RoutingKey != s.cfg.Queue {
+		return "", false
+	}
+	deaths, _ := d.Headers["x-death"].([]any)
+	if len(deaths) == 0 {
+		return "", false
+	}
+	last, _ := deaths[0].(amqp.Table) // the latest first
+	queue, _ := last["queue"].(string)
+	if reason, _ := last["reason"].(string); reason != "expired" || !slices.Contains(s.Queues()[1:], queue) {
+		return "", false
+	}
+	return rk, true
 }
 
 func toInt(v any) (int, bool) {
@@ -152,14 +185,11 @@ func (d *delivery) Nack(ctx context.Context, delay time.Duration) error {
 
 // delayed returns the copy of the message for a delay queue.
 func (d *delivery) delayed() amqp.Publishing {
-	headers := amqp.Table{}
+	headers := amqp.Table{headerRoutingKey: d.msg.Subject}
 	for k, v := range d.d.Headers {
-		if k != "x-delivery-count" && !deathHeader(k) {
+		if !OwnHeader(k) {
 			headers[k] = v
 		}
-	}
-	if _, ok := headers[headerRoutingKey]; !ok {
-		headers[headerRoutingKey] = d.d.RoutingKey
 	}
 	return amqp.Publishing{
 		Headers:         headers,

@@ -13,10 +13,16 @@
 //
 // A message's ID is its AMQP message_id property, which Publisher sets
 // (and requires); its type is the AMQP type property; its headers are the
-// AMQP headers rendered as strings; its Subject is the routing key it was
-// published with (kept across delayed retries, in the x-inbox-routing-key
-// header, which Message.Headers does not show, like the x-death headers
-// the delay queue's dead-lettering adds). RabbitMQ does not count deliveries, it only flags a
+// producer's AMQP headers rendered as strings, without RabbitMQ's own or
+// the adapter's ([OwnHeader]: x-death, x-delivery-count...), which
+// Publisher never sends either. Its Subject is the routing key it was
+// published with, kept across delayed retries in the x-inbox-routing-key
+// header. That header counts only on a message that RabbitMQ brought back
+// from one of the Source's delay queues (its x-death record names
+// the delay queue); a producer's own is ignored. A producer that may publish
+// through the default exchange can write into the delay queues and so
+// fake a retry: grant producers write permission on their exchanges only,
+// not on amq.default. RabbitMQ does not count deliveries, it only flags a
 // redelivery: Message.Deliveries is the quorum queue's x-delivery-count
 // header plus one when the header is present (a redelivery), else 0
 // (unknown). The inbox counts attempts itself and does not depend on it.

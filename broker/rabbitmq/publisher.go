@@ -98,7 +98,8 @@ func (p *Publisher) current(ctx context.Context) (*confirmer, error) {
 // duplicate is harmless to the inbox). msg.ID is required; an ID, type or
 // header name over AMQP's 255 bytes is an error wrapping
 // broker.ErrInvalidMessage. msg.Key is ignored: AMQP has no partition
-// key.
+// key. Headers of RabbitMQ's own or the adapter's ([OwnHeader]) are left
+// out.
 func (p *Publisher) Publish(ctx context.Context, msg *broker.Message) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("rabbitmq: publish %q to %q: %w", msg.ID, msg.Subject, err)
@@ -120,7 +121,9 @@ func (p *Publisher) Publish(ctx context.Context, msg *broker.Message) error {
 	if len(msg.Headers) > 0 {
 		am.Headers = make(amqp.Table, len(msg.Headers))
 		for k, v := range msg.Headers {
-			am.Headers[k] = v
+			if !OwnHeader(k) {
+				am.Headers[k] = v
+			}
 		}
 	}
 	if err := pub.publish(ctx, p.cfg.Exchange, msg.Subject, am); err != nil {

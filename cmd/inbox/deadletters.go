@@ -156,6 +156,10 @@ type deadLetterJSON struct {
 	FailedAt        string            `json:"failed_at"`
 	PayloadSize     int64             `json:"payload_size"`
 	Headers         map[string]string `json:"headers,omitempty"`
+	// HeadersBase64 holds the headers whose name or value is not valid
+	// UTF-8, name to value, both in base64.
+	HeadersBase64 map[string]string `json:"headers_base64,omitempty"`
+	headers       map[string]string // all of them, for the text output
 	// HeadersLost: the database refused the payload and headers; the
 	// dead letter has neither.
 	PayloadLost bool `json:"payload_lost,omitempty"`
@@ -168,9 +172,25 @@ func newDeadLetterJSON(dl *store.DeadLetter, size int64) deadLetterJSON {
 	if bytes.Equal(dl.Headers, headers.LostMarker) {
 		j.PayloadLost = true
 	} else {
-		j.Headers, _ = headers.Decode(dl.Headers)
+		j.headers, _ = headers.Decode(dl.Headers)
+	}
+	for k, v := range j.headers {
+		if utf8.ValidString(k) && utf8.ValidString(v) {
+			j.Headers = withHeader(j.Headers, k, v)
+		} else {
+			enc := base64.StdEncoding.EncodeToString
+			j.HeadersBase64 = withHeader(j.HeadersBase64, enc([]byte(k)), enc([]byte(v)))
+		}
 	}
 	return j
+}
+
+func withHeader(m map[string]string, k, v string) map[string]string {
+	if m == nil {
+		m = map[string]string{}
+	}
+	m[k] = v
+	return m
 }
 
 var listCommand = command{
@@ -270,7 +290,8 @@ content) and the failed attempts recorded.
 
 The payload is printed as text when it is valid UTF-8, else in base64.
 With -json, payload_base64 always holds it, and payload_text too when it is
-valid UTF-8.`,
+valid UTF-8; a header whose name or value is not valid UTF-8 is in
+headers_base64 (name to value, both in base64) instead of headers.`,
 	examples: `inbox dead-letters show -sqlite inbox.db 42
 inbox dead-letters show -postgres $DSN -json 42 | jq -r .payload_base64 | base64 -d`,
 }
@@ -341,7 +362,7 @@ func dlShow(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		fmt.Fprintf(tw, "payload:\tnot kept (the database refused it); the dead letter cannot be replayed\n")
 		return tw.Flush()
 	}
-	for k, v := range j.Headers {
+	for k, v := range j.headers {
 		fmt.Fprintf(tw, "header:\t%s: %s\n", text([]byte(k)), text([]byte(v)))
 	}
 	if j.PayloadText != nil {

@@ -32,7 +32,8 @@ var replayCommand = command{
 this consumer, running with its handler fixed, processes each once: it
 publishes the payload, headers and type with the message's original ID
 (NATS: Nats-Msg-Id; RabbitMQ: message_id, with publisher confirms) and
-releases the message's dead inbox row.
+releases the message's dead inbox row. The broker's own headers, such as
+Nats-Rollup or x-death, are left out.
 
 -consumer is required: a dead letter of another consumer is refused
 (nothing published, nothing changed). The destination (-subject, or

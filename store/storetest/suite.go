@@ -40,6 +40,7 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"DeadLetterPaging", testDeadLetterPaging[TTx]},
 		{"ReplayAfterRedelivery", testReplayAfterRedelivery[TTx]},
 		{"InvalidMessageDeadLetteredOnce", testInvalidOnce[TTx]},
+		{"HeadersRoundTrip", testHeadersRoundTrip[TTx]},
 		// inspect.go: store.Inspector, for the command
 		{"InspectStats", testInspectStats[TTx]},
 		{"InspectSearch", testInspectSearch[TTx]},

@@ -105,7 +105,8 @@ func openWithAddrs(tb testing.TB, partitions int32) (*brokertest.Env, []string) 
 // it is worked on. A record has a key; the producer refuses a record over
 // its max batch size. Kafka does not deduplicate a re-publish (an
 // idempotent producer only drops its own retries), and carries any
-// header: string names, byte values.
+// header: string names, byte values. No OwnHeaders: a broker adds no
+// record header, every one is the producer's.
 var features = brokertest.Features{Deliveries: true, Keys: true, PayloadLimit: true, PublishTime: true}
 
 func TestBroker(t *testing.T) {

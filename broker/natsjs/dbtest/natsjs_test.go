@@ -41,7 +41,8 @@ func openOn(tb testing.TB, js jetstream.JetStream, ackWait time.Duration) *broke
 	ctx := context.Background()
 	name := testenv.Name("INBOXTEST_")
 	subject := name + ".msgs"
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{subject}, Storage: jetstream.FileStorage}); err != nil {
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{subject}, Storage: jetstream.FileStorage,
+		AllowRollup: true}); err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { _ = js.DeleteStream(context.Background(), name) })
@@ -64,6 +65,17 @@ func openOn(tb testing.TB, js jetstream.JetStream, ackWait time.Duration) *broke
 			_, err := js.Publish(ctx, subject, payload)
 			return err
 		},
+		// JetStream acts on these: published again by the suite, the
+		// expected sequence fails the publish.
+		OwnHeaders: map[string]string{"Nats-Rollup": "sub", "Nats-Expected-Stream": name, "Nats-Expected-Last-Sequence": "2"},
+		PublishRaw: func(ctx context.Context, id string, headers map[string]string) error {
+			m := &nats.Msg{Subject: subject, Data: []byte(id), Header: nats.Header{}}
+			for k, v := range headers {
+				m.Header.Set(k, v)
+			}
+			_, err := js.PublishMsg(ctx, m, jetstream.WithMsgID(id))
+			return err
+		},
 		Nowhere:    name + ".nowhere",
 		MaxPayload: int(js.Conn().MaxPayload()),
 		// nats.go refuses the names (vaguely); it would replace CR LF by
@@ -80,7 +92,8 @@ func openOn(tb testing.TB, js jetstream.JetStream, ackWait time.Duration) *broke
 // duplicate window (2 min by default). A message has no key. Publish
 // refuses a message over the server's max_payload (1 MiB by default) and
 // headers NATS cannot carry.
-var features = brokertest.Features{Deliveries: true, AckWait: true, Lease: true, Dedup: true, PayloadLimit: true, HeaderLimits: true, PublishTime: true}
+var features = brokertest.Features{Deliveries: true, AckWait: true, Lease: true, Dedup: true, PayloadLimit: true, HeaderLimits: true,
+	PublishTime: true, OwnHeaders: true}
 
 func TestBroker(t *testing.T) {
 	brokertest.Run(t, brokertest.Harness{Features: features, Open: func(tb testing.TB, ackWait time.Duration) *brokertest.Env {

@@ -78,27 +78,44 @@ func open(tb testing.TB, qt rabbitmq.QueueType) *env {
 		Publisher: pub,
 		Subject:   queue,
 		PublishNoID: func(ctx context.Context, payload []byte) error {
-			ch, err := conn.Channel()
-			if err != nil {
-				return err
+			return publishRaw(ctx, conn, "", queue, amqp.Publishing{Body: payload})
+		},
+		// What RabbitMQ's dead-lettering adds, the quorum queue's count and
+		// the delay queues' routing key: forged by a producer here.
+		OwnHeaders: map[string]string{"x-death": "forged", "x-first-death-queue": queue, "x-last-death-reason": "expired",
+			"x-delivery-count": "7", "x-inbox-routing-key": "forged.subject"},
+		PublishRaw: func(ctx context.Context, id string, headers map[string]string) error {
+			table := amqp.Table{}
+			for k, v := range headers {
+				table[k] = v
 			}
-			defer ch.Close()
-			if err := ch.Confirm(false); err != nil {
-				return err
-			}
-			dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, "", queue, true, false,
-				amqp.Publishing{Body: payload, DeliveryMode: amqp.Persistent})
-			if err != nil {
-				return err
-			}
-			_, err = dc.WaitContext(ctx)
-			return err
+			return publishRaw(ctx, conn, "", queue, amqp.Publishing{MessageId: id, Body: []byte(id), Headers: table})
 		},
 		Nowhere: queue + "_nowhere", // the default exchange routes it to no queue
 		// AMQP's header names are short strings, of up to 255 bytes.
 		BadHeaders: []map[string]string{{strings.Repeat("k", 256): "v"}},
 	}
 	return e
+}
+
+// publishRaw publishes p, persistent, with conn's own channel, and waits
+// for the broker's confirm.
+func publishRaw(ctx context.Context, conn *amqp.Connection, exchange, key string, p amqp.Publishing) error {
+	ch, err := conn.Channel()
+	if err != nil {
+		return err
+	}
+	defer ch.Close()
+	if err := ch.Confirm(false); err != nil {
+		return err
+	}
+	p.DeliveryMode = amqp.Persistent
+	dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, exchange, key, true, false, p)
+	if err != nil {
+		return err
+	}
+	_, err = dc.WaitContext(ctx)
+	return err
 }
 
 func delayQueues(queue string) []string {
@@ -109,7 +126,7 @@ func delayQueues(queue string) []string {
 	return names
 }
 
-// features: HeaderLimits only. An unacked delivery comes back only when
+// features: HeaderLimits and OwnHeaders. An unacked delivery comes back only when
 // its channel closes (RabbitMQ requeues it), not after an AckWait:
 // consumer_timeout closes the whole channel, and AMQP has nothing that
 // would extend it, so there is no lease. RabbitMQ only flags a
@@ -117,7 +134,7 @@ func delayQueues(queue string) []string {
 // has no key. No PayloadLimit: max_message_size is 128 MiB by default (16
 // MiB from RabbitMQ 4.0), set only in the server's configuration, too
 // large to send in a test.
-var features = brokertest.Features{HeaderLimits: true, PublishTime: true}
+var features = brokertest.Features{HeaderLimits: true, PublishTime: true, OwnHeaders: true}
 
 func TestBroker(t *testing.T) {
 	t.Parallel()

@@ -118,7 +118,9 @@ func (u uncounted) Next(ctx context.Context) (broker.Delivery, error) {
 // (ChangeMessageVisibility) starts again; SQS counts receives (not on the
 // emulator: see uncounted). A standard queue has no key and no
 // deduplication. Publish refuses a message over 256 KiB and attribute
-// names SQS refuses, or more than ten attributes.
+// names SQS refuses, or more than ten attributes. No OwnHeaders: SQS
+// keeps its own (the system attributes) apart from message attributes,
+// and refuses the names it reserves (AWS., Amazon.) from a producer.
 var features = brokertest.Features{AckWait: true, Lease: true, Deliveries: !sqsenv.Emulated(), PayloadLimit: true, HeaderLimits: true, PublishTime: true}
 
 func TestBroker(t *testing.T) {
