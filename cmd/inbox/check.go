@@ -65,7 +65,7 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := checkCommand.flagSet()
 	var sf storeFlags
 	sf.register(fs)
-	retention := fs.Duration("retention", inbox.DefaultRetention, "the pruner's retention (PrunerConfig.Retention)")
+	retention := fs.Duration("retention", inbox.DefaultRetention, "the pruner's retention (PrunerConfig.Retention; 0 is the default, as there)")
 	natsURL := fs.String("nats", "", "NATS server URL, with -stream")
 	stream := fs.String("stream", "", "with -nats: the JetStream stream the consumers read")
 	amqpURL := fs.String("amqp", "", "RabbitMQ URL, with -queue")
@@ -81,6 +81,9 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usageError(fs, stderr, "-amqp and -queue go together")
 	case *natsURL != "" && *amqpURL != "":
 		return usageError(fs, stderr, "give one broker")
+	}
+	if *retention == 0 {
+		*retention = inbox.DefaultRetention
 	}
 	d, err := sf.open(ctx, false, stderr)
 	if err != nil {

@@ -269,9 +269,12 @@ func pruneCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := pruneCommand.flagSet()
 	var sf storeFlags
 	sf.register(fs)
-	retention := fs.Duration("retention", inbox.DefaultRetention, "delete rows older than this (at least 1h)")
+	retention := fs.Duration("retention", inbox.DefaultRetention, "delete rows older than this (at least 1h; 0 is the default, as in PrunerConfig.Retention)")
 	if err := parse(fs, args, stdout, stderr); err != nil {
 		return err
+	}
+	if *retention == 0 {
+		*retention = inbox.DefaultRetention
 	}
 	if *retention < inbox.MinRetention {
 		return usageError(fs, stderr, "-retention %v is shorter than the minimum %v", *retention, inbox.MinRetention)
