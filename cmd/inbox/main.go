@@ -34,6 +34,8 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"github.com/inboxkit/inbox/internal/redact"
 )
 
 func main() {
@@ -49,6 +51,9 @@ var errUsage = errors.New("usage")
 // exitCode runs the command and returns its exit code, writing a failure
 // to stderr once, with one "inbox: " in front.
 func exitCode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	// The URLs and DSNs given are among args: errors and log lines show
+	// none of their passwords (the places that print them mask them too).
+	stderr = redactWriter{stderr, args}
 	err := run(ctx, args, stdout, stderr)
 	code := exitFailure
 	var coded *codedError
@@ -72,6 +77,20 @@ func exitCode(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	fmt.Fprintln(stderr, msg)
 	return code
+}
+
+// redactWriter writes to w with the passwords of dsns masked
+// (redact.Text), one Write at a time: a line of slog's or of fmt.
+type redactWriter struct {
+	w    io.Writer
+	dsns []string
+}
+
+func (r redactWriter) Write(p []byte) (int, error) {
+	if _, err := io.WriteString(r.w, redact.Text(string(p), r.dsns...)); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 const usage = `usage: inbox <command> [flags]
