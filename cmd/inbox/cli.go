@@ -23,6 +23,9 @@ const (
 	exitProblem = 3
 	// exitNotFound: a dead letter asked for by ID does not exist.
 	exitNotFound = 4
+	// exitPartial: partly done: a failure after some changes committed,
+	// which stdout lists (discard -all).
+	exitPartial = 5
 	// exitTempFail: nothing changed, and running the command again later
 	// may succeed (a NATS duplicate window; sysexits.h's EX_TEMPFAIL).
 	exitTempFail = 75
@@ -35,6 +38,7 @@ const exitStatus = `EXIT STATUS
   2   wrong command line
   3   check found a problem
   4   a dead letter asked for by ID does not exist
+  5   partly done: failed after some changes, which stdout lists
   75  nothing changed; try again later (a NATS duplicate window)
 `
 
