@@ -261,7 +261,7 @@ func shorten(s string, n int) string {
 
 var showCommand = command{
 	name:     "dead-letters show",
-	synopsis: "inbox dead-letters show " + storeSynopsis + " [-json] ID",
+	synopsis: "inbox dead-letters show " + storeSynopsis + " [-json | -raw] ID",
 	description: `Prints one dead letter: its consumer, message ID and type, error, attempts
 and times, its headers and payload, and what the inbox holds of its
 message: the inbox row (dead; live when the message was processed since;
@@ -269,9 +269,15 @@ none when pruned, or for an invalid message, whose row is keyed by its
 content) and the failed attempts recorded.
 
 The payload is printed as text when it is valid UTF-8, else in base64.
-With -json, payload_base64 always holds it, and payload_text too when it is
-valid UTF-8.`,
+In the text, the characters that would act on a terminal or reorder what
+is read are escaped as in Go (\x1b, \r, \u202e): C0 controls but newline
+and tab, DEL, C1 controls, and bidirectional formatting characters; the
+other fields are Go-quoted when they hold any. With -json,
+payload_base64 always holds it, and payload_text too when it is valid
+UTF-8. -raw writes the payload alone, byte for byte, to a file or a pipe;
+it is refused when stdout is a terminal.`,
 	examples: `inbox dead-letters show -sqlite inbox.db 42
+inbox dead-letters show -sqlite inbox.db -raw 42 > payload.bin
 inbox dead-letters show -postgres $DSN -json 42 | jq -r .payload_base64 | base64 -d`,
 }
 
@@ -294,12 +300,18 @@ func dlShow(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	var sf storeFlags
 	sf.register(fs)
 	asJSON := fs.Bool("json", false, "write JSON")
+	raw := fs.Bool("raw", false, "write the payload alone, byte for byte (to a file or a pipe: refused on a terminal)")
 	list, err := parseIDs(fs, args, stdout, stderr)
 	if err != nil {
 		return err
 	}
-	if len(list) != 1 {
+	switch {
+	case len(list) != 1:
 		return usageError(fs, stderr, "give one dead letter ID")
+	case *raw && *asJSON:
+		return usageError(fs, stderr, "give -json or -raw, not both")
+	case *raw && isTerminal(stdout):
+		return usageError(fs, stderr, "-raw writes the payload's control characters as they are, which a terminal would obey: redirect stdout to a file or a pipe")
 	}
 	d, err := sf.open(ctx, false, stderr)
 	if err != nil {
@@ -321,8 +333,14 @@ func dlShow(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		s := string(det.Payload)
 		j.PayloadText = &s
 	}
-	if *asJSON {
+	switch {
+	case *asJSON:
 		return writeJSON(stdout, j)
+	case *raw && j.PayloadLost:
+		return fmt.Errorf("dead letter %d: %w", det.ID, inbox.ErrPayloadLost)
+	case *raw:
+		_, err := stdout.Write(det.Payload)
+		return err
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "dead letter:\t%d\n", det.ID)
@@ -345,11 +363,16 @@ func dlShow(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		fmt.Fprintf(tw, "header:\t%s: %s\n", text([]byte(k)), text([]byte(v)))
 	}
 	if j.PayloadText != nil {
-		fmt.Fprintf(tw, "payload:\t%s, text:\n", plural(len(det.Payload), "byte"))
+		payload, n := escapeControls(*j.PayloadText)
+		if n == 0 {
+			fmt.Fprintf(tw, "payload:\t%s, text:\n", plural(len(det.Payload), "byte"))
+		} else {
+			fmt.Fprintf(tw, "payload:\t%s, text, %s escaped (as \\x1b, \\u202e):\n", plural(len(det.Payload), "byte"), plural(n, "control character"))
+		}
 		if err := tw.Flush(); err != nil {
 			return err
 		}
-		fmt.Fprintln(stdout, *j.PayloadText)
+		fmt.Fprintln(stdout, payload)
 		return nil
 	}
 	fmt.Fprintf(tw, "payload:\t%s, base64:\n", plural(len(det.Payload), "byte"))
