@@ -80,7 +80,7 @@ func discardedIDs(t *testing.T, stdout string) []int64 {
 
 // TestDiscardAllPartly: discard -all that fails after a first batch
 // (a row lock held by another transaction, past the lock timeout) prints
-// what it deleted and exits 5 (partly done); one that waits for the lock
+// what it deleted (-json too) and exits 5 (partly done); one that waits for the lock
 // discards only the dead letters there were when it started, not one
 // made meanwhile.
 func TestDiscardAllPartly(t *testing.T) {
@@ -92,15 +92,17 @@ func TestDiscardAllPartly(t *testing.T) {
 			e := openDB(t, dialect)
 			// The store's lock timeout on a session of the DSN's: short.
 			short := slices.Clone(e.flags)
-			switch dialect {
-			case "postgres":
-				short[1] += "&lock_timeout=300"
-			case "mysql":
-				if strings.Contains(short[1], "?") {
-					short[1] += "&innodb_lock_wait_timeout=1"
-				} else {
-					short[1] += "?innodb_lock_wait_timeout=1"
-				}
+			param := "innodb_lock_wait_timeout=1"
+			if dialect == "postgres" {
+				param = "lock_timeout=300"
+			}
+			switch {
+			case dialect == "postgres" && !strings.Contains(short[1], "://"): // key=value
+				short[1] += " " + param
+			case strings.Contains(short[1], "?"):
+				short[1] += "&" + param
+			default:
+				short[1] += "?" + param
 			}
 			ids := e.addDeadLetters(t, discardPage+100)
 			// lock holds dead letter id's row lock until the returned func.
@@ -164,6 +166,19 @@ func TestDiscardAllPartly(t *testing.T) {
 			}
 			if left := e.deadLetterIDs(t); !slices.Equal(left, late) {
 				t.Fatalf("after discard -all, dead letters %v left, want %v, made while it ran", left, late)
+			}
+
+			// -json, partly done: the object, with the error.
+			all := append(late, e.addDeadLetters(t, discardPage)...)
+			unlock = lock(all[len(all)-1])
+			var out struct {
+				Discarded []int64 `json:"discarded"`
+				Error     string  `json:"error"`
+			}
+			cmdJSON(t, &out, exitPartial, append([]string{"dead-letters", "discard", "-all", "-json"}, short...)...)
+			unlock()
+			if !slices.Equal(out.Discarded, all[:discardPage]) || !strings.Contains(out.Error, "then failed: ") {
+				t.Fatalf("discard -all -json, partly done: %d discarded, error %q; want the first %d and the error", len(out.Discarded), out.Error, discardPage)
 			}
 		})
 	}
