@@ -14,6 +14,7 @@ import (
 
 	"github.com/inboxkit/inbox/broker"
 	"github.com/inboxkit/inbox/internal/latch"
+	"github.com/inboxkit/inbox/internal/redact"
 )
 
 // Source is a broker.Source consuming one queue. Create it with NewSource.
@@ -135,7 +136,8 @@ func dial(ctx context.Context, url string, cfg amqp.Config, name string) (*amqp.
 	}
 	conn, err := amqp.DialConfig(url, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("rabbitmq: connect: %w", err)
+		// url.Parse's error repeats the URL, password and all.
+		return nil, fmt.Errorf("rabbitmq: connect: %w", redact.Error(err, url))
 	}
 	return conn, nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/inboxkit/inbox"
 	"github.com/inboxkit/inbox/broker"
+	"github.com/inboxkit/inbox/internal/redact"
 )
 
 var checkCommand = command{
@@ -65,7 +66,7 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := checkCommand.flagSet()
 	var sf storeFlags
 	sf.register(fs)
-	retention := fs.Duration("retention", inbox.DefaultRetention, "the pruner's retention (PrunerConfig.Retention)")
+	retention := fs.Duration("retention", inbox.DefaultRetention, "the pruner's retention (PrunerConfig.Retention; 0 is the default, as there)")
 	natsURL := fs.String("nats", "", "NATS server URL, with -stream")
 	stream := fs.String("stream", "", "with -nats: the JetStream stream the consumers read")
 	amqpURL := fs.String("amqp", "", "RabbitMQ URL, with -queue")
@@ -81,6 +82,9 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usageError(fs, stderr, "-amqp and -queue go together")
 	case *natsURL != "" && *amqpURL != "":
 		return usageError(fs, stderr, "give one broker")
+	}
+	if *retention == 0 {
+		*retention = inbox.DefaultRetention
 	}
 	d, err := sf.open(ctx, false, stderr)
 	if err != nil {
@@ -185,7 +189,7 @@ func (s windowSource) RedeliveryWindow(ctx context.Context) (time.Duration, erro
 func checkNATS(ctx context.Context, url, stream string, retention time.Duration, r *checkJSON) (problem string, err error) {
 	nc, err := nats.Connect(url, nats.Timeout(5*time.Second), nats.Name("inbox check"))
 	if err != nil {
-		return "", fmt.Errorf("connecting to NATS at %s: %w", url, err)
+		return "", fmt.Errorf("connecting to NATS at %s: %w", redact.DSN(url), redact.Error(err, url))
 	}
 	defer nc.Close()
 	js, err := jetstream.New(nc)
@@ -224,7 +228,7 @@ func checkNATS(ctx context.Context, url, stream string, retention time.Duration,
 func checkAMQP(url, queue string) (problem string, err error) {
 	conn, err := amqp.DialConfig(url, amqp.Config{Properties: amqp.Table{"connection_name": "inbox check"}, Dial: amqp.DefaultDial(5 * time.Second)})
 	if err != nil {
-		return "", fmt.Errorf("connecting to RabbitMQ: %w", err)
+		return "", fmt.Errorf("connecting to RabbitMQ at %s: %w", redact.DSN(url), redact.Error(err, url))
 	}
 	defer conn.Close()
 	ch, err := conn.Channel()

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -23,6 +24,9 @@ const (
 	exitProblem = 3
 	// exitNotFound: a dead letter asked for by ID does not exist.
 	exitNotFound = 4
+	// exitPartial: partly done: a failure after some changes committed,
+	// which stdout lists (discard -all).
+	exitPartial = 5
 	// exitTempFail: nothing changed, and running the command again later
 	// may succeed (a NATS duplicate window; sysexits.h's EX_TEMPFAIL).
 	exitTempFail = 75
@@ -35,6 +39,7 @@ const exitStatus = `EXIT STATUS
   2   wrong command line
   3   check found a problem
   4   a dead letter asked for by ID does not exist
+  5   partly done: failed after some changes, which stdout lists
   75  nothing changed; try again later (a NATS duplicate window)
 `
 
@@ -116,6 +121,54 @@ func text(b []byte) string {
 		}
 	}
 	return s
+}
+
+// escapeControls is s for a terminal, with the characters that would
+// act on it or reorder what is read written as Go escapes (\x1b, \r,
+// \u009b, \u202e): C0 controls but newline and tab, DEL, C1 controls,
+// and the bidirectional formatting characters. n is how many it escaped.
+func escapeControls(s string) (out string, n int) {
+	var b strings.Builder
+	for _, r := range s {
+		if !isControl(r) {
+			b.WriteRune(r)
+			continue
+		}
+		n++
+		q := strconv.QuoteRuneToASCII(r) // '\x1b', '\r', '\u202e'
+		b.WriteString(q[1 : len(q)-1])
+	}
+	return b.String(), n
+}
+
+// isControl: r acts on a terminal (C0 but newline and tab, DEL, C1) or
+// reorders the text around it (bidirectional marks, embeddings,
+// overrides and isolates).
+func isControl(r rune) bool {
+	switch {
+	case r == '\n' || r == '\t':
+		return false
+	case r < 0x20, r >= 0x7f && r <= 0x9f:
+		return true
+	case r == 0x61c, r == 0x200e, r == 0x200f, r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069:
+		return true
+	}
+	return false
+}
+
+// isTerminal reports whether w is a terminal: a character device other
+// than the null device (the standard library cannot ask the terminal).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	if err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+		return false
+	}
+	null, err := os.Stat(os.DevNull)
+	return err != nil || !os.SameFile(fi, null)
 }
 
 // jsonBytes is b for JSON: as a string when it is valid UTF-8, else in

@@ -281,7 +281,7 @@ func shorten(s string, n int) string {
 
 var showCommand = command{
 	name:     "dead-letters show",
-	synopsis: "inbox dead-letters show " + storeSynopsis + " [-json] ID",
+	synopsis: "inbox dead-letters show " + storeSynopsis + " [-json | -raw] ID",
 	description: `Prints one dead letter: its consumer, message ID and type, error, attempts
 and times, its headers and payload, and what the inbox holds of its
 message: the inbox row (dead; live when the message was processed since;
@@ -289,10 +289,17 @@ none when pruned, or for an invalid message, whose row is keyed by its
 content) and the failed attempts recorded.
 
 The payload is printed as text when it is valid UTF-8, else in base64.
-With -json, payload_base64 always holds it, and payload_text too when it is
-valid UTF-8; a header whose name or value is not valid UTF-8 is in
-headers_base64 (name to value, both in base64) instead of headers.`,
+In the text, the characters that would act on a terminal or reorder what
+is read are escaped as in Go (\x1b, \r, \u202e): C0 controls but newline
+and tab, DEL, C1 controls, and bidirectional formatting characters; the
+other fields are Go-quoted when they hold any. With -json,
+payload_base64 always holds it, and payload_text too when it is valid
+UTF-8; a header whose name or value is not valid UTF-8 is in
+headers_base64 (name to value, both in base64) instead of headers. -raw
+writes the payload alone, byte for byte, to a file or a pipe; it is
+refused when stdout is a terminal.`,
 	examples: `inbox dead-letters show -sqlite inbox.db 42
+inbox dead-letters show -sqlite inbox.db -raw 42 > payload.bin
 inbox dead-letters show -postgres $DSN -json 42 | jq -r .payload_base64 | base64 -d`,
 }
 
@@ -315,12 +322,18 @@ func dlShow(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	var sf storeFlags
 	sf.register(fs)
 	asJSON := fs.Bool("json", false, "write JSON")
+	raw := fs.Bool("raw", false, "write the payload alone, byte for byte (to a file or a pipe: refused on a terminal)")
 	list, err := parseIDs(fs, args, stdout, stderr)
 	if err != nil {
 		return err
 	}
-	if len(list) != 1 {
+	switch {
+	case len(list) != 1:
 		return usageError(fs, stderr, "give one dead letter ID")
+	case *raw && *asJSON:
+		return usageError(fs, stderr, "give -json or -raw, not both")
+	case *raw && isTerminal(stdout):
+		return usageError(fs, stderr, "-raw writes the payload's control characters as they are, which a terminal would obey: redirect stdout to a file or a pipe")
 	}
 	d, err := sf.open(ctx, false, stderr)
 	if err != nil {
@@ -342,8 +355,14 @@ func dlShow(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		s := string(det.Payload)
 		j.PayloadText = &s
 	}
-	if *asJSON {
+	switch {
+	case *asJSON:
 		return writeJSON(stdout, j)
+	case *raw && j.PayloadLost:
+		return fmt.Errorf("dead letter %d: %w", det.ID, inbox.ErrPayloadLost)
+	case *raw:
+		_, err := stdout.Write(det.Payload)
+		return err
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "dead letter:\t%d\n", det.ID)
@@ -366,11 +385,16 @@ func dlShow(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		fmt.Fprintf(tw, "header:\t%s: %s\n", text([]byte(k)), text([]byte(v)))
 	}
 	if j.PayloadText != nil {
-		fmt.Fprintf(tw, "payload:\t%s, text:\n", plural(len(det.Payload), "byte"))
+		payload, n := escapeControls(*j.PayloadText)
+		if n == 0 {
+			fmt.Fprintf(tw, "payload:\t%s, text:\n", plural(len(det.Payload), "byte"))
+		} else {
+			fmt.Fprintf(tw, "payload:\t%s, text, %s escaped (as \\x1b, \\u202e):\n", plural(len(det.Payload), "byte"), plural(n, "control character"))
+		}
 		if err := tw.Flush(); err != nil {
 			return err
 		}
-		fmt.Fprintln(stdout, *j.PayloadText)
+		fmt.Fprintln(stdout, payload)
 		return nil
 	}
 	fmt.Fprintf(tw, "payload:\t%s, base64:\n", plural(len(det.Payload), "byte"))
@@ -410,7 +434,14 @@ rows stay marked dead, as inbox.Discard leaves them, so that a redelivery
 of a discarded message is still a duplicate and is acked.
 
 It prints the IDs it deleted. An ID given that does not exist is reported
-and makes the exit status 4, after the others were deleted.`,
+and makes the exit status 4, after the others were deleted. IDs given are
+deleted in one transaction: all or none.
+
+-all discards the dead letters selected when it starts (one made meanwhile
+is left for the next run), 500 a transaction, and prints each batch as it
+commits. A failure after a batch committed exits 5 (partly done): the
+dead letters printed are deleted, the others are not; run it again for
+them. With -json, the output then holds the error too.`,
 	examples: `inbox dead-letters discard -sqlite inbox.db 41 42
 inbox dead-letters discard -postgres $DSN -all -consumer billing -error "unknown account" -until 2026-01-01`,
 }
@@ -434,9 +465,7 @@ func dlDiscard(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	defer d.close()
 	var deleted, missing []int64
 	if *all {
-		deleted, err = eachPage(ctx, d.inspect, p, func(page []int64) ([]int64, error) {
-			return d.inspect.DeadLetterDiscard(ctx, page)
-		})
+		deleted, err = discardAll(ctx, d.inspect, p, *asJSON, stdout)
 	} else {
 		deleted, err = d.inspect.DeadLetterDiscard(ctx, list)
 		for _, id := range list {
@@ -444,27 +473,63 @@ func dlDiscard(ctx context.Context, args []string, stdout, stderr io.Writer) err
 				missing = append(missing, id)
 			}
 		}
+		if err == nil && !*asJSON {
+			printDiscarded(stdout, deleted)
+		}
 	}
-	if err != nil {
-		return err
+	if err != nil && len(deleted) > 0 {
+		// Each batch committed on its own: those deleted stay deleted.
+		err = withCode(exitPartial, fmt.Errorf("discarded %s, then failed: %w", plural(len(deleted), "dead letter"), err))
 	}
-	if *asJSON {
-		err = writeJSON(stdout, struct {
+	if *asJSON && (err == nil || len(deleted) > 0) {
+		out := struct {
 			Discarded []int64 `json:"discarded"`
 			NotFound  []int64 `json:"not_found"`
-		}{append([]int64{}, deleted...), append([]int64{}, missing...)})
-	} else {
-		for _, id := range deleted {
-			fmt.Fprintf(stdout, "discarded dead letter %d\n", id)
+			Error     string  `json:"error,omitempty"`
+		}{Discarded: append([]int64{}, deleted...), NotFound: append([]int64{}, missing...)}
+		if err != nil {
+			out.Error = err.Error()
 		}
-		if len(deleted) == 0 {
-			fmt.Fprintln(stdout, "discarded no dead letters")
+		if werr := writeJSON(stdout, out); err == nil {
+			err = werr
 		}
+	} else if err == nil && len(deleted) == 0 {
+		fmt.Fprintln(stdout, "discarded no dead letters")
 	}
 	if err == nil && len(missing) > 0 {
 		return withCode(exitNotFound, fmt.Errorf("no dead letters %v", missing))
 	}
 	return err
+}
+
+// discardAll discards the dead letters p selects when it starts (one
+// made meanwhile is left), a batch of discardPage in a transaction at a
+// time, and prints each batch as it commits unless asJSON. It returns
+// those deleted, with the error that stopped it.
+func discardAll(ctx context.Context, in inspection, p *store.DeadLetterSearchParams, asJSON bool, stdout io.Writer) ([]int64, error) {
+	ids, err := selectIDs(ctx, in, p)
+	if err != nil {
+		return nil, err
+	}
+	var deleted []int64
+	for batch := range slices.Chunk(ids, discardPage) {
+		got, err := in.DeadLetterDiscard(ctx, batch)
+		deleted = append(deleted, got...)
+		if !asJSON {
+			printDiscarded(stdout, got)
+		}
+		if err != nil {
+			return deleted, err
+		}
+	}
+	return deleted, nil
+}
+
+// printDiscarded writes a line per dead letter discarded.
+func printDiscarded(w io.Writer, ids []int64) {
+	for _, id := range ids {
+		fmt.Fprintf(w, "discarded dead letter %d\n", id)
+	}
 }
 
 // selection parses the flags and the IDs of discard and replay, and
@@ -500,38 +565,25 @@ func checkSelection(fs *flag.FlagSet, stderr io.Writer, list []int64, all bool, 
 	return nil
 }
 
-// discardPage is how many dead letters -all handles per search.
+// discardPage is how many dead letters -all handles per search, and
+// discard -all per transaction.
 const discardPage = 500
 
-// selectIDs returns the IDs of the dead letters p selects now: replay
-// -all replays these and stops, so that a message its consumer
-// dead-letters again (a new dead letter, with a greater ID) is not
-// replayed again and again. 8 bytes a dead letter.
+// selectIDs returns the IDs of the dead letters p selects now: discard
+// -all and replay -all handle these and stop, so that a dead letter made
+// meanwhile (replay: a message its consumer dead-letters again, under a
+// greater ID) is left for the next run. 8 bytes a dead letter.
 func selectIDs(ctx context.Context, in inspection, p *store.DeadLetterSearchParams) ([]int64, error) {
-	return eachPage(ctx, in, p, func(page []int64) ([]int64, error) { return page, nil })
-}
-
-// eachPage runs fn on the IDs of every dead letter p selects, a page at a
-// time, and returns what fn returned, concatenated. It reads on past the
-// dead letters there were when it began: fn must not make new ones
-// (discard does not; replay may, hence selectIDs).
-func eachPage(ctx context.Context, in inspection, p *store.DeadLetterSearchParams, fn func([]int64) ([]int64, error)) ([]int64, error) {
-	var done []int64
+	var ids []int64
 	p.Limit = discardPage
 	for {
 		found, err := in.DeadLetterSearch(ctx, p)
 		if err != nil || len(found) == 0 {
-			return done, err
+			return ids, err
 		}
-		page := make([]int64, len(found))
-		for i, f := range found {
-			page[i] = f.ID
+		for _, f := range found {
+			ids = append(ids, f.ID)
 		}
-		got, err := fn(page)
-		done = append(done, got...)
-		if err != nil {
-			return done, err
-		}
-		p.AfterID = page[len(page)-1]
+		p.AfterID = ids[len(ids)-1]
 	}
 }

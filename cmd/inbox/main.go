@@ -20,7 +20,8 @@
 // examples, exit status. Data goes to stdout (JSON with -json), errors to
 // stderr. Exit status: 0 success and -h, 1 failure, 2 wrong command line,
 // 3 check found a problem, 4 a dead letter asked for by ID does not exist,
-// 75 nothing changed and a later run may succeed (a replay within NATS's
+// 5 partly done (a failure after some changes, which stdout lists), 75
+// nothing changed and a later run may succeed (a replay within NATS's
 // duplicate window).
 package main
 
@@ -34,6 +35,8 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"github.com/inboxkit/inbox/internal/redact"
 )
 
 func main() {
@@ -49,6 +52,9 @@ var errUsage = errors.New("usage")
 // exitCode runs the command and returns its exit code, writing a failure
 // to stderr once, with one "inbox: " in front.
 func exitCode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	// The URLs and DSNs given are among args: errors and log lines show
+	// none of their passwords (the places that print them mask them too).
+	stderr = redactWriter{stderr, args}
 	err := run(ctx, args, stdout, stderr)
 	code := exitFailure
 	var coded *codedError
@@ -74,6 +80,20 @@ func exitCode(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	return code
 }
 
+// redactWriter writes to w with the passwords of dsns masked
+// (redact.Text), one Write at a time: a line of slog's or of fmt.
+type redactWriter struct {
+	w    io.Writer
+	dsns []string
+}
+
+func (r redactWriter) Write(p []byte) (int, error) {
+	if _, err := io.WriteString(r.w, redact.Text(string(p), r.dsns...)); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
 const usage = `usage: inbox <command> [flags]
 
 commands:
@@ -88,8 +108,9 @@ commands:
 Run 'inbox <command> -h' for a command's manual.
 
 exit status: 0 success, 1 failure, 2 wrong command line, 3 check found a
-problem, 4 a dead letter asked for by ID does not exist, 75 nothing
-changed, try again later.`
+problem, 4 a dead letter asked for by ID does not exist, 5 partly done
+(failed after some changes, which stdout lists), 75 nothing changed, try
+again later.`
 
 // commands are the subcommands, by name. Each one's -h prints its manual
 // (command.flagSet); dead-letters has subcommands of its own.

@@ -19,6 +19,7 @@ import (
 	"github.com/inboxkit/inbox/broker/rabbitmq"
 	"github.com/inboxkit/inbox/internal/headers"
 	"github.com/inboxkit/inbox/internal/idscope"
+	"github.com/inboxkit/inbox/internal/redact"
 	"github.com/inboxkit/inbox/store"
 )
 
@@ -132,7 +133,7 @@ func (b *brokerFlags) publisher(ctx context.Context) (pub broker.Publisher, subj
 	if b.nats != "" {
 		nc, err := nats.Connect(b.nats, nats.Timeout(b.timeout), nats.Name("inbox dead-letters replay"))
 		if err != nil {
-			return nil, "", nil, fmt.Errorf("connecting to NATS at %s: %w", b.nats, err)
+			return nil, "", nil, fmt.Errorf("connecting to NATS at %s: %w", redact.DSN(b.nats), redact.Error(err, b.nats))
 		}
 		js, err := jetstream.New(nc)
 		if err == nil {
@@ -146,7 +147,7 @@ func (b *brokerFlags) publisher(ctx context.Context) (pub broker.Publisher, subj
 	}
 	p, err := rabbitmq.NewPublisher(ctx, &rabbitmq.PublisherConfig{URL: b.amqp, Exchange: b.exchange, ConnectionName: "inbox dead-letters replay"})
 	if err != nil {
-		return nil, "", nil, err
+		return nil, "", nil, redact.Error(err, b.amqp)
 	}
 	return p, b.routingKey, func() { _ = p.Close() }, nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/inboxkit/inbox"
+	"github.com/inboxkit/inbox/internal/redact"
 	"github.com/inboxkit/inbox/store"
 	"github.com/inboxkit/inbox/store/pgxstore"
 	"github.com/inboxkit/inbox/store/sqlstore"
@@ -78,7 +79,7 @@ func (s *storeFlags) open(ctx context.Context, create bool, stderr io.Writer) (*
 	case s.mysql != "":
 		db, err := mysql.Open(s.mysql, nil)
 		if err != nil {
-			return nil, err
+			return nil, redact.Error(err, s.mysql)
 		}
 		d, err := sqlstore.New(db, &sqlstore.Config{Dialect: mysql.Dialect, Tables: tables, Logger: log})
 		if err != nil {
@@ -94,7 +95,8 @@ func (s *storeFlags) open(ctx context.Context, create bool, stderr io.Writer) (*
 	case s.postgres != "":
 		pool, err := pgxpool.New(ctx, s.postgres)
 		if err != nil {
-			return nil, err
+			// pgconn masks the passwords it recognizes, on a best-effort basis.
+			return nil, redact.Error(err, s.postgres)
 		}
 		d, err := pgxstore.New(pool, &pgxstore.Config{Tables: tables})
 		if err != nil {
@@ -269,9 +271,12 @@ func pruneCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := pruneCommand.flagSet()
 	var sf storeFlags
 	sf.register(fs)
-	retention := fs.Duration("retention", inbox.DefaultRetention, "delete rows older than this (at least 1h)")
+	retention := fs.Duration("retention", inbox.DefaultRetention, "delete rows older than this (at least 1h; 0 is the default, as in PrunerConfig.Retention)")
 	if err := parse(fs, args, stdout, stderr); err != nil {
 		return err
+	}
+	if *retention == 0 {
+		*retention = inbox.DefaultRetention
 	}
 	if *retention < inbox.MinRetention {
 		return usageError(fs, stderr, "-retention %v is shorter than the minimum %v", *retention, inbox.MinRetention)

@@ -1,0 +1,241 @@
+// Package redact hides the passwords of URLs and DSNs in what is printed:
+// errors and log lines. It works on strings that do not parse too, since
+// url.Parse's own error repeats the whole URL.
+//
+// It knows the forms the inbox takes: URLs (amqp://user:password@host/,
+// NATS's comma-separated lists, nats://token@host), PostgreSQL's
+// key=value DSNs (password=..., password='...') and go-sql-driver/mysql's
+// user:password@tcp(host)/db.
+package redact
+
+import (
+	"cmp"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Mask is what a password is replaced by.
+const Mask = "xxxxx"
+
+// minSecret is the shortest password replaced wherever it occurs in a
+// text: a shorter one would mask unrelated letters. Passwords in URLs and
+// password= values are masked by position whatever their length.
+const minSecret = 3
+
+// DSN returns dsn, a URL, a list of URLs, or a DSN, with its passwords
+// replaced by Mask.
+func DSN(dsn string) string { return Text(dsn, dsn) }
+
+// Text returns text with the passwords of dsns replaced by Mask wherever
+// they occur (as given, percent-decoded, and Go-quoted), and those of the
+// URLs and password= values in text itself.
+func Text(text string, dsns ...string) string {
+	text = keyValues(urls(text, true))
+	var secrets []string
+	for _, d := range dsns {
+		for _, p := range passwords(d) {
+			secrets = append(secrets, forms(p)...)
+		}
+	}
+	// Longest first, so that a password containing another is masked whole.
+	slices.SortFunc(secrets, func(a, b string) int { return cmp.Compare(len(b), len(a)) })
+	for _, s := range secrets {
+		if len(s) >= minSecret {
+			text = strings.ReplaceAll(text, s, Mask)
+			continue
+		}
+		// url.Parse's error for a password cut at '/', '?' or '#':
+		// parse "amqp://app:Sup3r": invalid port ":Sup3r" after host.
+		for _, q := range []string{`":` + s + `"`, `:` + s + `"`} {
+			text = strings.ReplaceAll(text, q, strings.Replace(q, s, Mask, 1))
+		}
+	}
+	return text
+}
+
+// Error returns err with its message passed through Text, nil for nil.
+// errors.Is and errors.As see err through it.
+func Error(err error, dsns ...string) error {
+	if err == nil {
+		return nil
+	}
+	return &redacted{err: err, msg: Text(err.Error(), dsns...)}
+}
+
+type redacted struct {
+	err error
+	msg string
+}
+
+func (e *redacted) Error() string { return e.msg }
+func (e *redacted) Unwrap() error { return e.err }
+
+// userinfo finds the userinfo of every URL in s: after "://", up to the
+// last '@' before the next "://" (a password may hold '/', '#', '?' and
+// '@'; the next URL of a list begins there). In a text (inText), a URL
+// also ends at a space, so that an '@' of the words after it is not taken.
+// fn gets the scheme and the userinfo's bounds.
+func userinfo(s string, inText bool, fn func(scheme string, from, to int)) {
+	for off := 0; ; {
+		i := strings.Index(s[off:], "://")
+		if i < 0 {
+			return
+		}
+		start := off + i + 3
+		rest := s[start:]
+		end := len(rest)
+		if j := strings.Index(rest, "://"); j >= 0 {
+			end = j
+		}
+		if j := strings.IndexAny(rest[:end], " \t\n"); inText && j >= 0 {
+			end = j
+		}
+		at := strings.LastIndexByte(rest[:end], '@')
+		if at < 0 {
+			off = start
+			continue
+		}
+		fn(scheme(s[:off+i]), start, start+at)
+		off = start + at + 1
+	}
+}
+
+// scheme is the scheme that ends s: the letters before "://".
+func scheme(s string) string {
+	i := len(s)
+	for i > 0 && strings.ContainsRune("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+-.", rune(s[i-1])) {
+		i--
+	}
+	return strings.ToLower(s[i:])
+}
+
+// secretAt returns the bounds of the secret in userinfo u: the password
+// after the first ':', or with NATS a token that is the whole userinfo;
+// ok false when there is none (a user name alone).
+func secretAt(scheme, u string) (from int, ok bool) {
+	if c := strings.IndexByte(u, ':'); c >= 0 {
+		return c + 1, true
+	}
+	switch scheme {
+	case "nats", "tls", "ws", "wss":
+		return 0, u != ""
+	}
+	return 0, false
+}
+
+// urls masks the passwords of the URLs in s.
+func urls(s string, inText bool) string {
+	var b strings.Builder
+	last := 0
+	userinfo(s, inText, func(scheme string, from, to int) {
+		if p, ok := secretAt(scheme, s[from:to]); ok {
+			b.WriteString(s[last : from+p])
+			b.WriteString(Mask)
+			last = to
+		}
+	})
+	b.WriteString(s[last:])
+	return b.String()
+}
+
+// keyValues masks the values of password= (sslpassword= too) in s:
+// quoted ('...', with backslash escapes) or up to a space or '&'.
+func keyValues(s string) string {
+	var b strings.Builder
+	for {
+		i := strings.Index(strings.ToLower(s), "password=")
+		if i < 0 {
+			b.WriteString(s)
+			return b.String()
+		}
+		i += len("password=")
+		b.WriteString(s[:i])
+		b.WriteString(Mask)
+		s = s[i+valueLen(s[i:]):]
+	}
+}
+
+// valueLen is the length of the key=value value that begins s.
+func valueLen(s string) int {
+	if strings.HasPrefix(s, "'") {
+		for i := 1; i < len(s); i++ {
+			switch s[i] {
+			case '\\':
+				i++
+			case '\'':
+				return i + 1
+			}
+		}
+		return len(s)
+	}
+	if i := strings.IndexAny(s, " \t\n&"); i >= 0 {
+		return i
+	}
+	return len(s)
+}
+
+// passwords returns the passwords in dsn.
+func passwords(dsn string) []string {
+	var out []string
+	userinfo(dsn, false, func(scheme string, from, to int) {
+		if p, ok := secretAt(scheme, dsn[from:to]); ok {
+			out = append(out, dsn[from+p:to])
+		}
+	})
+	for s := dsn; ; {
+		i := strings.Index(strings.ToLower(s), "password=")
+		if i < 0 {
+			break
+		}
+		s = s[i+len("password="):]
+		n := valueLen(s)
+		v := s[:n]
+		if strings.HasPrefix(v, "'") {
+			v = strings.TrimSuffix(v[1:], "'")
+			out = append(out, v, strings.NewReplacer(`\'`, `'`, `\\`, `\`).Replace(v))
+		} else {
+			out = append(out, v)
+		}
+		s = s[n:]
+	}
+	if len(out) == 0 && !strings.Contains(dsn, "://") {
+		// go-sql-driver/mysql: [user[:password]@][net[(addr)]]/dbname, split
+		// as its ParseDSN does: at the last '/', then the last '@' before it.
+		if slash := strings.LastIndexByte(dsn, '/'); slash > 0 {
+			if at := strings.LastIndexByte(dsn[:slash], '@'); at > 0 {
+				if c := strings.IndexByte(dsn[:at], ':'); c >= 0 {
+					out = append(out, dsn[c+1:at])
+				}
+			}
+		}
+	}
+	return out
+}
+
+// forms are the ways p may be written in an error: as is, percent-decoded,
+// Go-quoted (url.Error quotes the URL), and, when it holds spaces, its
+// words (a best-effort redaction by another may have cut it there). Its
+// beginning up to a '/', '?' or '#' is one too: url.Parse takes the
+// host's end, or the fragment's start, there and says "invalid port".
+func forms(p string) []string {
+	out := []string{p}
+	if i := strings.IndexAny(p, "/?#"); i > 0 {
+		out = append(out, p[:i])
+	}
+	if u, err := url.PathUnescape(p); err == nil {
+		out = append(out, u)
+	}
+	if u, err := url.QueryUnescape(p); err == nil {
+		out = append(out, u)
+	}
+	for _, f := range out[:len(out):len(out)] {
+		q := strconv.Quote(f)
+		out = append(out, q[1:len(q)-1])
+		if strings.ContainsAny(f, " \t\n") {
+			out = append(out, strings.Fields(f)...)
+		}
+	}
+	return out
+}
