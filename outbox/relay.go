@@ -124,7 +124,8 @@ type RelayConfig struct {
 	// NoListen makes the relay poll even where the database can tell it
 	// of new rows. Default false: on PostgreSQL, Run holds a connection
 	// of the driver's pool for LISTEN while it runs (size the pool for
-	// it).
+	// it). On a pool of one connection, which LISTEN would hold, Run
+	// polls instead and says so at WARN.
 	NoListen bool
 	// Logger receives failed publications (WARN), parked rows (ERROR) and
 	// database errors (WARN). Default slog.Default().
@@ -229,7 +230,10 @@ type RelayResult struct {
 // publications under way and giving back the rows it had claimed and not
 // yet started) or a database error that no
 // retry fixes (missing tables, permission denied). Other errors are
-// logged and retried.
+// logged and retried. On PostgreSQL it holds one connection of the
+// driver's pool for LISTEN (see RelayConfig.NoListen); on a pool of one
+// connection it polls instead and logs that at WARN, so that neither it
+// nor the application waits for ever for the only connection.
 func (r *Relay) Run(ctx context.Context) error {
 	wake := make(chan struct{}, 1)
 	if l, ok := r.d.(store.OutboxListener); ok && !r.cfg.NoListen {
@@ -295,6 +299,10 @@ func (r *Relay) listen(ctx context.Context, l store.OutboxListener, wake chan<- 
 	}
 	for ctx.Err() == nil {
 		n, err := l.OutboxListen(ctx)
+		if errors.Is(err, store.ErrPoolTooSmall) {
+			r.cfg.Logger.WarnContext(ctx, "outbox: not listening for new rows, polling instead: "+
+				"give the pool two connections or more, or set RelayConfig.NoListen", "error", err, "every", r.cfg.PollInterval)
+		}
 		if errors.Is(err, store.ErrNoNotifications) {
 			return // polling it is
 		}

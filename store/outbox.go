@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -80,13 +81,20 @@ type OutboxListener interface {
 	// OutboxListen starts listening. Wait on the result returns when rows
 	// may have been committed since the last Wait, or when ctx is done.
 	// An error wrapping ErrNoNotifications: this database (dialect,
-	// driver) cannot; the relay polls.
+	// driver) cannot, or the pool is too small (ErrPoolTooSmall); the
+	// relay polls.
 	OutboxListen(ctx context.Context) (OutboxNotifications, error)
 }
 
 // ErrNoNotifications is wrapped by OutboxListen's error where the database
 // cannot tell relays of new rows.
 var ErrNoNotifications = errors.New("inbox store: the database cannot tell relays of new outbox rows")
+
+// ErrPoolTooSmall is wrapped by OutboxListen's error when the pool has
+// at most one connection. LISTEN would hold it for good, and every other
+// statement on the pool would wait for ever. It wraps ErrNoNotifications:
+// the relay polls instead, and says so.
+var ErrPoolTooSmall = fmt.Errorf("%w: the pool has at most one connection, which LISTEN would hold", ErrNoNotifications)
 
 // OutboxNotifications delivers the notifications of OutboxListen.
 type OutboxNotifications interface {

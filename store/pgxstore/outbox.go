@@ -3,6 +3,7 @@ package pgxstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 
@@ -118,8 +119,13 @@ func (d *Driver) OutboxUnpark(ctx context.Context, seq int64) error {
 }
 
 // OutboxListen listens for the notifications of OutboxWrite on a
-// connection of the pool, which it holds until Close.
+// connection of the pool, which it holds until Close. On a pool of one
+// connection (MaxConns) it returns an error wrapping
+// store.ErrPoolTooSmall instead: the relay polls.
 func (d *Driver) OutboxListen(ctx context.Context) (store.OutboxNotifications, error) {
+	if n := d.pool.Config().MaxConns; n < 2 {
+		return nil, fmt.Errorf("pgxstore: pool of MaxConns %d: %w", n, store.ErrPoolTooSmall)
+	}
 	c, err := d.pool.Acquire(ctx)
 	if err != nil {
 		return nil, pgsql.Classify(err)

@@ -323,11 +323,16 @@ func queryOutbox(ctx context.Context, q interface {
 // and then closes rather than gives back LISTENing: PostgreSQL's
 // LISTEN/NOTIFY, through pgx's stdlib driver. SQLite and MySQL cannot tell
 // relays of new rows, nor PostgreSQL connections of another driver: the
-// error then wraps store.ErrNoNotifications, and the relay polls.
+// error then wraps store.ErrNoNotifications, and the relay polls. So it
+// does on a pool of one connection (sql.DB.SetMaxOpenConns(1)), which
+// LISTEN would hold: the error wraps store.ErrPoolTooSmall.
 func (d *Driver) OutboxListen(ctx context.Context) (store.OutboxNotifications, error) {
 	ls, ok := d.dialect.(sqldialect.Listener)
 	if !ok {
 		return nil, fmt.Errorf("sqlstore: %s: %w", d.dialect.Name(), store.ErrNoNotifications)
+	}
+	if n := d.db.Stats().MaxOpenConnections; n == 1 { // 0: unlimited
+		return nil, fmt.Errorf("sqlstore: pool of MaxOpenConns 1: %w", store.ErrPoolTooSmall)
 	}
 	n, err := ls.OutboxListen(ctx, d.db, d.tables)
 	if err != nil {
