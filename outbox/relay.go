@@ -562,11 +562,27 @@ type Parked struct {
 	CreatedAt, ParkedAt time.Time
 }
 
-// Unpark makes a parked message due again, with its attempts reset.
-// store.ErrNotFound when no parked message has that Seq.
+// Unpark makes a parked message due again, with its attempts reset: it is
+// published as it was written. store.ErrNotFound when no parked message
+// has that Seq.
 func (r *Relay) Unpark(ctx context.Context, seq int64) error {
 	if err := r.d.OutboxUnpark(ctx, seq); err != nil {
 		return fmt.Errorf("outbox: unpark %d: %w", seq, err)
+	}
+	return nil
+}
+
+// Discard deletes a parked message for good: it is never published. With
+// Ordered, its key's later messages then go out. store.ErrNotFound when no
+// parked message has that Seq (a message that is not parked is never
+// discarded).
+//
+// A parked message keeps its ID: Write skips a message with that ID while
+// it is parked. To send a corrected message in its place, Discard it and
+// then Write the correction with the same ID.
+func (r *Relay) Discard(ctx context.Context, seq int64) error {
+	if err := r.d.OutboxDiscard(ctx, seq); err != nil {
+		return fmt.Errorf("outbox: discard %d: %w", seq, err)
 	}
 	return nil
 }

@@ -72,6 +72,9 @@ type OutboxRelayer interface {
 	// OutboxUnpark makes a parked row due again with its attempts reset;
 	// ErrNotFound when no parked row has that sequence number.
 	OutboxUnpark(ctx context.Context, seq int64) error
+	// OutboxDiscard deletes a parked row; ErrNotFound when no parked row
+	// has that sequence number. Its ID may then be written again.
+	OutboxDiscard(ctx context.Context, seq int64) error
 }
 
 // OutboxListener is implemented by drivers whose database may tell a relay

@@ -111,7 +111,18 @@ func (d *Driver) OutboxParked(ctx context.Context, p *store.OutboxListParams) ([
 
 // OutboxUnpark makes a parked row due again.
 func (d *Driver) OutboxUnpark(ctx context.Context, seq int64) error {
-	tag, err := d.pool.Exec(ctx, d.q.OutboxUnpark, seq)
+	return d.parkedRow(ctx, d.q.OutboxUnpark, seq)
+}
+
+// OutboxDiscard deletes a parked row.
+func (d *Driver) OutboxDiscard(ctx context.Context, seq int64) error {
+	return d.parkedRow(ctx, d.q.OutboxDiscard, seq)
+}
+
+// parkedRow runs q, OutboxUnpark or OutboxDiscard, on parked row seq;
+// store.ErrNotFound when it found none.
+func (d *Driver) parkedRow(ctx context.Context, q string, seq int64) error {
+	tag, err := d.pool.Exec(ctx, q, seq)
 	if err == nil && tag.RowsAffected() == 0 {
 		return store.ErrNotFound
 	}

@@ -233,17 +233,29 @@ func (d *Driver) OutboxParked(ctx context.Context, p *store.OutboxListParams) ([
 // OutboxUnpark makes a parked row due again with its attempts reset;
 // store.ErrNotFound when no parked row has that sequence number.
 func (d *Driver) OutboxUnpark(ctx context.Context, seq int64) error {
+	return d.outboxParkedRow(ctx, "unpark", d.q.OutboxUnpark, seq)
+}
+
+// OutboxDiscard deletes a parked row; store.ErrNotFound when no parked
+// row has that sequence number.
+func (d *Driver) OutboxDiscard(ctx context.Context, seq int64) error {
+	return d.outboxParkedRow(ctx, "discard", d.q.OutboxDiscard, seq)
+}
+
+// outboxParkedRow runs stmt, OutboxUnpark or OutboxDiscard, on parked row
+// seq in a transaction of its own.
+func (d *Driver) outboxParkedRow(ctx context.Context, op, stmt string, seq int64) error {
 	var n int
 	err := d.outboxTx(ctx, func(tx *sql.Tx) error {
 		var err error
-		n, err = rowsAffected(tx.ExecContext(ctx, d.q.OutboxUnpark, seq))
+		n, err = rowsAffected(tx.ExecContext(ctx, stmt, seq))
 		return err
 	})
 	if err != nil {
-		return d.fail("outbox unpark", err)
+		return d.fail("outbox "+op, err)
 	}
 	if n == 0 {
-		return fmt.Errorf("sqlstore: unpark outbox row %d: %w", seq, store.ErrNotFound)
+		return fmt.Errorf("sqlstore: %s outbox row %d: %w", op, seq, store.ErrNotFound)
 	}
 	return nil
 }

@@ -710,3 +710,69 @@ func testOutboxOutage[TTx any](t *testing.T, h Harness[TTx]) {
 	}
 	t.Fatalf("o-2 never parked once the broker took o-1 (published %q)", s.ids())
 }
+
+// Discard deletes a parked row, and only a parked one. While the row is
+// parked a Write with its ID is skipped; after the discard the key's
+// later rows flow (Ordered), and a corrected Write with the ID is written
+// and published.
+func testOutboxDiscard[TTx any](t *testing.T, h Harness[TTx]) {
+	e := openOutbox(t, h)
+	ctx := context.Background()
+	bad, next, other := outMsg("k-1"), outMsg("k-2"), outMsg("x")
+	bad.Key, next.Key, other.Key = "k", "k", "x"
+	bad.Payload = []byte("bad")
+	e.write(t, true, bad, next, other)
+	peek := []byte("peek")
+	recs, err := e.rs.OutboxClaim(ctx, &store.OutboxClaimParams{Limit: 10, Lease: time.Minute, Token: peek})
+	if err != nil || len(recs) != 3 {
+		t.Fatalf("claim: %d rows, %v; want 3", len(recs), err)
+	}
+	var back []store.OutboxFailure
+	for _, rec := range recs {
+		back = append(back, store.OutboxFailure{Seq: rec.Seq, Released: true})
+	}
+	if err := e.rs.OutboxFail(ctx, peek, back); err != nil {
+		t.Fatal(err)
+	}
+	s := &sink{fail: func(m *outbox.Message) error {
+		if string(m.Payload) == "bad" {
+			return inbox.Permanent(errors.New("refused"))
+		}
+		return nil
+	}}
+	r := e.relay(t, outbox.RelayConfig{Publish: s.publish, Ordered: true})
+	if err := r.Discard(ctx, recs[1].Seq); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("Discard of a row that is not parked: %v, want store.ErrNotFound", err)
+	}
+	drain(t, r)
+	if got := s.ids(); !slices.Equal(got, []string{"x"}) {
+		t.Fatalf("published %q, want x alone: k-1 parked, k-2 held back by it", got)
+	}
+	fixed := outMsg("k-1")
+	fixed.Key = "k"
+	e.write(t, true, fixed)
+	drain(t, r)
+	parked, err := r.Parked(ctx, 0, 10)
+	if err != nil || len(parked) != 1 || string(parked[0].Message.Payload) != "bad" || len(s.ids()) != 1 {
+		t.Fatalf("after a Write with the parked row's ID: parked %v (%v), published %q; want the bad k-1 parked, the Write skipped",
+			parked, err, s.ids())
+	}
+	if err := r.Discard(ctx, parked[0].Seq); err != nil {
+		t.Fatalf("Discard: %v", err)
+	}
+	if err := r.Discard(ctx, parked[0].Seq); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("second Discard: %v, want store.ErrNotFound", err)
+	}
+	drain(t, r)
+	if got := s.ids(); !slices.Equal(got, []string{"x", "k-2"}) {
+		t.Fatalf("after Discard published %q, want x, then k-2 (its key no longer held back)", got)
+	}
+	e.write(t, true, fixed)
+	drain(t, r)
+	if got := s.ids(); !slices.Equal(got, []string{"x", "k-2", "k-1"}) || string(s.msgs[2].Payload) != "payload of k-1" {
+		t.Fatalf("after Discard and a corrected Write published %q, want the corrected k-1 last", got)
+	}
+	if parked, err := r.Parked(ctx, 0, 10); err != nil || len(parked) != 0 {
+		t.Fatalf("parked after all: %d %v, want none", len(parked), err)
+	}
+}

@@ -72,6 +72,7 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"OutboxInvalid", testOutboxInvalid[TTx]},
 		{"OutboxRetryAndPark", testOutboxRetryAndPark[TTx]},
 		{"OutboxOutage", testOutboxOutage[TTx]},
+		{"OutboxDiscard", testOutboxDiscard[TTx]},
 		{"OutboxLease", testOutboxLease[TTx]},
 		{"OutboxCommitOrder", testOutboxCommitOrder[TTx]},
 		{"OutboxRelaysShare", testOutboxRelaysShare[TTx]},
