@@ -776,3 +776,81 @@ func testOutboxDiscard[TTx any](t *testing.T, h Harness[TTx]) {
 		t.Fatalf("parked after all: %d %v, want none", len(parked), err)
 	}
 }
+
+// RelayConfig.Probe tells an outage from a bad row whatever the other
+// traffic: a row the receiver refuses while it answers is parked after
+// MaxAttempts, though nothing else was ever published; while the probe
+// fails, nothing is counted, even just after a success; the probe runs
+// once a round.
+func testOutboxProbe[TTx any](t *testing.T, h Harness[TTx]) {
+	for _, tc := range []struct {
+		name     string
+		first    bool  // publish a row successfully first
+		probeErr error // the probe's answer
+		parked   bool
+	}{
+		{name: "refused while the receiver answers", probeErr: nil, parked: true},
+		{name: "outage", probeErr: errors.New("connection refused"), parked: false},
+		{name: "outage just after a success", first: true, probeErr: errors.New("connection refused"), parked: false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := openOutbox(t, h)
+			ctx := context.Background()
+			var mu sync.Mutex
+			probes := 0
+			s := &sink{fail: func(m *outbox.Message) error {
+				if m.ID == "ok" {
+					return nil
+				}
+				return errors.New("nats: no responders available for request")
+			}}
+			r := e.relay(t, outbox.RelayConfig{Publish: s.publish, MaxAttempts: 3, OutageAfter: time.Hour,
+				Backoff: inbox.Backoff{Initial: time.Millisecond, Max: time.Millisecond, Jitter: -1},
+				Probe: func(context.Context) error {
+					mu.Lock()
+					defer mu.Unlock()
+					probes++
+					return tc.probeErr
+				}})
+			if tc.first {
+				e.write(t, true, outMsg("ok"))
+				if res := drain(t, r); res.Published != 1 {
+					t.Fatalf("first row: %+v, want it published", res)
+				}
+			}
+			e.write(t, true, outMsg("refused-1"), outMsg("refused-2"))
+			rounds := 0
+			var parked []*outbox.Parked
+			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline) && rounds < 20; time.Sleep(3 * time.Millisecond) {
+				res, err := r.RelayOnce(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.Claimed > 0 {
+					rounds++
+				}
+				if parked, err = r.Parked(ctx, 0, 10); err != nil {
+					t.Fatal(err)
+				}
+				if len(parked) == 2 {
+					break
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if probes == 0 || probes > rounds {
+				t.Fatalf("%d probes in %d rounds, want one a round that failed", probes, rounds)
+			}
+			if !tc.parked {
+				recs, err := e.rs.OutboxClaim(ctx, &store.OutboxClaimParams{Limit: 10, Lease: time.Minute, Token: []byte("peek")})
+				if len(parked) != 0 || err != nil || len(recs) != 2 || recs[0].Attempts != 0 || recs[1].Attempts != 0 {
+					t.Fatalf("after %d rounds with the probe failing: %d parked; rows %+v (%v); want none parked, 0 attempts counted", rounds, len(parked), recs, err)
+				}
+				return
+			}
+			if len(parked) != 2 || parked[0].Attempts != 3 || parked[0].Error != "nats: no responders available for request" {
+				t.Fatalf("after %d rounds with the probe answering: parked %+v, want both rows after 3 attempts, the only traffic", rounds, parked)
+			}
+		})
+	}
+}
