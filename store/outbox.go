@@ -163,7 +163,7 @@ type OutboxFailure struct {
 	Park bool
 	// Released gives the row back without counting an attempt: the relay
 	// ran out of its lease before publishing it (no Error), or the broker
-	// takes nothing at the moment (an outage: the Error is kept).
+	// is down (an outage: the Error is kept).
 	Released bool
 }
 
