@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -175,8 +176,13 @@ func rabbitRefused(t *testing.T) (broker.Publisher, string) {
 func rabbitOutage(t *testing.T) (broker.Publisher, string, func()) {
 	t.Helper()
 	tg := rabbitTarget(t)
-	p := newProxy(t, "127.0.0.1:5672")
-	pub, err := rabbitmq.NewPublisher(context.Background(), &rabbitmq.PublisherConfig{URL: "amqp://guest:guest@" + p.addr() + "/"})
+	u, err := url.Parse(testenv.AMQPURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newProxy(t, u.Host)
+	u.Host = p.addr()
+	pub, err := rabbitmq.NewPublisher(context.Background(), &rabbitmq.PublisherConfig{URL: u.String()})
 	if err != nil {
 		testenv.Unavailable(t, "RabbitMQ through a proxy", err)
 	}
@@ -219,14 +225,14 @@ func sqsRefused(t *testing.T) (broker.Publisher, string) {
 func sqsOutage(t *testing.T) (broker.Publisher, string, func()) {
 	t.Helper()
 	var isDown atomic.Bool
-	url := sqsenv.Intercepted(t, func(w http.ResponseWriter, r *http.Request, action string) bool {
+	endpoint := sqsenv.Intercepted(t, func(w http.ResponseWriter, r *http.Request, action string) bool {
 		if !isDown.Load() {
 			return false
 		}
 		sqsenv.WriteError(w, http.StatusServiceUnavailable, "ServiceUnavailable")
 		return true
 	})
-	pub, err := sqs.NewPublisher(sqsenv.ClientOn(url), nil)
+	pub, err := sqs.NewPublisher(sqsenv.ClientOn(endpoint), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
