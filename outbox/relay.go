@@ -113,7 +113,7 @@ type RelayConfig struct {
 	// means an outage (a lost connection, refused credentials): the
 	// failures are not counted, and the rows are retried with a backoff
 	// that grows with the outage, so that an outage parks nothing. It
-	// runs within PublishTimeout. Default: with ToBroker, the
+	// runs within PublishTimeout, and within the rows' lease. Default: with ToBroker, the
 	// publisher's own (every adapter's Publisher is a broker.Prober);
 	// otherwise none, and OutageAfter decides.
 	Probe func(ctx context.Context) error
@@ -403,7 +403,7 @@ func (r *Relay) RelayOnce(ctx context.Context) (RelayResult, error) {
 			published = append(published, recs[i].Seq)
 		}
 	}
-	outage, probeErr := r.outage(ctx, len(published) > 0, errs)
+	outage, probeErr := r.outage(ctx, start.Add(r.cfg.Lease), len(published) > 0, errs)
 	var fails []store.OutboxFailure
 	for i, rec := range recs {
 		switch {
@@ -494,8 +494,9 @@ func (r *Relay) hook(ctx context.Context, what string, rec *store.OutboxRecord, 
 // did not and some publication failed for a reason that counts, asks the
 // probe (RelayConfig.Probe, else ToBroker's) whether the broker answers.
 // It returns the number of rounds the broker has been down (0: it is up,
-// failures count) and the probe's error.
-func (r *Relay) outage(ctx context.Context, published bool, errs []error) (int, error) {
+// failures count) and the probe's error. The probe ends by leaseEnd,
+// so that the failures are recorded while the rows are this relay's.
+func (r *Relay) outage(ctx context.Context, leaseEnd time.Time, published bool, errs []error) (int, error) {
 	probe, failed := r.cfg.Probe, false
 	for _, err := range errs {
 		var pe *probeError
@@ -509,7 +510,8 @@ func (r *Relay) outage(ctx context.Context, published bool, errs []error) (int, 
 	}
 	var probeErr error
 	if !published && failed && probe != nil {
-		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.PublishTimeout)
+		budget := min(r.cfg.PublishTimeout, time.Until(leaseEnd))
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(budget, 0))
 		probeErr = runProbe(pctx, probe)
 		cancel()
 	}
