@@ -113,9 +113,9 @@ type RelayConfig struct {
 	// means an outage (a lost connection, refused credentials): the
 	// failures are not counted, and the rows are retried with a backoff
 	// that grows with the outage, so that an outage parks nothing. It
-	// runs within PublishTimeout, and within the rows' lease. Default: with ToBroker, the
-	// publisher's own (every adapter's Publisher is a broker.Prober);
-	// otherwise none, and OutageAfter decides.
+	// runs within PublishTimeout, and within the rows' lease. Default:
+	// with ToBroker, the publisher's own (every adapter's Publisher is a
+	// broker.Prober); otherwise none, and OutageAfter decides.
 	Probe func(ctx context.Context) error
 	// OutageAfter tells an outage from a bad row where there is no Probe
 	// (a Publish function of your own without one, a broker.Publisher
@@ -551,8 +551,8 @@ func (r *Relay) failure(ctx context.Context, rec *store.OutboxRecord, err error,
 	attempts := rec.Attempts + 1
 	f := store.OutboxFailure{Seq: rec.Seq, Error: storable(err.Error()), Delay: r.cfg.Backoff.Delay(attempts)}
 	attrs := []any{"id", logid.String(string(rec.ID)), "destination", rec.Destination, "seq", rec.Seq, "error", err}
-	bad := bad(err)
-	if outage > 0 && !bad {
+	hopeless := bad(err)
+	if outage > 0 && !hopeless {
 		f.Released, f.Delay = true, r.cfg.Backoff.Delay(outage)
 		res.Failed++
 		if probeErr != nil {
@@ -563,7 +563,7 @@ func (r *Relay) failure(ctx context.Context, rec *store.OutboxRecord, err error,
 		return f
 	}
 	attrs = append(attrs, "attempts", attempts)
-	if bad || attempts >= r.cfg.MaxAttempts {
+	if hopeless || attempts >= r.cfg.MaxAttempts {
 		f.Park = true
 		res.Parked++
 		r.cfg.Logger.ErrorContext(ctx, "outbox: message parked: it is no longer published until unparked", attrs...)
