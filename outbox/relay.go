@@ -52,13 +52,30 @@ type PublishFunc func(ctx context.Context, m *Message) error
 
 // ToBroker publishes through p: the Destination is the broker message's
 // Subject (a NATS subject, an AMQP routing key, a Kafka topic), the ID,
-// Key, Type, Headers and Payload are passed on as they are.
+// Key, Type, Headers and Payload are passed on as they are. When p is a
+// broker.Prober (every adapter's Publisher is), its errors carry p's
+// Probe, which the relay uses unless RelayConfig.Probe is set.
 func ToBroker(p broker.Publisher) PublishFunc {
+	pr, _ := p.(broker.Prober)
 	return func(ctx context.Context, m *Message) error {
-		return p.Publish(ctx, &broker.Message{ID: m.ID, Subject: m.Destination, Key: m.Key, Type: m.Type,
+		err := p.Publish(ctx, &broker.Message{ID: m.ID, Subject: m.Destination, Key: m.Key, Type: m.Type,
 			Headers: m.Headers, Payload: m.Payload})
+		if err != nil && pr != nil {
+			return &probeError{err: err, probe: pr.Probe}
+		}
+		return err
 	}
 }
+
+// probeError is a failed publication of ToBroker, with its publisher's
+// probe.
+type probeError struct {
+	err   error
+	probe func(ctx context.Context) error
+}
+
+func (e *probeError) Error() string { return e.err.Error() }
+func (e *probeError) Unwrap() error { return e.err }
 
 // RelayConfig configures a Relay. Publish is required; for every other
 // field the zero value means its default.
@@ -89,15 +106,26 @@ type RelayConfig struct {
 	// for concurrent use (the adapters' Publishers are). Default
 	// DefaultParallel (8).
 	Parallel int
-	// OutageAfter tells an outage from a bad row. A failed publication
-	// counts towards MaxAttempts only while the broker takes other
-	// messages: when none of this relay's publications succeeded for
-	// OutageAfter (or ever), the broker is taken for down (a lost
-	// connection, expired credentials, a deleted stream), the row's
-	// failure is not counted, and it is retried with a backoff that grows
-	// with the outage, so that an outage parks nothing. A bad row that is
-	// the only traffic is thus retried for ever (with that backoff, logged
-	// at WARN) rather than parked. Default DefaultOutageAfter (1 min).
+	// Probe tells an outage from a bad row: when a round's publications
+	// fail and none succeeds, the relay calls it once. Nil means the
+	// receiver answers: the failures count towards MaxAttempts, so that a
+	// row it refuses is parked even when it is the only traffic. An error
+	// means an outage (a lost connection, refused credentials): the
+	// failures are not counted, and the rows are retried with a backoff
+	// that grows with the outage, so that an outage parks nothing. It
+	// runs within PublishTimeout, and within the rows' lease. Default:
+	// with ToBroker, the publisher's own (every adapter's Publisher is a
+	// broker.Prober); otherwise none, and OutageAfter decides.
+	Probe func(ctx context.Context) error
+	// OutageAfter tells an outage from a bad row where there is no Probe
+	// (a Publish function of your own without one, a broker.Publisher
+	// that is no broker.Prober). A failed publication then counts towards
+	// MaxAttempts only while the receiver takes other messages: when none
+	// of this relay's publications succeeded for OutageAfter (or ever),
+	// it is taken for down, and the failure is not counted. A bad row that
+	// is the only traffic is then retried for ever (logged at WARN)
+	// rather than parked: give a Probe. Default DefaultOutageAfter
+	// (1 min).
 	OutageAfter time.Duration
 	// PublishTimeout bounds one Publish call. Default
 	// DefaultPublishTimeout (10 s).
@@ -124,7 +152,8 @@ type RelayConfig struct {
 	// NoListen makes the relay poll even where the database can tell it
 	// of new rows. Default false: on PostgreSQL, Run holds a connection
 	// of the driver's pool for LISTEN while it runs (size the pool for
-	// it).
+	// it). On a pool of one connection, which LISTEN would hold, Run
+	// polls instead and says so at WARN.
 	NoListen bool
 	// Logger receives failed publications (WARN), parked rows (ERROR) and
 	// database errors (WARN). Default slog.Default().
@@ -229,7 +258,10 @@ type RelayResult struct {
 // publications under way and giving back the rows it had claimed and not
 // yet started) or a database error that no
 // retry fixes (missing tables, permission denied). Other errors are
-// logged and retried.
+// logged and retried. On PostgreSQL it holds one connection of the
+// driver's pool for LISTEN (see RelayConfig.NoListen); on a pool of one
+// connection it polls instead and logs that at WARN, so that neither it
+// nor the application waits for ever for the only connection.
 func (r *Relay) Run(ctx context.Context) error {
 	wake := make(chan struct{}, 1)
 	if l, ok := r.d.(store.OutboxListener); ok && !r.cfg.NoListen {
@@ -295,6 +327,10 @@ func (r *Relay) listen(ctx context.Context, l store.OutboxListener, wake chan<- 
 	}
 	for ctx.Err() == nil {
 		n, err := l.OutboxListen(ctx)
+		if errors.Is(err, store.ErrPoolTooSmall) {
+			r.cfg.Logger.WarnContext(ctx, "outbox: not listening for new rows, polling instead: "+
+				"give the pool two connections or more, or set RelayConfig.NoListen", "error", err, "every", r.cfg.PollInterval)
+		}
 		if errors.Is(err, store.ErrNoNotifications) {
 			return // polling it is
 		}
@@ -367,14 +403,14 @@ func (r *Relay) RelayOnce(ctx context.Context) (RelayResult, error) {
 			published = append(published, recs[i].Seq)
 		}
 	}
-	outage := r.outage(len(published) > 0)
+	outage, probeErr := r.outage(ctx, start.Add(r.cfg.Lease), len(published) > 0, errs)
 	var fails []store.OutboxFailure
 	for i, rec := range recs {
 		switch {
 		case released[i]:
 			fails = append(fails, store.OutboxFailure{Seq: rec.Seq, Released: true})
 		case errs[i] != nil:
-			fails = append(fails, r.failure(ctx, rec, errs[i], outage, &res))
+			fails = append(fails, r.failure(ctx, rec, errs[i], outage, probeErr, &res))
 		}
 	}
 	// The rows are ours until the lease ends, whatever ctx says.
@@ -454,38 +490,80 @@ func (r *Relay) hook(ctx context.Context, what string, rec *store.OutboxRecord, 
 	fn()
 }
 
-// outage records whether this round published something, and returns
-// the number of rounds the broker has taken nothing for OutageAfter (0:
-// it is up, failures count).
-func (r *Relay) outage(published bool) int {
+// outage records whether this round published something and, when it
+// did not and some publication failed for a reason that counts, asks the
+// probe (RelayConfig.Probe, else ToBroker's) whether the broker answers.
+// It returns the number of rounds the broker has been down (0: it is up,
+// failures count) and the probe's error. The probe ends by leaseEnd,
+// so that the failures are recorded while the rows are this relay's.
+func (r *Relay) outage(ctx context.Context, leaseEnd time.Time, published bool, errs []error) (int, error) {
+	probe, failed := r.cfg.Probe, false
+	for _, err := range errs {
+		var pe *probeError
+		switch {
+		case err == nil || bad(err):
+		case probe == nil && errors.As(err, &pe):
+			probe, failed = pe.probe, true
+		default:
+			failed = true
+		}
+	}
+	var probeErr error
+	if !published && failed && probe != nil {
+		budget := min(r.cfg.PublishTimeout, time.Until(leaseEnd))
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(budget, 0))
+		probeErr = runProbe(pctx, probe)
+		cancel()
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := time.Now()
 	switch {
 	case published:
 		r.lastOK, r.down = now, 0
-	case now.Sub(r.lastOK) >= r.cfg.OutageAfter:
+	case !failed:
+	case probe != nil && probeErr == nil: // it answers: the rows' own failures
+		r.down = 0
+	case probe != nil, now.Sub(r.lastOK) >= r.cfg.OutageAfter:
 		r.down++
 	}
-	return r.down
+	return r.down, probeErr
 }
 
+// runProbe runs probe, turning a panic into its error.
+func runProbe(ctx context.Context, probe func(context.Context) error) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("outbox: the probe panicked: %v", v)
+		}
+	}()
+	return probe(ctx)
+}
+
+// bad reports whether err says that no publication of its message can
+// succeed: the row is parked at once.
+func bad(err error) bool { return inbox.IsPermanent(err) || errors.Is(err, broker.ErrInvalidMessage) }
+
 // failure decides what a failed publication makes of its row; outage is
-// the number of rounds the broker has taken nothing (see OutageAfter).
-func (r *Relay) failure(ctx context.Context, rec *store.OutboxRecord, err error, outage int, res *RelayResult) store.OutboxFailure {
+// the number of rounds the broker has been down (see Probe and
+// OutageAfter), probeErr the probe's error.
+func (r *Relay) failure(ctx context.Context, rec *store.OutboxRecord, err error, outage int, probeErr error, res *RelayResult) store.OutboxFailure {
 	attempts := rec.Attempts + 1
 	f := store.OutboxFailure{Seq: rec.Seq, Error: storable(err.Error()), Delay: r.cfg.Backoff.Delay(attempts)}
 	attrs := []any{"id", logid.String(string(rec.ID)), "destination", rec.Destination, "seq", rec.Seq, "error", err}
-	bad := inbox.IsPermanent(err) || errors.Is(err, broker.ErrInvalidMessage)
-	if outage > 0 && !bad {
+	hopeless := bad(err)
+	if outage > 0 && !hopeless {
 		f.Released, f.Delay = true, r.cfg.Backoff.Delay(outage)
 		res.Failed++
-		r.cfg.Logger.WarnContext(ctx, "outbox: publication failed while the broker takes nothing; not counted, retrying",
+		if probeErr != nil {
+			attrs = append(attrs, "probe", probeErr)
+		}
+		r.cfg.Logger.WarnContext(ctx, "outbox: publication failed while the broker is down; not counted, retrying",
 			append(attrs, "attempts", rec.Attempts, "retry_in", f.Delay)...)
 		return f
 	}
 	attrs = append(attrs, "attempts", attempts)
-	if bad || attempts >= r.cfg.MaxAttempts {
+	if hopeless || attempts >= r.cfg.MaxAttempts {
 		f.Park = true
 		res.Parked++
 		r.cfg.Logger.ErrorContext(ctx, "outbox: message parked: it is no longer published until unparked", attrs...)
@@ -554,11 +632,27 @@ type Parked struct {
 	CreatedAt, ParkedAt time.Time
 }
 
-// Unpark makes a parked message due again, with its attempts reset.
-// store.ErrNotFound when no parked message has that Seq.
+// Unpark makes a parked message due again, with its attempts reset: it is
+// published as it was written. store.ErrNotFound when no parked message
+// has that Seq.
 func (r *Relay) Unpark(ctx context.Context, seq int64) error {
 	if err := r.d.OutboxUnpark(ctx, seq); err != nil {
 		return fmt.Errorf("outbox: unpark %d: %w", seq, err)
+	}
+	return nil
+}
+
+// Discard deletes a parked message for good: it is never published. With
+// Ordered, its key's later messages then go out. store.ErrNotFound when no
+// parked message has that Seq (a message that is not parked is never
+// discarded).
+//
+// A parked message keeps its ID: Write skips a message with that ID while
+// it is parked. To send a corrected message in its place, Discard it and
+// then Write the correction with the same ID.
+func (r *Relay) Discard(ctx context.Context, seq int64) error {
+	if err := r.d.OutboxDiscard(ctx, seq); err != nil {
+		return fmt.Errorf("outbox: discard %d: %w", seq, err)
 	}
 	return nil
 }

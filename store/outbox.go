@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -71,6 +72,9 @@ type OutboxRelayer interface {
 	// OutboxUnpark makes a parked row due again with its attempts reset;
 	// ErrNotFound when no parked row has that sequence number.
 	OutboxUnpark(ctx context.Context, seq int64) error
+	// OutboxDiscard deletes a parked row; ErrNotFound when no parked row
+	// has that sequence number. Its ID may then be written again.
+	OutboxDiscard(ctx context.Context, seq int64) error
 }
 
 // OutboxListener is implemented by drivers whose database may tell a relay
@@ -80,13 +84,20 @@ type OutboxListener interface {
 	// OutboxListen starts listening. Wait on the result returns when rows
 	// may have been committed since the last Wait, or when ctx is done.
 	// An error wrapping ErrNoNotifications: this database (dialect,
-	// driver) cannot; the relay polls.
+	// driver) cannot, or the pool is too small (ErrPoolTooSmall); the
+	// relay polls.
 	OutboxListen(ctx context.Context) (OutboxNotifications, error)
 }
 
 // ErrNoNotifications is wrapped by OutboxListen's error where the database
 // cannot tell relays of new rows.
 var ErrNoNotifications = errors.New("inbox store: the database cannot tell relays of new outbox rows")
+
+// ErrPoolTooSmall is wrapped by OutboxListen's error when the pool has
+// at most one connection. LISTEN would hold it for good, and every other
+// statement on the pool would wait for ever. It wraps ErrNoNotifications:
+// the relay polls instead, and says so.
+var ErrPoolTooSmall = fmt.Errorf("%w: the pool has at most one connection, which LISTEN would hold", ErrNoNotifications)
 
 // OutboxNotifications delivers the notifications of OutboxListen.
 type OutboxNotifications interface {
@@ -152,7 +163,7 @@ type OutboxFailure struct {
 	Park bool
 	// Released gives the row back without counting an attempt: the relay
 	// ran out of its lease before publishing it (no Error), or the broker
-	// takes nothing at the moment (an outage: the Error is kept).
+	// is down (an outage: the Error is kept).
 	Released bool
 }
 

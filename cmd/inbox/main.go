@@ -15,6 +15,8 @@
 //	                                publish one consumer's dead letters again with their IDs and release their dead rows, once
 //	inbox check -postgres DSN [-nats URL -stream S | -amqp URL -queue Q] [-retention D] [-json]
 //	                                schema version, durability settings, retention against the broker's window
+//	inbox outbox (parked | unpark SEQ... | discard SEQ...) -postgres DSN [-json]
+//	                                list parked outbox rows, publish them again, or delete them
 //
 // Each command's -h prints its manual: synopsis, description, flags,
 // examples, exit status. Data goes to stdout (JSON with -json), errors to
@@ -104,6 +106,8 @@ commands:
   dead-letters (list | show | discard | replay)
             look into dead letters, delete them, or send them back through their broker
   check     check the schema version, durability settings and retention against the broker
+  outbox (parked | unpark | discard)
+            list parked outbox rows, publish them again, or delete them
 
 Run 'inbox <command> -h' for a command's manual.
 
@@ -121,6 +125,7 @@ var commands = map[string]func(ctx context.Context, args []string, stdout, stder
 	"stats":        statsCmd,
 	"dead-letters": deadLetters,
 	"check":        checkCmd,
+	"outbox":       outboxCmd,
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {

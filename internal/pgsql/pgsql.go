@@ -163,6 +163,8 @@ type Statements struct {
 	OutboxParked string
 	// OutboxUnpark: $1 seq. Its tag counts the row.
 	OutboxUnpark string
+	// OutboxDiscard deletes parked row $1. Its tag counts the row.
+	OutboxDiscard string
 }
 
 // OutboxColumns is the column order of the outbox reads: created_at and
@@ -340,6 +342,7 @@ WHERE o.seq = f.seq AND o.lease_token = $1`,
 WHERE parked_at IS NOT NULL AND seq > $1 ORDER BY seq LIMIT $2`,
 		OutboxUnpark: `UPDATE ` + n.Outbox + ` SET parked_at = NULL, attempts = 0, available_at = now(), lease_token = NULL
 WHERE seq = $1 AND parked_at IS NOT NULL`,
+		OutboxDiscard: `DELETE FROM ` + n.Outbox + ` WHERE seq = $1 AND parked_at IS NOT NULL`,
 	}
 }
 

@@ -3,6 +3,7 @@ package pgxstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 
@@ -110,7 +111,18 @@ func (d *Driver) OutboxParked(ctx context.Context, p *store.OutboxListParams) ([
 
 // OutboxUnpark makes a parked row due again.
 func (d *Driver) OutboxUnpark(ctx context.Context, seq int64) error {
-	tag, err := d.pool.Exec(ctx, d.q.OutboxUnpark, seq)
+	return d.parkedRow(ctx, d.q.OutboxUnpark, seq)
+}
+
+// OutboxDiscard deletes a parked row.
+func (d *Driver) OutboxDiscard(ctx context.Context, seq int64) error {
+	return d.parkedRow(ctx, d.q.OutboxDiscard, seq)
+}
+
+// parkedRow runs q, OutboxUnpark or OutboxDiscard, on parked row seq;
+// store.ErrNotFound when it found none.
+func (d *Driver) parkedRow(ctx context.Context, q string, seq int64) error {
+	tag, err := d.pool.Exec(ctx, q, seq)
 	if err == nil && tag.RowsAffected() == 0 {
 		return store.ErrNotFound
 	}
@@ -118,8 +130,13 @@ func (d *Driver) OutboxUnpark(ctx context.Context, seq int64) error {
 }
 
 // OutboxListen listens for the notifications of OutboxWrite on a
-// connection of the pool, which it holds until Close.
+// connection of the pool, which it holds until Close. On a pool of one
+// connection (MaxConns) it returns an error wrapping
+// store.ErrPoolTooSmall instead: the relay polls.
 func (d *Driver) OutboxListen(ctx context.Context) (store.OutboxNotifications, error) {
+	if n := d.pool.Config().MaxConns; n < 2 {
+		return nil, fmt.Errorf("pgxstore: pool of MaxConns %d: %w", n, store.ErrPoolTooSmall)
+	}
 	c, err := d.pool.Acquire(ctx)
 	if err != nil {
 		return nil, pgsql.Classify(err)

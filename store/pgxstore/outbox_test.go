@@ -8,6 +8,7 @@ import (
 
 	"github.com/inboxkit/inbox/internal/testenv/pgenv"
 	"github.com/inboxkit/inbox/store"
+	"github.com/inboxkit/inbox/store/storetest"
 )
 
 // The relay's claim reads the due rows through the partial index, whatever
@@ -56,4 +57,14 @@ func TestOutboxClaimReadsOnlyDueRows(t *testing.T) {
 		}
 		t.Logf("%s: %v rows, %v blocks", claim.name, rows, blocks)
 	}
+}
+
+// A relay on a pool of one connection, which the application's writes
+// share, publishes and lets the writes through: LISTEN would hold the
+// only connection.
+func TestOutboxRelayPoolOfOne(t *testing.T) {
+	t.Parallel()
+	pool := pgenv.Pool(t, 1)
+	d, _, _ := migratedSchema(t, pool, "outboxone_")
+	storetest.OutboxPoolOfOne(t, d)
 }

@@ -233,17 +233,29 @@ func (d *Driver) OutboxParked(ctx context.Context, p *store.OutboxListParams) ([
 // OutboxUnpark makes a parked row due again with its attempts reset;
 // store.ErrNotFound when no parked row has that sequence number.
 func (d *Driver) OutboxUnpark(ctx context.Context, seq int64) error {
+	return d.outboxParkedRow(ctx, "unpark", d.q.OutboxUnpark, seq)
+}
+
+// OutboxDiscard deletes a parked row; store.ErrNotFound when no parked
+// row has that sequence number.
+func (d *Driver) OutboxDiscard(ctx context.Context, seq int64) error {
+	return d.outboxParkedRow(ctx, "discard", d.q.OutboxDiscard, seq)
+}
+
+// outboxParkedRow runs stmt, OutboxUnpark or OutboxDiscard, on parked row
+// seq in a transaction of its own.
+func (d *Driver) outboxParkedRow(ctx context.Context, op, stmt string, seq int64) error {
 	var n int
 	err := d.outboxTx(ctx, func(tx *sql.Tx) error {
 		var err error
-		n, err = rowsAffected(tx.ExecContext(ctx, d.q.OutboxUnpark, seq))
+		n, err = rowsAffected(tx.ExecContext(ctx, stmt, seq))
 		return err
 	})
 	if err != nil {
-		return d.fail("outbox unpark", err)
+		return d.fail("outbox "+op, err)
 	}
 	if n == 0 {
-		return fmt.Errorf("sqlstore: unpark outbox row %d: %w", seq, store.ErrNotFound)
+		return fmt.Errorf("sqlstore: %s outbox row %d: %w", op, seq, store.ErrNotFound)
 	}
 	return nil
 }
@@ -323,11 +335,16 @@ func queryOutbox(ctx context.Context, q interface {
 // and then closes rather than gives back LISTENing: PostgreSQL's
 // LISTEN/NOTIFY, through pgx's stdlib driver. SQLite and MySQL cannot tell
 // relays of new rows, nor PostgreSQL connections of another driver: the
-// error then wraps store.ErrNoNotifications, and the relay polls.
+// error then wraps store.ErrNoNotifications, and the relay polls. So it
+// does on a pool of one connection (sql.DB.SetMaxOpenConns(1)), which
+// LISTEN would hold: the error wraps store.ErrPoolTooSmall.
 func (d *Driver) OutboxListen(ctx context.Context) (store.OutboxNotifications, error) {
 	ls, ok := d.dialect.(sqldialect.Listener)
 	if !ok {
 		return nil, fmt.Errorf("sqlstore: %s: %w", d.dialect.Name(), store.ErrNoNotifications)
+	}
+	if n := d.db.Stats().MaxOpenConnections; n == 1 { // 0: unlimited
+		return nil, fmt.Errorf("sqlstore: pool of MaxOpenConns 1: %w", store.ErrPoolTooSmall)
 	}
 	n, err := ls.OutboxListen(ctx, d.db, d.tables)
 	if err != nil {

@@ -710,3 +710,147 @@ func testOutboxOutage[TTx any](t *testing.T, h Harness[TTx]) {
 	}
 	t.Fatalf("o-2 never parked once the broker took o-1 (published %q)", s.ids())
 }
+
+// Discard deletes a parked row, and only a parked one. While the row is
+// parked a Write with its ID is skipped; after the discard the key's
+// later rows flow (Ordered), and a corrected Write with the ID is written
+// and published.
+func testOutboxDiscard[TTx any](t *testing.T, h Harness[TTx]) {
+	e := openOutbox(t, h)
+	ctx := context.Background()
+	bad, next, other := outMsg("k-1"), outMsg("k-2"), outMsg("x")
+	bad.Key, next.Key, other.Key = "k", "k", "x"
+	bad.Payload = []byte("bad")
+	e.write(t, true, bad, next, other)
+	peek := []byte("peek")
+	recs, err := e.rs.OutboxClaim(ctx, &store.OutboxClaimParams{Limit: 10, Lease: time.Minute, Token: peek})
+	if err != nil || len(recs) != 3 {
+		t.Fatalf("claim: %d rows, %v; want 3", len(recs), err)
+	}
+	var back []store.OutboxFailure
+	for _, rec := range recs {
+		back = append(back, store.OutboxFailure{Seq: rec.Seq, Released: true})
+	}
+	if err := e.rs.OutboxFail(ctx, peek, back); err != nil {
+		t.Fatal(err)
+	}
+	s := &sink{fail: func(m *outbox.Message) error {
+		if string(m.Payload) == "bad" {
+			return inbox.Permanent(errors.New("refused"))
+		}
+		return nil
+	}}
+	r := e.relay(t, outbox.RelayConfig{Publish: s.publish, Ordered: true})
+	if err := r.Discard(ctx, recs[1].Seq); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("Discard of a row that is not parked: %v, want store.ErrNotFound", err)
+	}
+	drain(t, r)
+	if got := s.ids(); !slices.Equal(got, []string{"x"}) {
+		t.Fatalf("published %q, want x alone: k-1 parked, k-2 held back by it", got)
+	}
+	fixed := outMsg("k-1")
+	fixed.Key = "k"
+	e.write(t, true, fixed)
+	drain(t, r)
+	parked, err := r.Parked(ctx, 0, 10)
+	if err != nil || len(parked) != 1 || string(parked[0].Message.Payload) != "bad" || len(s.ids()) != 1 {
+		t.Fatalf("after a Write with the parked row's ID: parked %v (%v), published %q; want the bad k-1 parked, the Write skipped",
+			parked, err, s.ids())
+	}
+	if err := r.Discard(ctx, parked[0].Seq); err != nil {
+		t.Fatalf("Discard: %v", err)
+	}
+	if err := r.Discard(ctx, parked[0].Seq); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("second Discard: %v, want store.ErrNotFound", err)
+	}
+	drain(t, r)
+	if got := s.ids(); !slices.Equal(got, []string{"x", "k-2"}) {
+		t.Fatalf("after Discard published %q, want x, then k-2 (its key no longer held back)", got)
+	}
+	e.write(t, true, fixed)
+	drain(t, r)
+	if got := s.ids(); !slices.Equal(got, []string{"x", "k-2", "k-1"}) || string(s.msgs[2].Payload) != "payload of k-1" {
+		t.Fatalf("after Discard and a corrected Write published %q, want the corrected k-1 last", got)
+	}
+	if parked, err := r.Parked(ctx, 0, 10); err != nil || len(parked) != 0 {
+		t.Fatalf("parked after all: %d %v, want none", len(parked), err)
+	}
+}
+
+// RelayConfig.Probe tells an outage from a bad row whatever the other
+// traffic: a row the receiver refuses while it answers is parked after
+// MaxAttempts, though nothing else was ever published; while the probe
+// fails, nothing is counted, even just after a success; the probe runs
+// once a round.
+func testOutboxProbe[TTx any](t *testing.T, h Harness[TTx]) {
+	for _, tc := range []struct {
+		name     string
+		first    bool  // publish a row successfully first
+		probeErr error // the probe's answer
+		parked   bool
+	}{
+		{name: "refused while the receiver answers", probeErr: nil, parked: true},
+		{name: "outage", probeErr: errors.New("connection refused"), parked: false},
+		{name: "outage just after a success", first: true, probeErr: errors.New("connection refused"), parked: false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := openOutbox(t, h)
+			ctx := context.Background()
+			var mu sync.Mutex
+			probes := 0
+			s := &sink{fail: func(m *outbox.Message) error {
+				if m.ID == "ok" {
+					return nil
+				}
+				return errors.New("nats: no responders available for request")
+			}}
+			r := e.relay(t, outbox.RelayConfig{Publish: s.publish, MaxAttempts: 3, OutageAfter: time.Hour,
+				Backoff: inbox.Backoff{Initial: time.Millisecond, Max: time.Millisecond, Jitter: -1},
+				Probe: func(context.Context) error {
+					mu.Lock()
+					defer mu.Unlock()
+					probes++
+					return tc.probeErr
+				}})
+			if tc.first {
+				e.write(t, true, outMsg("ok"))
+				if res := drain(t, r); res.Published != 1 {
+					t.Fatalf("first row: %+v, want it published", res)
+				}
+			}
+			e.write(t, true, outMsg("refused-1"), outMsg("refused-2"))
+			rounds := 0
+			var parked []*outbox.Parked
+			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline) && rounds < 20; time.Sleep(3 * time.Millisecond) {
+				res, err := r.RelayOnce(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.Claimed > 0 {
+					rounds++
+				}
+				if parked, err = r.Parked(ctx, 0, 10); err != nil {
+					t.Fatal(err)
+				}
+				if len(parked) == 2 {
+					break
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if probes == 0 || probes > rounds {
+				t.Fatalf("%d probes in %d rounds, want one a round that failed", probes, rounds)
+			}
+			if !tc.parked {
+				recs, err := e.rs.OutboxClaim(ctx, &store.OutboxClaimParams{Limit: 10, Lease: time.Minute, Token: []byte("peek")})
+				if len(parked) != 0 || err != nil || len(recs) != 2 || recs[0].Attempts != 0 || recs[1].Attempts != 0 {
+					t.Fatalf("after %d rounds with the probe failing: %d parked; rows %+v (%v); want none parked, 0 attempts counted", rounds, len(parked), recs, err)
+				}
+				return
+			}
+			if len(parked) != 2 || parked[0].Attempts != 3 || parked[0].Error != "nats: no responders available for request" {
+				t.Fatalf("after %d rounds with the probe answering: parked %+v, want both rows after 3 attempts, the only traffic", rounds, parked)
+			}
+		})
+	}
+}

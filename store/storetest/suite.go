@@ -73,6 +73,8 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"OutboxInvalid", testOutboxInvalid[TTx]},
 		{"OutboxRetryAndPark", testOutboxRetryAndPark[TTx]},
 		{"OutboxOutage", testOutboxOutage[TTx]},
+		{"OutboxDiscard", testOutboxDiscard[TTx]},
+		{"OutboxProbe", testOutboxProbe[TTx]},
 		{"OutboxLease", testOutboxLease[TTx]},
 		{"OutboxCommitOrder", testOutboxCommitOrder[TTx]},
 		{"OutboxRelaysShare", testOutboxRelaysShare[TTx]},

@@ -334,6 +334,7 @@ WHERE o.lease_token = ?`,
 WHERE parked_at IS NOT NULL AND seq > ? ORDER BY seq LIMIT ?`,
 	OutboxUnpark: `UPDATE {outbox} SET parked_at = NULL, attempts = 0, available_at = ` + mysqlNow + `, lease_token = NULL
 WHERE seq = ? AND parked_at IS NOT NULL`,
+	OutboxDiscard: `DELETE FROM {outbox} WHERE seq = ? AND parked_at IS NOT NULL`,
 }
 
 // mysqlLockName is a GET_LOCK name for what (migrate, prune) on the

@@ -17,6 +17,7 @@ import (
 	"github.com/inboxkit/inbox/store/sqlstore"
 	"github.com/inboxkit/inbox/store/sqlstore/internal/sqltest"
 	"github.com/inboxkit/inbox/store/sqlstore/postgres"
+	"github.com/inboxkit/inbox/store/storetest"
 )
 
 // openMigrated opens a pool and a migrated driver on a fresh schema,
@@ -175,4 +176,14 @@ func TestPostgresOutboxKept(t *testing.T) {
 	t.Parallel()
 	db, d := openMigrated(t)
 	sqltest.OutboxKept(t, db, d)
+}
+
+// A relay on a pool of one connection (SetMaxOpenConns(1)), which the
+// application's writes share, publishes and lets the writes through:
+// LISTEN would hold the only connection.
+func TestPostgresOutboxRelayPoolOfOne(t *testing.T) {
+	t.Parallel()
+	db, d := openMigrated(t)
+	db.SetMaxOpenConns(1)
+	storetest.OutboxPoolOfOne(t, d)
 }

@@ -101,6 +101,7 @@ func (postgresDialect) Templates() sqldialect.Queries {
 		OutboxFail:              s.OutboxFail,
 		OutboxParked:            s.OutboxParked,
 		OutboxUnpark:            s.OutboxUnpark,
+		OutboxDiscard:           s.OutboxDiscard,
 	}
 }
 

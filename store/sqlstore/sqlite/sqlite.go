@@ -273,6 +273,7 @@ WHERE o.seq = f.seq AND o.lease_token = ?`,
 WHERE parked_at IS NOT NULL AND seq > ? ORDER BY seq LIMIT ?`,
 	OutboxUnpark: `UPDATE {outbox} SET parked_at = NULL, attempts = 0, available_at = ` + sqliteNow + `, lease_token = NULL
 WHERE seq = ? AND parked_at IS NOT NULL`,
+	OutboxDiscard: `DELETE FROM {outbox} WHERE seq = ? AND parked_at IS NOT NULL`,
 }
 
 type sqliteDialect struct{}

@@ -256,6 +256,9 @@ type Queries struct {
 	OutboxParked string
 	// OutboxUnpark: arg seq. RowsAffected is 0 when no parked row has it.
 	OutboxUnpark string
+	// OutboxDiscard deletes a parked row: arg seq. RowsAffected is 0
+	// when no parked row has it.
+	OutboxDiscard string
 }
 
 // BatchReport is how a dialect's ClaimBatch statement tells the rows it
@@ -338,7 +341,7 @@ func Render(q Queries, t store.Tables, quote func(string) string) Queries {
 		&q.MigrationsCreate, &q.MigrationsApplied, &q.SchemaVersion, &q.MigrationRecord,
 		&q.OutboxWrite, &q.OutboxWriteQuiet, &q.OutboxClaim, &q.OutboxClaimOrdered, &q.OutboxLease,
 		&q.OutboxDelete, &q.OutboxMarkPublished, &q.OutboxPrunePublished,
-		&q.OutboxFail, &q.OutboxParked, &q.OutboxUnpark,
+		&q.OutboxFail, &q.OutboxParked, &q.OutboxUnpark, &q.OutboxDiscard,
 	} {
 		*s = r.Replace(*s)
 	}

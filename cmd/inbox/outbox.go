@@ -1,0 +1,224 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"text/tabwriter"
+
+	"github.com/inboxkit/inbox/internal/headers"
+	"github.com/inboxkit/inbox/store"
+)
+
+var outboxCommand = command{
+	name: "outbox",
+	synopsis: "inbox outbox parked " + storeSynopsis + "\n    [-after SEQ] [-limit N] [-json]\n" +
+		"inbox outbox unpark " + storeSynopsis + " [-json] SEQ...\n" +
+		"inbox outbox discard " + storeSynopsis + " [-json] SEQ...",
+	description: `Parked outbox rows: the messages the relay gave up on, after MaxAttempts
+failed publications or a failure that no retry fixes. They are kept and not
+published; with RelayConfig.Ordered each holds back its key's later rows.
+
+parked lists them in sequence order (SEQ), with their last error, without
+their payloads (-json has them in base64). Paging: pass the last SEQ of a
+full page as -after for the next.
+
+unpark makes the rows given by SEQ due again, with their attempts reset:
+the relay publishes them as they were written.
+
+discard deletes them for good: they are never published, and their key's
+later rows go out. A parked row keeps its ID, so a Write with that ID is
+skipped while it is parked; after discard the ID may be written again (a
+corrected message).
+
+A SEQ that is not a parked row is reported and makes the exit status 4,
+after the others were done.`,
+	examples: `inbox outbox parked -postgres $DSN -schema app
+inbox outbox discard -sqlite inbox.db 41 42
+inbox outbox unpark -postgres $DSN -json 17`,
+}
+
+// outboxActions are outbox's subcommands and the past tense of each.
+var outboxActions = map[string]string{"parked": "", "unpark": "unparked", "discard": "discarded"}
+
+func outboxCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := outboxCommand.flagSet()
+	var sf storeFlags
+	sf.register(fs)
+	after := fs.Int64("after", 0, "parked: list rows whose SEQ is greater (the last SEQ of the page before)")
+	limit := fs.Int("limit", 100, "parked: the most listed")
+	asJSON := fs.Bool("json", false, "write JSON")
+	action := ""
+	if len(args) > 0 {
+		if _, ok := outboxActions[args[0]]; ok {
+			action, args = args[0], args[1:]
+		}
+	}
+	seqs, err := parseSeqs(fs, args, stdout, stderr)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return err
+	case action == "":
+		return usageError(fs, stderr, "give parked, unpark or discard first")
+	case err != nil:
+		return err
+	}
+	seen := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { seen[f.Name] = true })
+	switch {
+	case action == "parked" && len(seqs) > 0:
+		return usageError(fs, stderr, "parked takes no SEQ (-after pages)")
+	case action == "parked" && (*limit < 1 || *after < 0):
+		return usageError(fs, stderr, "-limit must be at least 1 and -after at least 0")
+	case action != "parked" && len(seqs) == 0:
+		return usageError(fs, stderr, "give the SEQ of each parked row to %s", action)
+	case action != "parked" && (seen["after"] || seen["limit"]):
+		return usageError(fs, stderr, "-after and -limit are parked's")
+	}
+	d, err := sf.open(ctx, false, stderr)
+	if err != nil {
+		return err
+	}
+	defer d.close()
+	rs, ok := d.driver.(store.OutboxRelayer)
+	if !ok {
+		return fmt.Errorf("the %T store has no outbox", d.driver)
+	}
+	if action == "parked" {
+		return listParked(ctx, rs, *after, *limit, *asJSON, stdout)
+	}
+	act := rs.OutboxUnpark
+	if action == "discard" {
+		act = rs.OutboxDiscard
+	}
+	done, missing := []int64{}, []int64{}
+	for _, seq := range seqs {
+		err := act(ctx, seq)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			missing = append(missing, seq)
+		case err != nil:
+			return errors.Join(report(stdout, *asJSON, outboxActions[action], done, missing), fmt.Errorf("%s %d: %w", action, seq, err))
+		default:
+			done = append(done, seq)
+		}
+	}
+	if err := report(stdout, *asJSON, outboxActions[action], done, missing); err != nil {
+		return err
+	}
+	if len(missing) > 0 {
+		return withCode(exitNotFound, fmt.Errorf("no parked outbox rows %v", missing))
+	}
+	return nil
+}
+
+// report writes what unpark or discard did (past: "unparked",
+// "discarded"): the SEQs done, and those that are no parked row.
+func report(w io.Writer, asJSON bool, past string, done, missing []int64) error {
+	if asJSON {
+		return writeJSON(w, map[string][]int64{past: done, "not_found": missing})
+	}
+	for _, seq := range done {
+		fmt.Fprintf(w, "%s outbox row %d\n", past, seq)
+	}
+	if len(done) == 0 {
+		fmt.Fprintf(w, "%s no outbox rows\n", past)
+	}
+	return nil
+}
+
+// parseSeqs parses the flags and the SEQ arguments, which may come
+// between the flags.
+func parseSeqs(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) ([]int64, error) {
+	var buf bytes.Buffer
+	fs.SetOutput(&buf)
+	var out []int64
+	for {
+		err := fs.Parse(args)
+		switch {
+		case errors.Is(err, flag.ErrHelp):
+			_, _ = stdout.Write(buf.Bytes())
+			return nil, err
+		case err != nil:
+			_, _ = stderr.Write(buf.Bytes())
+			return nil, errUsage
+		case fs.NArg() == 0:
+			return out, nil
+		}
+		seq, err := strconv.ParseInt(fs.Arg(0), 10, 64)
+		if err != nil || seq < 1 {
+			return nil, usageError(fs, stderr, "%q is not a SEQ (a positive integer)", fs.Arg(0))
+		}
+		out, args = append(out, seq), fs.Args()[1:]
+	}
+}
+
+// parkedJSON is a parked row in parked's JSON output. IDs and keys that
+// are not valid UTF-8 come in base64 (the _base64 field) instead.
+type parkedJSON struct {
+	Seq             int64             `json:"seq"`
+	MessageID       string            `json:"message_id"`
+	MessageIDBase64 string            `json:"message_id_base64,omitempty"`
+	Destination     string            `json:"destination"`
+	Key             string            `json:"key,omitempty"`
+	KeyBase64       string            `json:"key_base64,omitempty"`
+	Type            string            `json:"type,omitempty"`
+	Attempts        int               `json:"attempts"`
+	Error           string            `json:"error"`
+	CreatedAt       string            `json:"created_at"`
+	ParkedAt        string            `json:"parked_at"`
+	Headers         map[string]string `json:"headers,omitempty"`
+	PayloadBase64   string            `json:"payload_base64"`
+}
+
+func listParked(ctx context.Context, rs store.OutboxRelayer, after int64, limit int, asJSON bool, w io.Writer) error {
+	recs, err := rs.OutboxParked(ctx, &store.OutboxListParams{AfterSeq: after, Limit: limit})
+	if err != nil {
+		return err
+	}
+	var next int64
+	if len(recs) == limit {
+		next = recs[len(recs)-1].Seq
+	}
+	if asJSON {
+		out := struct {
+			Parked    []parkedJSON `json:"parked"`
+			NextAfter int64        `json:"next_after"`
+		}{Parked: []parkedJSON{}, NextAfter: next}
+		for _, r := range recs {
+			j := parkedJSON{Seq: r.Seq, Destination: r.Destination, Type: r.Type, Attempts: r.Attempts, Error: r.LastError,
+				CreatedAt: timeJSON(r.CreatedAt), ParkedAt: timeJSON(r.ParkedAt), PayloadBase64: base64.StdEncoding.EncodeToString(r.Payload)}
+			j.MessageID, j.MessageIDBase64 = jsonBytes(r.ID)
+			j.Key, j.KeyBase64 = jsonBytes(r.Key)
+			j.Headers, _ = headers.Decode(r.Headers)
+			out.Parked = append(out.Parked, j)
+		}
+		return writeJSON(w, out)
+	}
+	if len(recs) == 0 {
+		fmt.Fprintln(w, "no parked outbox rows")
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SEQ\tMESSAGE ID\tDESTINATION\tKEY\tPARKED AT\tATTEMPTS\tERROR")
+	for _, r := range recs {
+		key := "-"
+		if len(r.Key) > 0 {
+			key = text(r.Key)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\n", r.Seq, text(r.ID), text([]byte(r.Destination)), key,
+			timeJSON(r.ParkedAt), r.Attempts, shorten(text([]byte(r.LastError)), 60))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if next != 0 {
+		fmt.Fprintf(w, "more may follow: -after %d\n", next)
+	}
+	return nil
+}

@@ -1,0 +1,158 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/inboxkit/inbox"
+	"github.com/inboxkit/inbox/outbox"
+)
+
+// inbox outbox parked, unpark and discard, on each database: discard
+// lets the key's next row go out, unpark publishes a row again, a SEQ
+// that is not parked exits 4 after the others were done.
+func TestOutboxCommand(t *testing.T) {
+	t.Parallel()
+	for _, dialect := range []string{"sqlite", "postgres", "mysql"} {
+		t.Run(dialect, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			e := openDB(t, dialect)
+			ob, err := outbox.New(ctx, e.driver, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tx, err := e.db.BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := ob.Write(ctx, tx, &outbox.Message{ID: "p-1", Destination: "d", Key: "k", Payload: []byte("bad")},
+				&outbox.Message{ID: "p-2", Destination: "d", Key: "k"},
+				&outbox.Message{ID: "p-3\x1b[2J", Destination: "d", Payload: []byte("bad")}); err != nil {
+				t.Fatal(err)
+			}
+			if err := tx.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			var mu sync.Mutex
+			var published []string
+			refuse := true
+			r, err := outbox.NewRelay(ctx, e.driver, &outbox.RelayConfig{Ordered: true, Logger: slog.New(slog.DiscardHandler),
+				Publish: func(_ context.Context, m *outbox.Message) error {
+					mu.Lock()
+					defer mu.Unlock()
+					if refuse && string(m.Payload) == "bad" {
+						return inbox.Permanent(errors.New("refused\x1b]0;title\x07"))
+					}
+					published = append(published, m.ID)
+					return nil
+				}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			drain := func() []string {
+				t.Helper()
+				for {
+					res, err := r.RelayOnce(ctx)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if res.Claimed == 0 {
+						mu.Lock()
+						defer mu.Unlock()
+						return slices.Clone(published)
+					}
+				}
+			}
+			if got := drain(); len(got) != 0 {
+				t.Fatalf("published %q, want nothing: p-1 and p-3 parked, p-2 held back by p-1", got)
+			}
+			parked, err := r.Parked(ctx, 0, 10)
+			if err != nil || len(parked) != 2 {
+				t.Fatalf("Parked: %d, %v; want 2", len(parked), err)
+			}
+			one, three := fmt.Sprint(parked[0].Seq), fmt.Sprint(parked[1].Seq)
+			store := e.flags
+			for _, tc := range []struct {
+				name   string
+				args   []string
+				code   int
+				stdout []string
+				stderr string
+				then   func(t *testing.T, stdout string)
+			}{
+				{name: "parked", args: []string{"parked"}, stdout: []string{"SEQ", "\n" + one + " ", " p-1 ", `"p-3\x1b[2J"`, `"refused\x1b]0;title\a"`}},
+				{name: "parked page", args: []string{"parked", "-limit", "1"}, stdout: []string{"p-1", "more may follow: -after " + one}},
+				{name: "action after flags", args: []string{"-json", "parked"}, code: 2, stderr: "give parked, unpark or discard first"},
+				{name: "parked json", args: []string{"parked", "-json"}, then: func(t *testing.T, stdout string) {
+					var out struct {
+						Parked []struct {
+							Seq           int64  `json:"seq"`
+							MessageID     string `json:"message_id"`
+							Key           string `json:"key"`
+							Error         string `json:"error"`
+							PayloadBase64 string `json:"payload_base64"`
+						} `json:"parked"`
+						NextAfter int64 `json:"next_after"`
+					}
+					if err := json.Unmarshal([]byte(stdout), &out); err != nil || len(out.Parked) != 2 || out.NextAfter != 0 {
+						t.Fatalf("parked -json: %v, %s", err, stdout)
+					}
+					if p := out.Parked[0]; p.Seq != parked[0].Seq || p.MessageID != "p-1" || p.Key != "k" || p.PayloadBase64 != "YmFk" ||
+						!strings.HasPrefix(p.Error, "refused") {
+						t.Fatalf("parked -json: first %+v, want p-1", p)
+					}
+				}},
+				{name: "discard", args: []string{"discard", one}, stdout: []string{"discarded outbox row " + one + "\n"},
+					then: func(t *testing.T, _ string) {
+						if got := drain(); !slices.Equal(got, []string{"p-2"}) {
+							t.Fatalf("after discard published %q, want p-2: its key no longer held back", got)
+						}
+					}},
+				{name: "discard again", args: []string{"discard", one}, code: 4, stdout: []string{"discarded no outbox rows"},
+					stderr: "inbox: no parked outbox rows [" + one + "]"},
+				{name: "unpark", args: []string{"unpark", "-json", three, one}, code: 4,
+					stdout: []string{`"unparked": [` + "\n    " + three + "\n  ]", `"not_found": [` + "\n    " + one}, then: func(t *testing.T, _ string) {
+						mu.Lock()
+						refuse = false
+						mu.Unlock()
+						if got := drain(); !slices.Equal(got, []string{"p-2", "p-3\x1b[2J"}) {
+							t.Fatalf("after unpark published %q, want p-3 again", got)
+						}
+					}},
+				{name: "parked none", args: []string{"parked"}, stdout: []string{"no parked outbox rows\n"}},
+				{name: "no action", args: []string{}, code: 2, stderr: "give parked, unpark or discard first"},
+				{name: "unknown action", args: []string{"drop", one}, code: 2, stderr: "give parked, unpark or discard first"},
+				{name: "discard without SEQ", args: []string{"discard"}, code: 2, stderr: "give the SEQ of each parked row to discard"},
+				{name: "bad SEQ", args: []string{"discard", "x1"}, code: 2, stderr: `"x1" is not a SEQ`},
+				{name: "parked with SEQ", args: []string{"parked", one}, code: 2, stderr: "parked takes no SEQ"},
+				{name: "unpark with -limit", args: []string{"unpark", "-limit", "3", one}, code: 2, stderr: "-after and -limit are parked's"},
+			} {
+				// In order: each case sees what the one before did.
+				args := append([]string{"outbox"}, store...)
+				if len(tc.args) > 0 {
+					args = append(append([]string{"outbox", tc.args[0]}, store...), tc.args[1:]...)
+				}
+				code, stdout, stderr := runCmd(t, args...)
+				if code != tc.code || !strings.Contains(stderr, tc.stderr) {
+					t.Fatalf("%s: %q: exit %d, stderr %q; want %d and %q\nstdout: %s", tc.name, args, code, stderr, tc.code, tc.stderr, stdout)
+				}
+				for _, w := range tc.stdout {
+					if !strings.Contains(stdout, w) {
+						t.Fatalf("%s: %q: stdout lacks %q:\n%s", tc.name, args, w, stdout)
+					}
+				}
+				if tc.then != nil {
+					tc.then(t, stdout)
+				}
+			}
+		})
+	}
+}
