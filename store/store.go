@@ -151,7 +151,10 @@ type Key struct {
 
 // BeginParams are the parameters of Driver.Begin.
 type BeginParams struct {
-	// LockTimeout bounds how long a statement waits for a row lock.
+	// LockTimeout bounds how long a statement waits for a row lock (on
+	// SQLite: the transaction for the write lock). Zero: the least the
+	// database counts (1 ms on PostgreSQL, 1 s on MySQL), or on SQLite
+	// the connection's busy timeout.
 	LockTimeout time.Duration
 }
 
