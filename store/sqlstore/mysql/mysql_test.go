@@ -358,6 +358,91 @@ func TestMySQLForeignPoolLockTimeout(t *testing.T) {
 	}
 }
 
+// A handler's deadlock in ProcessBatch: InnoDB rolls back the whole
+// transaction (the batch's victim is its heavier one), the savepoints
+// with it, so the whole batch fails: every message gets Retry and the
+// error is returned, and nothing of the batch commits. (On PostgreSQL and
+// SQLite only the savepoint is undone: see storetest's BatchTransient.)
+func TestMySQLBatchDeadlock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := openMySQL(t, "")
+	ib := mysqlInbox(t, db, sqlstore.Config{}, inbox.Config{Consumer: "deadlock"}, true)
+	for _, q := range []string{
+		"CREATE TABLE acct (id INT PRIMARY KEY, n INT NOT NULL) ENGINE=InnoDB",
+		"INSERT INTO acct VALUES (1, 0), (2, 0)",
+		"CREATE TABLE heavy (id INT PRIMARY KEY) ENGINE=InnoDB",
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var deadlocks atomic.Int64
+	hd := func(ctx context.Context, tx *sql.Tx, m *inbox.Message) error {
+		if _, err := tx.ExecContext(ctx, "INSERT INTO ledger (k) VALUES (?)", m.ID); err != nil {
+			return err
+		}
+		if m.ID != "dl" || deadlocks.Load() >= 2 {
+			return nil
+		}
+		// The other transaction locks row 2 and waits for row 1, which
+		// tx holds; tx then asks for row 2. It changed 100 rows first, so
+		// that InnoDB picks tx as the victim.
+		if _, err := tx.ExecContext(ctx, "UPDATE acct SET n = n + 1 WHERE id = 1"); err != nil {
+			return err
+		}
+		other, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer other.Rollback()
+		if _, err := other.ExecContext(ctx, "INSERT INTO heavy (id) WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < 100) SELECT i FROM s"); err != nil {
+			return err
+		}
+		if _, err := other.ExecContext(ctx, "DELETE FROM heavy"); err != nil {
+			return err
+		}
+		if _, err := other.ExecContext(ctx, "UPDATE acct SET n = n + 1 WHERE id = 2"); err != nil {
+			return err
+		}
+		waiting := make(chan error, 1)
+		go func() {
+			_, err := other.ExecContext(ctx, "UPDATE acct SET n = n + 1 WHERE id = 1")
+			waiting <- err
+		}()
+		time.Sleep(200 * time.Millisecond) // other waits for row 1 by now
+		_, err = tx.ExecContext(ctx, "UPDATE acct SET n = n + 1 WHERE id = 2")
+		if mysqlErrNumber(err) == 1213 {
+			deadlocks.Add(1)
+		}
+		<-waiting
+		return err
+	}
+	outs, err := ib.ProcessBatch(ctx, []inbox.Message{{ID: "t-1"}, {ID: "dl"}, {ID: "t-2"}}, hd)
+	if deadlocks.Load() == 0 {
+		t.Fatalf("no deadlock in the handler (%v): the test did not make one", err)
+	}
+	if err == nil || len(outs) != 3 {
+		t.Fatalf("outcomes %+v, %v; want an error", outs, err)
+	}
+	for i, o := range outs {
+		if o.Status != inbox.Retry {
+			t.Fatalf("message %d: %v, want Retry for all (%v)", i, o.Status, err)
+		}
+	}
+	var n int
+	if err := db.QueryRow("SELECT COUNT(*) FROM ledger").Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d effects committed (%v), want none", n, err)
+	}
+	var attempts, transient int
+	if err := db.QueryRow("SELECT attempts, transient_failures FROM inbox_attempts WHERE message_id = 'dl'").Scan(&attempts, &transient); err != nil || attempts != 0 || transient != 1 {
+		t.Fatalf("dl: %d attempts, %d transient failures (%v); want 0 and 1", attempts, transient, err)
+	}
+	if outs, err := ib.ProcessBatch(ctx, []inbox.Message{{ID: "t-1"}, {ID: "dl"}, {ID: "t-2"}}, hd); err != nil || outs[0].Status != inbox.Processed || outs[1].Status != inbox.Processed {
+		t.Fatalf("the batch again, without the deadlock: %+v %v; want all processed", outs, err)
+	}
+}
+
 // ProcessTx in a transaction of another pool than the driver's, after
 // Process kept the claim statements prepared on the driver's pool: the
 // caller's transaction must not be given those statements.
