@@ -57,6 +57,7 @@ func testLockTimeoutHolds[TTx any](t *testing.T, h Harness[TTx]) {
 		ib  *inbox.Inbox[TTx]
 		in  store.Inspector[TTx]
 		dl  int64 // a dead letter of ib's
+		seq int64 // an outbox row's, leased to token (holdOutbox)
 	}
 	// holdDeadLetter holds dead letter f.dl's lock in a release's
 	// transaction until the test ends.
@@ -192,6 +193,78 @@ func testLockTimeoutHolds[TTx any](t *testing.T, h Harness[TTx]) {
 			},
 		},
 	}
+	// The outbox's statements run in transactions of their own, with
+	// store.DefaultLockTimeout. holdOutbox writes a due row (leased to
+	// token when lease), and holds its lock (the write lock on SQLite) in
+	// an UPDATE that changes nothing, until the test ends.
+	token := []byte("lock-timeout-tok")
+	holdOutbox := func(lease bool) func(t *testing.T, f *fixture) {
+		return func(t *testing.T, f *fixture) {
+			t.Helper()
+			ctx := context.Background()
+			w, ok := f.env.Driver.(store.OutboxWriter[TTx])
+			if !ok {
+				t.Skip("the store has no outbox")
+			}
+			tx, err := f.env.BeginPlain(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := w.OutboxWrite(ctx, tx, []*store.OutboxRow{{ID: []byte("ob-1"), Destination: "d", Payload: []byte("p")}}); err != nil {
+				_ = f.env.Driver.Rollback(ctx, tx)
+				t.Fatal(err)
+			}
+			if err := f.env.Driver.Commit(ctx, tx); err != nil {
+				t.Fatal(err)
+			}
+			if lease {
+				recs, err := f.env.Driver.(store.OutboxRelayer).OutboxClaim(ctx, &store.OutboxClaimParams{Limit: 1, Lease: time.Minute, Token: token})
+				if err != nil || len(recs) != 1 {
+					t.Fatalf("claiming the row: %v %v", recs, err)
+				}
+				f.seq = recs[0].Seq
+			}
+			if tx, err = f.env.Driver.Begin(ctx, &store.BeginParams{LockTimeout: lockTimeout}); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = f.env.Driver.Rollback(ctx, tx) })
+			if err := f.env.Exec(ctx, tx, "UPDATE "+f.env.Tables.Name("outbox", quoteFor(f.env.Driver))+" SET attempts = attempts"); err != nil {
+				t.Fatalf("holding the outbox's rows: %v", err)
+			}
+		}
+	}
+	cases = append(cases, []struct {
+		name   string
+		within time.Duration
+		hold   func(t *testing.T, f *fixture)
+		run    func(ctx context.Context, t *testing.T, f *fixture) error
+	}{
+		{
+			name: "OutboxMarkPublished", within: withinDefault, hold: holdOutbox(true),
+			run: func(ctx context.Context, t *testing.T, f *fixture) error {
+				n, err := f.env.Driver.(store.OutboxRelayer).OutboxMarkPublished(ctx, token, []int64{f.seq})
+				if err == nil {
+					return fmt.Errorf("marked %d rows and no error, want an error", n)
+				}
+				return err
+			},
+		},
+		{
+			// PostgreSQL and MySQL skip a locked row (SKIP LOCKED): a
+			// claim of nothing, at once, is as good as a lock timeout.
+			name: "OutboxClaim", within: withinDefault, hold: holdOutbox(false),
+			run: func(ctx context.Context, t *testing.T, f *fixture) error {
+				recs, err := f.env.Driver.(store.OutboxRelayer).OutboxClaim(ctx, &store.OutboxClaimParams{Limit: 1, Lease: time.Minute, Token: token})
+				switch {
+				case err != nil:
+					return err
+				case len(recs) == 0 && !f.env.SingleWriter:
+					return store.Retryable(errors.New("skipped the locked row"))
+				}
+				return fmt.Errorf("claimed %d rows behind a held lock, want none", len(recs))
+			},
+		},
+	}...)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
