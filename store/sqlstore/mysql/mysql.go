@@ -204,14 +204,7 @@ func (c mysqlConnector) Connect(ctx context.Context) (driver.Conn, error) {
 // mysqlDriverConn is what go-sql-driver's connections implement and
 // database/sql uses; lockWaitConn forwards all of it.
 type mysqlDriverConn interface {
-	driver.Conn
-	driver.ConnBeginTx
-	driver.ConnPrepareContext
-	driver.ExecerContext
-	driver.QueryerContext
-	driver.Pinger
-	driver.SessionResetter
-	driver.Validator
+	sqldialect.DriverConn
 	driver.NamedValueChecker
 }
 

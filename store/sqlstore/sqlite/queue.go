@@ -91,16 +91,7 @@ func (c queuedConnector) Connect(ctx context.Context) (driver.Conn, error) {
 // sqliteConn is what modernc's connections implement and database/sql
 // uses; queuedConn forwards all of it (modernc's NewConnector asks
 // wrappers to).
-type sqliteConn interface {
-	driver.Conn
-	driver.ConnBeginTx
-	driver.ConnPrepareContext
-	driver.ExecerContext
-	driver.QueryerContext
-	driver.Pinger
-	driver.SessionResetter
-	driver.Validator
-}
+type sqliteConn = sqldialect.DriverConn
 
 // queuedConn takes its pool's write slot before BEGIN IMMEDIATE and gives
 // it back once the transaction ended, however it ends: database/sql ends

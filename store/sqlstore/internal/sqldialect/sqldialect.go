@@ -6,6 +6,7 @@ package sqldialect
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"fmt"
 	"io/fs"
 	"strconv"
@@ -101,6 +102,20 @@ type Dialect interface {
 	// DurabilityWarnings reads the settings of conn that let a committed
 	// Claim be lost in a crash.
 	DurabilityWarnings(ctx context.Context, conn *sql.Conn) ([]string, error)
+}
+
+// DriverConn is what the database drivers' connections implement and
+// database/sql uses: a connection that a dialect's Open wraps forwards
+// all of it.
+type DriverConn interface {
+	driver.Conn
+	driver.ConnBeginTx
+	driver.ConnPrepareContext
+	driver.ExecerContext
+	driver.QueryerContext
+	driver.Pinger
+	driver.SessionResetter
+	driver.Validator
 }
 
 // lockTimeoutKey is the context key of WithLockTimeout.
