@@ -38,9 +38,12 @@ const batchSavepoint = "inbox_batch_msg"
 // savepoint before each message, so that the failing message's claim and
 // writes are undone while the others commit; its failure is counted as
 // Process counts it (Retry with a delay, DeadLettered at MaxAttempts). A
-// transient database error in a handler (a deadlock), or an error of the
-// inbox's own statements, fails the whole batch: every message not
-// already settled gets Retry, and the error is returned.
+// transient database error in a handler (a deadlock) is no exception: it
+// counts as a transient failure of that message alone. On MySQL and
+// MariaDB, a deadlock rolls back the whole transaction. There it fails
+// the whole batch: every message gets Retry, the error is returned, and
+// the deadlocked message's transient failure is counted. An error of the
+// inbox's own statements fails the whole batch likewise.
 //
 // A handler must not commit or roll back tx (see ErrTxEndedByHandler). If
 // it does, a ROLLBACK undoes the batch, and a COMMIT commits the claims of

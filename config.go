@@ -39,8 +39,10 @@ type Config struct {
 
 	// LockTimeout bounds how long a claim waits for a racing delivery of the
 	// same message that holds its row; it then fails with a retryable error.
-	// Default 5 s. On SQLite the busy timeout set when opening the database
-	// plays this role.
+	// It bounds every lock wait of the inbox's transactions (batches,
+	// ProcessTx's claim, replays), and the handler's statements in them.
+	// MySQL counts whole seconds: it is rounded up. On SQLite it bounds the
+	// wait for the database's write lock. Default 5 s.
 	LockTimeout time.Duration
 
 	// MaxAttempts is the number of failed attempts after which a message is

@@ -151,7 +151,10 @@ type Key struct {
 
 // BeginParams are the parameters of Driver.Begin.
 type BeginParams struct {
-	// LockTimeout bounds how long a statement waits for a row lock.
+	// LockTimeout bounds how long a statement waits for a row lock (on
+	// SQLite: the transaction for the write lock). Zero: the least the
+	// database counts (1 ms on PostgreSQL, 1 s on MySQL), or on SQLite
+	// the connection's busy timeout.
 	LockTimeout time.Duration
 }
 
@@ -271,7 +274,9 @@ type Migration struct {
 // DefaultLockTimeout is how long the inbox's statements wait for a lock
 // (a claim behind a racing delivery of the same message) unless told
 // otherwise: inbox.DefaultLockTimeout, MySQL's innodb_lock_wait_timeout of
-// the pools its Open makes, SQLite's busy timeout.
+// the pools its Open makes, SQLite's busy timeout. The operations that
+// take no lock timeout wait this long: Prune, Inspector.DeadLetterDiscard
+// and the outbox relay's statements.
 const DefaultLockTimeout = 5 * time.Second
 
 // ErrNotFound is returned when a row that was asked for does not exist.

@@ -75,13 +75,20 @@ func (d *Driver) DeadLetterGet(ctx context.Context, id int64) (*store.DeadLetter
 	return det, nil
 }
 
-// DeadLetterDiscard deletes dead letters by ID in one statement.
+// DeadLetterDiscard deletes dead letters by ID in one statement, waiting
+// up to store.DefaultLockTimeout for a row another transaction holds (a
+// replay's release).
 func (d *Driver) DeadLetterDiscard(ctx context.Context, ids []int64) ([]int64, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	rows, _ := d.pool.Query(ctx, d.inspect().DeadLetterDiscard, ids)
-	deleted, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	var deleted []int64
+	err := d.inTx(ctx, store.DefaultLockTimeout, func(tx pgx.Tx) error {
+		rows, _ := tx.Query(ctx, d.inspect().DeadLetterDiscard, ids)
+		var err error
+		deleted, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("pgxstore: discard dead letters: %w", pgsql.Classify(err))
 	}

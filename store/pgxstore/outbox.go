@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/inboxkit/inbox/internal/pgsql"
@@ -70,38 +71,68 @@ func (d *Driver) OutboxClaim(ctx context.Context, p *store.OutboxClaimParams) ([
 }
 
 func (d *Driver) outboxRows(ctx context.Context, q string, args ...any) ([]*store.OutboxRecord, error) {
-	rows, err := d.pool.Query(ctx, q, args...)
-	if err != nil {
-		return nil, pgsql.Classify(err)
-	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*store.OutboxRecord, error) {
-		return pgsql.ScanOutbox(row.Scan)
+	var out []*store.OutboxRecord
+	err := d.sendLockTimed(ctx, func(b *pgx.Batch) {
+		b.Queue(q, args...).Query(func(rows pgx.Rows) error {
+			var err error
+			out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (*store.OutboxRecord, error) {
+				return pgsql.ScanOutbox(row.Scan)
+			})
+			return err
+		})
 	})
-	return out, pgsql.Classify(err)
+	return out, err
+}
+
+// outboxExec runs q and returns the rows it affected.
+func (d *Driver) outboxExec(ctx context.Context, q string, args ...any) (int, error) {
+	var n int
+	err := d.sendLockTimed(ctx, func(b *pgx.Batch) {
+		b.Queue(q, args...).Exec(func(tag pgconn.CommandTag) error {
+			n = int(tag.RowsAffected())
+			return nil
+		})
+	})
+	return n, err
+}
+
+// sendLockTimed sends the statements that queue queues as one implicit
+// transaction, in one round trip, on a connection whose lock_timeout is
+// store.DefaultLockTimeout: the session's (set once per connection), or
+// with LockTimeoutPerTransaction a SET LOCAL queued first.
+func (d *Driver) sendLockTimed(ctx context.Context, queue func(*pgx.Batch)) error {
+	c, err := d.acquire(ctx, store.DefaultLockTimeout)
+	if err != nil {
+		return err
+	}
+	defer c.Release()
+	b := &pgx.Batch{}
+	if d.perTx {
+		b.Queue(d.q.SetLockTimeout, pgsql.LockTimeout(store.DefaultLockTimeout))
+	}
+	queue(b)
+	return pgsql.Classify(c.SendBatch(ctx, b).Close())
 }
 
 // OutboxDelete deletes published rows still leased by token.
 func (d *Driver) OutboxDelete(ctx context.Context, token []byte, seqs []int64) (int, error) {
-	tag, err := d.pool.Exec(ctx, d.q.OutboxDelete, seqs, token)
-	return int(tag.RowsAffected()), pgsql.Classify(err)
+	return d.outboxExec(ctx, d.q.OutboxDelete, seqs, token)
 }
 
 // OutboxMarkPublished marks published rows still leased by token.
 func (d *Driver) OutboxMarkPublished(ctx context.Context, token []byte, seqs []int64) (int, error) {
-	tag, err := d.pool.Exec(ctx, d.q.OutboxMarkPublished, seqs, token)
-	return int(tag.RowsAffected()), pgsql.Classify(err)
+	return d.outboxExec(ctx, d.q.OutboxMarkPublished, seqs, token)
 }
 
 // OutboxPrunePublished deletes rows published more than age ago.
 func (d *Driver) OutboxPrunePublished(ctx context.Context, age time.Duration, limit int) (int, error) {
-	tag, err := d.pool.Exec(ctx, d.q.OutboxPrunePublished, age.Milliseconds(), max(limit, 1))
-	return int(tag.RowsAffected()), pgsql.Classify(err)
+	return d.outboxExec(ctx, d.q.OutboxPrunePublished, age.Milliseconds(), max(limit, 1))
 }
 
 // OutboxFail records failed publications.
 func (d *Driver) OutboxFail(ctx context.Context, token []byte, fails []store.OutboxFailure) error {
-	_, err := d.pool.Exec(ctx, d.q.OutboxFail, pgsql.OutboxFailArgs(token, fails)...)
-	return pgsql.Classify(err)
+	_, err := d.outboxExec(ctx, d.q.OutboxFail, pgsql.OutboxFailArgs(token, fails)...)
+	return err
 }
 
 // OutboxParked lists parked rows.
@@ -122,11 +153,11 @@ func (d *Driver) OutboxDiscard(ctx context.Context, seq int64) error {
 // parkedRow runs q, OutboxUnpark or OutboxDiscard, on parked row seq;
 // store.ErrNotFound when it found none.
 func (d *Driver) parkedRow(ctx context.Context, q string, seq int64) error {
-	tag, err := d.pool.Exec(ctx, q, seq)
-	if err == nil && tag.RowsAffected() == 0 {
+	n, err := d.outboxExec(ctx, q, seq)
+	if err == nil && n == 0 {
 		return store.ErrNotFound
 	}
-	return pgsql.Classify(err)
+	return err
 }
 
 // OutboxListen listens for the notifications of OutboxWrite on a

@@ -425,10 +425,12 @@ func (d *Driver) InboxReclaim(ctx context.Context, tx pgx.Tx, p *store.ClaimPara
 	return err == nil, pgsql.Classify(err)
 }
 
-// Prune deletes one batch of old rows, under an advisory lock per table.
+// Prune deletes one batch of old rows, under an advisory lock per table,
+// waiting up to store.DefaultLockTimeout for a row another transaction
+// holds.
 func (d *Driver) Prune(ctx context.Context, p *store.PruneParams) (*store.PruneResult, error) {
 	res := &store.PruneResult{}
-	err := pgx.BeginTxFunc(ctx, d.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+	err := d.inTx(ctx, store.DefaultLockTimeout, func(tx pgx.Tx) error {
 		var ok bool
 		if err := tx.QueryRow(ctx, d.q.TryLock, d.q.LockKey).Scan(&ok); err != nil {
 			return err
@@ -455,6 +457,20 @@ func (d *Driver) Prune(ctx context.Context, p *store.PruneParams) (*store.PruneR
 		return nil, pgsql.Classify(err)
 	}
 	return res, nil
+}
+
+// inTx runs fn in a transaction of the driver's (Begin) with lock timeout
+// lt, and commits it when fn returns nil.
+func (d *Driver) inTx(ctx context.Context, lt time.Duration, fn func(pgx.Tx) error) error {
+	tx, err := d.begin(ctx, lt, nil, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // after Commit: nothing to do
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
 }
 
 // Migrate applies the missing migrations under an advisory lock.

@@ -262,9 +262,9 @@ func (d *Driver) outboxParkedRow(ctx context.Context, op, stmt string, seq int64
 
 // outboxTx runs f in a transaction of its own, begun as Begin does (on a
 // pool of sqlite.Open: BEGIN IMMEDIATE, in turn with the pool's other
-// writers), and commits it.
+// writers) with store.DefaultLockTimeout, and commits it.
 func (d *Driver) outboxTx(ctx context.Context, f func(tx *sql.Tx) error) error {
-	tx, err := d.db.BeginTx(ctx, d.txOpts)
+	tx, err := d.beginOn(ctx, d.db, store.DefaultLockTimeout)
 	if err != nil {
 		return err
 	}

@@ -206,15 +206,28 @@ func (d *Driver) fail(op string, err error) error {
 // Begin opens a transaction. SQLite and MySQL: see the SQLite and MySQL
 // variables for what LockTimeout and isolation mean there.
 func (d *Driver) Begin(ctx context.Context, p *store.BeginParams) (*sql.Tx, error) {
-	tx, err := d.db.BeginTx(ctx, d.txOpts)
-	if err != nil {
-		return nil, d.fail("begin", err)
+	if p == nil {
+		tx, err := d.db.BeginTx(ctx, d.txOpts)
+		return tx, d.fail("begin", err)
 	}
-	if p != nil {
-		if err := d.dialect.SetLockTimeout(ctx, tx, p.LockTimeout); err != nil {
-			d.rollbackQuietly(tx)
-			return nil, d.fail("set lock timeout", err)
-		}
+	tx, err := d.beginOn(ctx, d.db, p.LockTimeout)
+	return tx, d.fail("begin", err)
+}
+
+// beginOn begins a transaction on db (a *sql.DB or *sql.Conn) with the
+// lock timeout lt: the dialect's connections set it before BEGIN where
+// they wait for a lock at BEGIN (SQLite), and SetLockTimeout sets it
+// where it was not.
+func (d *Driver) beginOn(ctx context.Context, db interface {
+	BeginTx(context.Context, *sql.TxOptions) (*sql.Tx, error)
+}, lt time.Duration) (*sql.Tx, error) {
+	tx, err := db.BeginTx(sqldialect.WithLockTimeout(ctx, lt), d.txOpts)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.dialect.SetLockTimeout(ctx, tx, lt); err != nil {
+		d.rollbackQuietly(tx)
+		return nil, fmt.Errorf("set lock timeout: %w", err)
 	}
 	return tx, nil
 }
@@ -646,7 +659,7 @@ func (d *Driver) prune(ctx context.Context, p *store.PruneParams) (_ *store.Prun
 			err = errors.Join(err, uerr)
 		}
 	}()
-	tx, err := conn.BeginTx(ctx, d.txOpts)
+	tx, err := d.beginOn(ctx, conn, store.DefaultLockTimeout)
 	if err != nil {
 		return nil, err
 	}

@@ -126,8 +126,10 @@ func testPrunerBusy[TTx any](t *testing.T, h Harness[TTx]) {
 		}()
 		waitForLockWaits(t, env, 1) // the first pruner took its lock, then waits for the held row
 	}
-	// Bounded: a second pruner that got the lock too would wait for the row.
-	busyCtx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	// Bounded: a second pruner that got the lock too would wait for the
+	// row. On a single writer, it waits its lock timeout
+	// (store.DefaultLockTimeout) for the write lock, then is Busy.
+	busyCtx, cancel := context.WithTimeout(ctx, store.DefaultLockTimeout+3*time.Second)
 	defer cancel()
 	res, err := env.Driver.Prune(busyCtx, p)
 	if err != nil || res == nil || !res.Busy || res.Deleted != 0 {

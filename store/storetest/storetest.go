@@ -57,10 +57,11 @@ type Env[TTx any] struct {
 	// which no lock table shows: the cases skip that precondition visibly
 	// (a skipped subtest) when LockWaits is nil.
 	SingleWriter bool
-	// LockTimeout, if set, returns the lock timeout in effect in tx, where
-	// the store sets it per transaction (PostgreSQL: lock_timeout), so
-	// that the suite can check that ProcessTx leaves it set for the rest
-	// of the caller's transaction, whatever the outcome.
+	// LockTimeout, if set, returns the lock timeout in effect in tx
+	// (PostgreSQL: lock_timeout; MySQL: innodb_lock_wait_timeout; SQLite:
+	// busy_timeout), so that the suite can check that the store sets the
+	// one it is given in each transaction, and that ProcessTx leaves it
+	// set for the rest of the caller's transaction, whatever the outcome.
 	LockTimeout func(ctx context.Context, tx TTx) (time.Duration, error)
 	// WriteMany, if set, records the effects of keys in tx in one
 	// statement: the multi-row business write of BenchBatch's batch
@@ -108,6 +109,13 @@ type Harness[TTx any] struct {
 	// It returns the store constructor's error, for example for a hostile
 	// prefix, and cleans up with tb.
 	Open func(tb testing.TB, tables store.Tables) (*Env[TTx], error)
+	// OpenLongWaits, if set, is Open on connections that wait at least
+	// LongLockWait for a lock by themselves (MySQL: the DSN's
+	// innodb_lock_wait_timeout; SQLite: the busy timeout), so that the
+	// lock timeout cases tell the store's lock timeout from the
+	// connection's. Nil: Open's connections wait that long already
+	// (PostgreSQL: lock_timeout 0, no limit).
+	OpenLongWaits func(tb testing.TB, tables store.Tables) (*Env[TTx], error)
 }
 
 // open opens and migrates an environment with the default table names.

@@ -28,6 +28,9 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"ThreeRaceHolderRollsBack", testThreeRaceHolderRollsBack[TTx]},
 		{"LockWaitsProbe", testLockWaitsProbe[TTx]},
 		{"LockTimeoutIsRetryable", testLockTimeout[TTx]},
+		// locktimeout.go: the lock timeout bounds every lock wait
+		{"LockTimeoutHolds", testLockTimeoutHolds[TTx]},
+		{"LockTimeoutReadBack", testLockTimeoutReadBack[TTx]},
 		// attempts.go: failed attempts and what counts
 		{"AttemptsSurviveRestartAndDeadLetter", testAttemptsAndDeadLetter[TTx]},
 		{"RetryableHandlerError", testRetryableHandlerError[TTx]},

@@ -46,13 +46,17 @@ var migrationsFS embed.FS
 //   - Transactions run at READ COMMITTED. A pool opened with Open
 //     sets it once per connection; on another pool Begin sets it for each
 //     transaction, which costs one more round trip.
-//   - The lock timeout is the connection's innodb_lock_wait_timeout, which
-//     Open sets on every connection (Options.LockTimeout):
-//     BeginParams.LockTimeout and ClaimParams.LockTimeout are not used, so
-//     that a transaction costs no extra SET. MySQL counts it in whole
-//     seconds. A claim that waits longer fails with the retryable error
-//     1205; a deadlock (1213) is retryable too. DurabilityWarnings warns
-//     about a connection left at the server's default of 50 s.
+//   - The lock timeout (inbox.Config.LockTimeout) is the session's
+//     innodb_lock_wait_timeout, in whole seconds: it is rounded up, to at
+//     least 1 s. Every transaction of the inbox sets it, ProcessTx's in
+//     the caller's transaction included. A connection of Open remembers
+//     its value, and a SET is sent only to change it: Process costs no
+//     extra round trip while the lock timeout stays the same. On another
+//     pool each transaction sends the SET, one round trip more. The value
+//     stays on the connection after the transaction; a transaction that
+//     the application begins on a pool of Open gets Options.LockTimeout
+//     back (one SET, when it differs). A claim that waits longer fails with
+//     the retryable error 1205; a deadlock (1213) is retryable too.
 //   - A handler's own deadlock or lock timeout (a *mysql.MySQLError the
 //     handler returns, wrapped or not) is recognized by the driver
 //     (Driver.Retryable): a transient failure, which does not count towards
@@ -86,11 +90,12 @@ var _ sqldialect.PacketChecker = mysqlDialect{} // checked before a dead letter 
 // Options are the settings of Open.
 type Options struct {
 	// LockTimeout is innodb_lock_wait_timeout on every connection: how
-	// long a statement waits for a row lock (a claim behind a racing
-	// delivery of the same message) before it fails with the retryable
-	// error 1205. MySQL counts whole seconds: it is rounded up, to at least
-	// 1 s. Default: the DSN's innodb_lock_wait_timeout parameter if it has
-	// one, else 5 s.
+	// long a statement waits for a row lock before it fails with the
+	// retryable error 1205. The inbox's transactions set their own
+	// (inbox.Config.LockTimeout); the application's transactions on the
+	// pool get this one. MySQL counts whole seconds: it is rounded up, to
+	// at least 1 s. Default: the DSN's innodb_lock_wait_timeout parameter
+	// if it has one, else 5 s.
 	LockTimeout time.Duration
 	// MaxIdleConns is how many idle connections the pool keeps
 	// (sql.DB.SetMaxIdleConns). Default sqlstore.DefaultMaxIdleConns; negative
@@ -123,7 +128,11 @@ func Open(dsn string, opts *Options) (*sql.DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: Open: %w", err)
 	}
-	db := sql.OpenDB(mysqlConnector{conn})
+	lockWait, err := strconv.ParseInt(cfg.Params["innodb_lock_wait_timeout"], 10, 64)
+	if err != nil { // mysqlConfig checked it
+		return nil, fmt.Errorf("%w: Open: %w", sqlstore.ErrInvalidConfig, err)
+	}
+	db := sql.OpenDB(mysqlConnector{Connector: conn, lockWait: lockWait})
 	idle := 0
 	if opts != nil {
 		idle = opts.MaxIdleConns
@@ -164,10 +173,14 @@ func mysqlConfig(dsn string, opts *Options) (*mysql.Config, error) {
 	return cfg, nil
 }
 
-// mysqlConnector sets READ COMMITTED on each new connection. New tells
-// its pools by their driver, mysqlOpened, and then leaves the isolation
-// level out of Begin.
-type mysqlConnector struct{ driver.Connector }
+// mysqlConnector sets READ COMMITTED on each new connection, and wraps it
+// in a lockWaitConn whose session has innodb_lock_wait_timeout lockWait
+// (the DSN's parameter). New tells its pools by their driver,
+// mysqlOpened, and then leaves the isolation level out of Begin.
+type mysqlConnector struct {
+	driver.Connector
+	lockWait int64
+}
 
 const mysqlSessionReadCommitted = `SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED`
 
@@ -176,16 +189,99 @@ func (c mysqlConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	ex, ok := conn.(driver.ExecerContext)
+	mc, ok := conn.(mysqlDriverConn)
 	if !ok {
 		_ = conn.Close()
-		return nil, errors.New("sqlstore: the mysql driver's connection cannot execute statements")
+		return nil, fmt.Errorf("sqlstore: the mysql driver's connection %T lacks an interface it used to have", conn)
 	}
-	if _, err := ex.ExecContext(ctx, mysqlSessionReadCommitted, nil); err != nil {
+	if _, err := mc.ExecContext(ctx, mysqlSessionReadCommitted, nil); err != nil {
 		_ = conn.Close()
 		return nil, err
 	}
-	return conn, nil
+	return &lockWaitConn{mysqlDriverConn: mc, base: c.lockWait, cur: c.lockWait}, nil
+}
+
+// mysqlDriverConn is what go-sql-driver's connections implement and
+// database/sql uses; lockWaitConn forwards all of it.
+type mysqlDriverConn interface {
+	sqldialect.DriverConn
+	driver.NamedValueChecker
+}
+
+// lockWaitConn remembers its session's innodb_lock_wait_timeout, so that
+// setting it costs a round trip only when it changes. A transaction
+// begun with sqldialect.WithLockTimeout gets that value, any other
+// transaction base (Options.LockTimeout); SetLockTimeout's statement is
+// skipped when it would change nothing. A SET of the variable by other
+// statements makes the value unknown: the next transaction sets it again.
+// (database/sql uses a connection from one goroutine at a time.)
+type lockWaitConn struct {
+	mysqlDriverConn
+	// base is the pool's value; cur the session's, 0 when unknown. In
+	// seconds.
+	base, cur int64
+}
+
+// setLockWait sets the session's innodb_lock_wait_timeout to s seconds
+// unless it has that value.
+func (c *lockWaitConn) setLockWait(ctx context.Context, s int64) error {
+	if c.cur == s {
+		return nil
+	}
+	c.cur = 0
+	if _, err := c.mysqlDriverConn.ExecContext(ctx, mysqlSetLockWait(s), nil); err != nil {
+		return err
+	}
+	c.cur = s
+	return nil
+}
+
+func (c *lockWaitConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	want := c.base
+	if d, ok := sqldialect.LockTimeoutOf(ctx); ok {
+		want = mysqlSeconds(d)
+	}
+	if err := c.setLockWait(ctx, want); err != nil {
+		return nil, err
+	}
+	return c.mysqlDriverConn.BeginTx(ctx, opts)
+}
+
+// Begin is the context-free form; database/sql calls BeginTx.
+func (c *lockWaitConn) Begin() (driver.Tx, error) {
+	return c.BeginTx(context.Background(), driver.TxOptions{})
+}
+
+func (c *lockWaitConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
+	if d, ok := sqldialect.LockTimeoutOf(ctx); ok && len(args) == 0 && query == mysqlSetLockWait(mysqlSeconds(d)) {
+		return driver.RowsAffected(0), c.setLockWait(ctx, mysqlSeconds(d))
+	}
+	c.forget(query)
+	return c.mysqlDriverConn.ExecContext(ctx, query, args)
+}
+
+func (c *lockWaitConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
+	c.forget(query)
+	return c.mysqlDriverConn.QueryContext(ctx, query, args)
+}
+
+func (c *lockWaitConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
+	c.forget(query)
+	return c.mysqlDriverConn.PrepareContext(ctx, query)
+}
+
+// forget makes the session's lock wait unknown when query may set it.
+func (c *lockWaitConn) forget(query string) {
+	if len(query) >= 3 && strings.EqualFold(query[:3], "SET") && strings.Contains(strings.ToLower(query), "lock_wait_timeout") {
+		c.cur = 0
+	}
+}
+
+// mysqlSetLockWait sets the session's innodb_lock_wait_timeout to s
+// seconds. The value is in the text, so that the statement has no
+// arguments to prepare.
+func mysqlSetLockWait(s int64) string {
+	return "SET SESSION innodb_lock_wait_timeout = " + strconv.FormatInt(s, 10)
 }
 
 func (c mysqlConnector) Driver() driver.Driver { return mysqlOpened{} }
@@ -368,11 +464,20 @@ func (mysqlDialect) TxOptions(db *sql.DB) *sql.TxOptions {
 	return mysqlTxOptions
 }
 
-// setLockTimeout: innodb_lock_wait_timeout is set per connection (Open).
-func (mysqlDialect) SetLockTimeout(context.Context, *sql.Tx, time.Duration) error { return nil }
+// SetLockTimeout sets the session's innodb_lock_wait_timeout: one round
+// trip, unless tx's connection is one of Open's and has the value already
+// (lockWaitConn).
+func (mysqlDialect) SetLockTimeout(ctx context.Context, tx *sql.Tx, d time.Duration) error {
+	_, err := tx.ExecContext(sqldialect.WithLockTimeout(ctx, d), mysqlSetLockWait(mysqlSeconds(d)))
+	return err
+}
 
-// setLockTimeoutAndSavepoint: the savepoint alone (see setLockTimeout).
-func (mysqlDialect) SetLockTimeoutAndSavepoint(ctx context.Context, tx *sql.Tx, _ time.Duration, savepoint string) error {
+// SetLockTimeoutAndSavepoint is SetLockTimeout, then the savepoint: two
+// statements, as the driver sends one at a time.
+func (m mysqlDialect) SetLockTimeoutAndSavepoint(ctx context.Context, tx *sql.Tx, d time.Duration, savepoint string) error {
+	if err := m.SetLockTimeout(ctx, tx, d); err != nil {
+		return err
+	}
 	_, err := tx.ExecContext(ctx, "SAVEPOINT "+savepoint)
 	return err
 }
@@ -611,15 +716,9 @@ func (mysqlDialect) UnlockPrune(ctx context.Context, conn *sql.Conn, t store.Tab
 	return mysqlUnlock(ctx, conn, "prune", t)
 }
 
-// mysqlDefaultLockWait is the server's default innodb_lock_wait_timeout:
-// a connection that still has it was not opened with Open.
-const mysqlDefaultLockWait = 50
-
 func (mysqlDialect) DurabilityWarnings(ctx context.Context, conn *sql.Conn) ([]string, error) {
-	var flush, lockWait int64
-	var logBin, syncBinlog int64
-	err := conn.QueryRowContext(ctx, `SELECT @@GLOBAL.innodb_flush_log_at_trx_commit, @@SESSION.innodb_lock_wait_timeout,
-    @@GLOBAL.log_bin, @@GLOBAL.sync_binlog`).Scan(&flush, &lockWait, &logBin, &syncBinlog)
+	var flush, logBin, syncBinlog int64
+	err := conn.QueryRowContext(ctx, `SELECT @@GLOBAL.innodb_flush_log_at_trx_commit, @@GLOBAL.log_bin, @@GLOBAL.sync_binlog`).Scan(&flush, &logBin, &syncBinlog)
 	if err != nil {
 		return nil, err
 	}
@@ -629,9 +728,6 @@ func (mysqlDialect) DurabilityWarnings(ctx context.Context, conn *sql.Conn) ([]s
 	}
 	if logBin == 1 && syncBinlog != 1 {
 		w = append(w, fmt.Sprintf("MySQL sync_binlog is %d, not 1, with the binary log on: a committed claim can be missing from the binary log (and replicas) after a crash", syncBinlog))
-	}
-	if lockWait >= mysqlDefaultLockWait {
-		w = append(w, fmt.Sprintf("MySQL innodb_lock_wait_timeout is %d s: a racing duplicate's claim waits that long for the lock, and the inbox's LockTimeout is not used on MySQL (open the pool with sqlstore.Open)", lockWait))
 	}
 	return w, nil
 }

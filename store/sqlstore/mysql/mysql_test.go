@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -299,9 +300,11 @@ func mysqlErrNumber(err error) uint16 {
 	return 0
 }
 
-// A pool that was not opened with Open keeps the server's 50 s lock
-// wait: the inbox says so at start.
-func TestMySQLDurabilityWarnsAboutLockWait(t *testing.T) {
+// On a pool that was not opened with Open (the server's 50 s lock wait
+// here), every transaction of the inbox sets its own lock timeout, in
+// Process and in the caller's transaction of ProcessTx, rounded up to
+// whole seconds; the pool's connections keep the value afterwards.
+func TestMySQLForeignPoolLockTimeout(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db, err := sql.Open("mysql", withParam(t, mysqlenv.Database(t), "innodb_lock_wait_timeout=50"))
@@ -309,16 +312,134 @@ func TestMySQLDurabilityWarnsAboutLockWait(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = db.Close() })
+	ib := mysqlInbox(t, db, sqlstore.Config{}, inbox.Config{Consumer: "foreign", LockTimeout: 1500 * time.Millisecond}, true)
 	d, err := sqlstore.New(db, &sqlstore.Config{Dialect: mysql.Dialect})
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := d.DurabilityWarnings(ctx)
-	if err != nil {
-		t.Fatal(err)
+	if w, err := d.DurabilityWarnings(ctx); err != nil || len(w) != 0 {
+		t.Fatalf("warnings %q (%v), want none: the lock wait of a pool is not the inbox's", w, err)
 	}
-	if len(w) != 1 || !strings.Contains(w[0], "innodb_lock_wait_timeout is 50") {
-		t.Fatalf("warnings %q, want one about innodb_lock_wait_timeout", w)
+	readBack := func(tx *sql.Tx) int {
+		var s int
+		if err := tx.QueryRowContext(ctx, "SELECT @@SESSION.innodb_lock_wait_timeout").Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	for _, tc := range []struct {
+		name string
+		run  func(h inbox.Handler[*sql.Tx]) (inbox.Outcome, error)
+	}{
+		{"Process", func(h inbox.Handler[*sql.Tx]) (inbox.Outcome, error) {
+			return ib.Process(ctx, inbox.Message{ID: "p"}, h)
+		}},
+		{"ProcessTx", func(h inbox.Handler[*sql.Tx]) (inbox.Outcome, error) {
+			tx, err := db.BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback()
+			out, err := ib.ProcessTx(ctx, tx, inbox.Message{ID: "tx"}, h)
+			if err == nil && out.Commit() {
+				err = tx.Commit()
+			}
+			return out, err
+		}},
+	} {
+		var got int
+		out, err := tc.run(func(ctx context.Context, tx *sql.Tx, m *inbox.Message) error {
+			got = readBack(tx)
+			return nil
+		})
+		if err != nil || out.Status != inbox.Processed || got != 2 {
+			t.Fatalf("%s: %v %v, innodb_lock_wait_timeout %d in the handler; want Processed and 2 (1.5 s rounded up)", tc.name, out.Status, err, got)
+		}
+	}
+}
+
+// A handler's deadlock in ProcessBatch: InnoDB rolls back the whole
+// transaction (the batch's victim is its heavier one), the savepoints
+// with it, so the whole batch fails: every message gets Retry and the
+// error is returned, and nothing of the batch commits. (On PostgreSQL and
+// SQLite only the savepoint is undone: see storetest's BatchTransient.)
+func TestMySQLBatchDeadlock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := openMySQL(t, "")
+	ib := mysqlInbox(t, db, sqlstore.Config{}, inbox.Config{Consumer: "deadlock"}, true)
+	for _, q := range []string{
+		"CREATE TABLE acct (id INT PRIMARY KEY, n INT NOT NULL) ENGINE=InnoDB",
+		"INSERT INTO acct VALUES (1, 0), (2, 0)",
+		"CREATE TABLE heavy (id INT PRIMARY KEY) ENGINE=InnoDB",
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var deadlocks atomic.Int64
+	hd := func(ctx context.Context, tx *sql.Tx, m *inbox.Message) error {
+		if _, err := tx.ExecContext(ctx, "INSERT INTO ledger (k) VALUES (?)", m.ID); err != nil {
+			return err
+		}
+		if m.ID != "dl" || deadlocks.Load() >= 2 {
+			return nil
+		}
+		// The other transaction locks row 2 and waits for row 1, which
+		// tx holds; tx then asks for row 2. It changed 100 rows first, so
+		// that InnoDB picks tx as the victim.
+		if _, err := tx.ExecContext(ctx, "UPDATE acct SET n = n + 1 WHERE id = 1"); err != nil {
+			return err
+		}
+		other, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer other.Rollback()
+		if _, err := other.ExecContext(ctx, "INSERT INTO heavy (id) WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < 100) SELECT i FROM s"); err != nil {
+			return err
+		}
+		if _, err := other.ExecContext(ctx, "DELETE FROM heavy"); err != nil {
+			return err
+		}
+		if _, err := other.ExecContext(ctx, "UPDATE acct SET n = n + 1 WHERE id = 2"); err != nil {
+			return err
+		}
+		waiting := make(chan error, 1)
+		go func() {
+			_, err := other.ExecContext(ctx, "UPDATE acct SET n = n + 1 WHERE id = 1")
+			waiting <- err
+		}()
+		time.Sleep(200 * time.Millisecond) // other waits for row 1 by now
+		_, err = tx.ExecContext(ctx, "UPDATE acct SET n = n + 1 WHERE id = 2")
+		if mysqlErrNumber(err) == 1213 {
+			deadlocks.Add(1)
+		}
+		<-waiting
+		return err
+	}
+	outs, err := ib.ProcessBatch(ctx, []inbox.Message{{ID: "t-1"}, {ID: "dl"}, {ID: "t-2"}}, hd)
+	if deadlocks.Load() == 0 {
+		t.Fatalf("no deadlock in the handler (%v): the test did not make one", err)
+	}
+	if err == nil || len(outs) != 3 {
+		t.Fatalf("outcomes %+v, %v; want an error", outs, err)
+	}
+	for i, o := range outs {
+		if o.Status != inbox.Retry {
+			t.Fatalf("message %d: %v, want Retry for all (%v)", i, o.Status, err)
+		}
+	}
+	var n int
+	if err := db.QueryRow("SELECT COUNT(*) FROM ledger").Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d effects committed (%v), want none", n, err)
+	}
+	var attempts, transient int
+	if err := db.QueryRow("SELECT attempts, transient_failures FROM inbox_attempts WHERE message_id = 'dl'").Scan(&attempts, &transient); err != nil || attempts != 0 || transient != 1 {
+		t.Fatalf("dl: %d attempts, %d transient failures (%v); want 0 and 1", attempts, transient, err)
+	}
+	if outs, err := ib.ProcessBatch(ctx, []inbox.Message{{ID: "t-1"}, {ID: "dl"}, {ID: "t-2"}}, hd); err != nil || outs[0].Status != inbox.Processed || outs[1].Status != inbox.Processed {
+		t.Fatalf("the batch again, without the deadlock: %+v %v; want all processed", outs, err)
 	}
 }
 
@@ -468,5 +589,73 @@ func deadlockSetup(t *testing.T, db *sql.DB) func(ctx context.Context, tx *sql.T
 			t.Errorf("the other transaction: %v", oerr)
 		}
 		return err
+	}
+}
+
+// On a pool of Open, the lock timeout costs no statement per message:
+// a connection sets innodb_lock_wait_timeout once when the inbox's
+// differs from Options.LockTimeout, and never when they agree. The server
+// counts the statements of the session (one connection here): Questions,
+// and Com_set_option for SET.
+func TestMySQLLockTimeoutNoRoundTrip(t *testing.T) {
+	t.Parallel()
+	const messages = 20
+	for _, tc := range []struct {
+		name     string
+		lt       time.Duration
+		wantSets int
+	}{
+		{"same as the pool's", 5 * time.Second, 0},
+		{"another", 2 * time.Second, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			db, err := mysql.Open(mysqlenv.Database(t), nil) // 5 s
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = db.Close() })
+			db.SetMaxOpenConns(1)
+			ib := mysqlInbox(t, db, sqlstore.Config{}, inbox.Config{Consumer: "rt", LockTimeout: tc.lt}, true)
+			status := func() (questions, sets int) {
+				for _, v := range []struct {
+					name string
+					n    *int
+				}{{"Questions", &questions}, {"Com_set_option", &sets}} {
+					var name string
+					if err := db.QueryRow("SHOW SESSION STATUS LIKE '"+v.name+"'").Scan(&name, v.n); err != nil {
+						t.Fatal(err)
+					}
+				}
+				return questions, sets
+			}
+			write := func(ctx context.Context, tx *sql.Tx, m *inbox.Message) error {
+				_, err := tx.ExecContext(ctx, "INSERT INTO ledger (k) VALUES (?)", m.ID)
+				return err
+			}
+			_, before := status()
+			if out, err := ib.Process(ctx, inbox.Message{ID: "warm-up"}, write); err != nil || out.Status != inbox.Processed {
+				t.Fatalf("warm-up: %v %v", out.Status, err)
+			}
+			_ = db.QueryRow("SELECT 1").Scan(new(int)) // an application's statement: no SET
+			q0, s0 := status()
+			// The warm-up's transaction sets it, if at all.
+			if s0-before != tc.wantSets {
+				t.Fatalf("%d SETs in the first transaction, want %d", s0-before, tc.wantSets)
+			}
+			for i := range messages {
+				if out, err := ib.Process(ctx, inbox.Message{ID: fmt.Sprintf("m-%d", i)}, write); err != nil || out.Status != inbox.Processed {
+					t.Fatalf("message %d: %v %v", i, out.Status, err)
+				}
+			}
+			q1, s1 := status()
+			// Between the two readings: the second's 2 statements, the first's second one.
+			perMessage := float64(q1-q0-3) / messages
+			t.Logf("%.1f statements per message, %d SETs", perMessage, s1-s0)
+			if s1-s0 != 0 {
+				t.Fatalf("%d SETs for %d messages after the first, want none", s1-s0, messages)
+			}
+		})
 	}
 }

@@ -27,27 +27,35 @@ import (
 func mysqlHarness(params string) storetest.Harness[*sql.Tx] { return mysqlHarnessVia(params, nil) }
 
 // mysqlHarnessVia is mysqlHarness whose connections go to the address via
-// returns for the server's (a proxy), when via is not nil.
+// returns for the server's (a proxy), when via is not nil. Its
+// OpenLongWaits opens the pool with storetest.LongLockWait instead.
 func mysqlHarnessVia(params string, via func(tb testing.TB, addr string) string) storetest.Harness[*sql.Tx] {
-	return storetest.Harness[*sql.Tx]{Open: func(tb testing.TB, tables store.Tables) (*storetest.Env[*sql.Tx], error) {
-		tb.Helper()
-		db := openMySQLVia(tb, params, via)
-		if _, err := db.Exec("CREATE TABLE ledger (k VARCHAR(4100) NOT NULL, at DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)) ENGINE=InnoDB"); err != nil {
-			tb.Fatal(err)
+	open := func(lockWait time.Duration) func(tb testing.TB, tables store.Tables) (*storetest.Env[*sql.Tx], error) {
+		return func(tb testing.TB, tables store.Tables) (*storetest.Env[*sql.Tx], error) {
+			tb.Helper()
+			db := openMySQLWith(tb, params, via, lockWait)
+			if _, err := db.Exec("CREATE TABLE ledger (k VARCHAR(4100) NOT NULL, at DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)) ENGINE=InnoDB"); err != nil {
+				tb.Fatal(err)
+			}
+			d, err := sqlstore.New(db, &sqlstore.Config{Dialect: mysql.Dialect, Tables: tables})
+			if err != nil {
+				return nil, err
+			}
+			return mysqlEnv(db, d, tables), nil
 		}
-		d, err := sqlstore.New(db, &sqlstore.Config{Dialect: mysql.Dialect, Tables: tables})
-		if err != nil {
-			return nil, err
-		}
-		return mysqlEnv(db, d, tables), nil
-	}}
+	}
+	return storetest.Harness[*sql.Tx]{Open: open(time.Second), OpenLongWaits: open(storetest.LongLockWait)}
 }
 
 // openMySQL opens a pool on a fresh database, with params added to the
-// DSN, closed when tb ends.
-func openMySQL(tb testing.TB, params string) *sql.DB { return openMySQLVia(tb, params, nil) }
+// DSN and innodb_lock_wait_timeout 1 s, closed when tb ends.
+func openMySQL(tb testing.TB, params string) *sql.DB {
+	return openMySQLWith(tb, params, nil, time.Second)
+}
 
-func openMySQLVia(tb testing.TB, params string, via func(tb testing.TB, addr string) string) *sql.DB {
+// openMySQLWith is openMySQL whose connections go to the address via
+// returns (when not nil), with Options.LockTimeout lockWait.
+func openMySQLWith(tb testing.TB, params string, via func(tb testing.TB, addr string) string, lockWait time.Duration) *sql.DB {
 	tb.Helper()
 	dsn := mysqlenv.Database(tb)
 	if params != "" {
@@ -61,7 +69,7 @@ func openMySQLVia(tb testing.TB, params string, via func(tb testing.TB, addr str
 		cfg.Addr = via(tb, cfg.Addr)
 		dsn = cfg.FormatDSN()
 	}
-	db, err := mysql.Open(dsn, &mysql.Options{LockTimeout: time.Second})
+	db, err := mysql.Open(dsn, &mysql.Options{LockTimeout: lockWait})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -107,6 +115,11 @@ SELECT ?, CONCAT(?, ? + i), UTC_TIMESTAMP(6) - INTERVAL (? + ? - i) MICROSECOND,
 		return nil
 	}
 	env.LockWaits = func(ctx context.Context) (int, error) { return mysqlLockWaits(ctx, db) }
+	env.LockTimeout = func(ctx context.Context, tx *sql.Tx) (time.Duration, error) {
+		var s int64
+		err := tx.QueryRowContext(ctx, "SELECT @@SESSION.innodb_lock_wait_timeout").Scan(&s)
+		return time.Duration(s) * time.Second, err
+	}
 	return env
 }
 

@@ -5,8 +5,12 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/inboxkit/inbox/store/sqlstore/internal/sqldialect"
 )
 
 // ErrBusy is the error of a write transaction on a *sql.DB of
@@ -41,17 +45,17 @@ func newWriteQueue(wait time.Duration) *writeQueue {
 	return &writeQueue{slot: make(chan struct{}, 1), wait: max(wait, 0)}
 }
 
-// take waits for the slot up to q.wait, or until ctx is done.
-func (q *writeQueue) take(ctx context.Context) error {
+// take waits for the slot up to wait, or until ctx is done.
+func (q *writeQueue) take(ctx context.Context, wait time.Duration) error {
 	select {
 	case q.slot <- struct{}{}: // free, and then nobody waits for it
 		return nil
 	default:
 	}
-	if q.wait == 0 {
+	if wait <= 0 {
 		return ErrBusy
 	}
-	t := time.NewTimer(q.wait)
+	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
 	case q.slot <- struct{}{}:
@@ -59,7 +63,7 @@ func (q *writeQueue) take(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-t.C:
-		return fmt.Errorf("%w (%v)", ErrBusy, q.wait)
+		return fmt.Errorf("%w (%v)", ErrBusy, wait)
 	}
 }
 
@@ -81,22 +85,13 @@ func (c queuedConnector) Connect(ctx context.Context) (driver.Conn, error) {
 		_ = conn.Close()
 		return nil, fmt.Errorf("sqlstore: modernc.org/sqlite's connection %T lacks an interface it used to have", conn)
 	}
-	return &queuedConn{sqliteConn: sc, q: c.q}, nil
+	return &queuedConn{sqliteConn: sc, q: c.q, busy: c.q.wait}, nil
 }
 
 // sqliteConn is what modernc's connections implement and database/sql
 // uses; queuedConn forwards all of it (modernc's NewConnector asks
 // wrappers to).
-type sqliteConn interface {
-	driver.Conn
-	driver.ConnBeginTx
-	driver.ConnPrepareContext
-	driver.ExecerContext
-	driver.QueryerContext
-	driver.Pinger
-	driver.SessionResetter
-	driver.Validator
-}
+type sqliteConn = sqldialect.DriverConn
 
 // queuedConn takes its pool's write slot before BEGIN IMMEDIATE and gives
 // it back once the transaction ended, however it ends: database/sql ends
@@ -105,10 +100,58 @@ type sqliteConn interface {
 // connection, and each of them gives the slot back. A transaction that is
 // never ended holds the slot as it holds SQLite's lock: the other writers
 // then fail after the busy timeout, as they did without the queue.
+//
+// It also remembers its busy_timeout, which Open's DSN sets to the busy
+// timeout: a transaction begun with sqldialect.WithLockTimeout waits that
+// long for its turn and then for SQLite's lock (busy_timeout, set before
+// BEGIN IMMEDIATE when it differs), any other transaction the busy
+// timeout; SetLockTimeout's PRAGMA is skipped when it would change
+// nothing. (database/sql uses a connection from one goroutine at a time.)
 type queuedConn struct {
 	sqliteConn
 	q    *writeQueue
 	held atomic.Bool
+	// busy is the connection's busy_timeout; -1 when unknown (set by a
+	// statement of the application's).
+	busy time.Duration
+}
+
+// setBusy sets the connection's busy_timeout to d unless it has it.
+func (c *queuedConn) setBusy(ctx context.Context, d time.Duration) error {
+	if c.busy == d {
+		return nil
+	}
+	c.busy = -1
+	if _, err := c.sqliteConn.ExecContext(ctx, sqliteSetBusy(d), nil); err != nil {
+		return err
+	}
+	c.busy = d
+	return nil
+}
+
+func (c *queuedConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
+	if d, ok := sqldialect.LockTimeoutOf(ctx); ok && len(args) == 0 && query == sqliteSetBusy(d) {
+		return driver.RowsAffected(0), c.setBusy(ctx, d)
+	}
+	c.forget(query)
+	return c.sqliteConn.ExecContext(ctx, query, args)
+}
+
+func (c *queuedConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
+	c.forget(query)
+	return c.sqliteConn.QueryContext(ctx, query, args)
+}
+
+// forget makes the busy timeout unknown when query may set it.
+func (c *queuedConn) forget(query string) {
+	if q := strings.ToLower(query); strings.Contains(q, "busy_timeout") && strings.ContainsAny(q, "=(") {
+		c.busy = -1
+	}
+}
+
+// sqliteSetBusy sets the connection's busy_timeout to d, in milliseconds.
+func sqliteSetBusy(d time.Duration) string {
+	return "PRAGMA busy_timeout = " + strconv.FormatInt(max(d.Milliseconds(), 0), 10)
 }
 
 // Unwrap returns modernc's connection (for sqlite.Limit and conn.Raw users).
@@ -116,8 +159,8 @@ func (c *queuedConn) Unwrap() driver.Conn { return c.sqliteConn }
 
 // takeSlot takes the write slot for a transaction begun with SQL (Migrate's
 // BEGIN IMMEDIATE); giveSlot, or closing the connection, gives it back.
-func (c *queuedConn) takeSlot(ctx context.Context) error {
-	if err := c.q.take(ctx); err != nil {
+func (c *queuedConn) takeSlot(ctx context.Context, wait time.Duration) error {
+	if err := c.q.take(ctx, wait); err != nil {
 		return err
 	}
 	c.held.Store(true)
@@ -130,13 +173,21 @@ func (c *queuedConn) giveSlot() {
 	}
 }
 
-// BeginTx queues a read-write transaction; a read-only one begins with a
-// deferred BEGIN and takes no write lock.
+// BeginTx queues a read-write transaction, waiting up to its lock
+// timeout; a read-only one begins with a deferred BEGIN and takes no write
+// lock.
 func (c *queuedConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
 	if opts.ReadOnly {
 		return c.sqliteConn.BeginTx(ctx, opts)
 	}
-	if err := c.takeSlot(ctx); err != nil {
+	wait := c.q.wait
+	if d, ok := sqldialect.LockTimeoutOf(ctx); ok && d > 0 {
+		wait = d
+	}
+	if err := c.setBusy(ctx, wait); err != nil {
+		return nil, err
+	}
+	if err := c.takeSlot(ctx, wait); err != nil {
 		return nil, err
 	}
 	tx, err := c.sqliteConn.BeginTx(ctx, opts)

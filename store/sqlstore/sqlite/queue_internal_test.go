@@ -37,7 +37,7 @@ func TestQueuedConnCloseGivesTheSlotBack(t *testing.T) {
 	}
 	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()
-	if err := q.take(short); err != nil {
+	if err := q.take(short, q.wait); err != nil {
 		t.Fatalf("taking the slot after its holder's connection closed: %v; want it free", err)
 	}
 }

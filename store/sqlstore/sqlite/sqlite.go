@@ -34,23 +34,28 @@ var migrationsFS embed.FS
 // "sqlite"). Open the database with Open, or give its DSN the same
 // settings.
 //
-// SQLite has no lock timeout per transaction: BeginParams.LockTimeout and
-// ClaimParams.LockTimeout are not used; a writer waits for the database's
-// single write lock up to the connection's busy_timeout (Options) and
-// then fails with SQLITE_BUSY, which is retryable. Begin issues BEGIN
+// SQLite has one writer at a time, and no row locks: the lock timeout
+// (inbox.Config.LockTimeout) bounds a transaction's wait for the
+// database's write lock. On a *sql.DB of Open, a read-write transaction
+// of the inbox waits up to it for its turn among the pool's writers (see
+// Open), and up to it again for other processes' (busy_timeout, set
+// before BEGIN IMMEDIATE when the connection had another), then fails
+// with ErrBusy or SQLITE_BUSY, both retryable. On another pool, Begin
+// sets busy_timeout after BEGIN: it bounds the wait of the next BEGIN
+// IMMEDIATE on that connection, and a deferred transaction's first write.
+// ProcessTx sets it in the caller's transaction too. Begin issues BEGIN
 // IMMEDIATE when the DSN says _txlock=immediate, so that writers queue at
 // BEGIN instead of failing when a read lock cannot be upgraded. SQLite has
 // no isolation levels to choose: its transactions are serializable.
-//
-// On a *sql.DB of Open the pool's read-write transactions also queue
-// for the lock in the process, first come first served (see Open).
 var Dialect = sqlstore.NewDialect(sqliteDialect{})
 
 // Options are the settings of Open.
 type Options struct {
 	// BusyTimeout is how long a writer waits for the write lock before it
 	// fails with SQLITE_BUSY: for the pool's other writers (then with
-	// ErrBusy), and again for other processes' (busy_timeout).
+	// ErrBusy), and again for other processes' (busy_timeout). The
+	// inbox's transactions wait their lock timeout instead
+	// (inbox.Config.LockTimeout); the application's wait this.
 	// Default 5 s; negative means not at all.
 	BusyTimeout time.Duration
 	// MaxIdleConns is how many idle connections the pool keeps
@@ -74,7 +79,8 @@ type Options struct {
 // busy timeout. A transaction holds its turn until it commits or rolls
 // back, by any path (database/sql's own rollback when its context is done
 // included), or its connection closes; one that is never ended holds it
-// as it holds SQLite's lock. A writer that waited BusyTimeout for its turn
+// as it holds SQLite's lock. A writer that waited its lock timeout (an
+// inbox transaction's; the application's: BusyTimeout) for its turn
 // fails with ErrBusy, retryable; one whose context ends stops
 // waiting. Writes outside a transaction (db.Exec), read-only transactions
 // that write, other pools and other processes do not queue: they wait for
@@ -291,11 +297,25 @@ func (sqliteDialect) CheckTables(t store.Tables) error {
 	return nil
 }
 
-func (sqliteDialect) TxOptions(*sql.DB) *sql.TxOptions                             { return nil }
-func (sqliteDialect) SetLockTimeout(context.Context, *sql.Tx, time.Duration) error { return nil }
+func (sqliteDialect) TxOptions(*sql.DB) *sql.TxOptions { return nil }
 
-// setLockTimeoutAndSavepoint: the savepoint alone (see setLockTimeout).
-func (sqliteDialect) SetLockTimeoutAndSavepoint(ctx context.Context, tx *sql.Tx, _ time.Duration, savepoint string) error {
+// SetLockTimeout sets the connection's busy_timeout, which bounds the
+// wait for the write lock from then on (a deferred transaction's first
+// write; the next BEGIN IMMEDIATE). A connection of Open set it before
+// BEGIN already, and skips the PRAGMA. Zero keeps the connection's.
+func (sqliteDialect) SetLockTimeout(ctx context.Context, tx *sql.Tx, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	_, err := tx.ExecContext(sqldialect.WithLockTimeout(ctx, d), sqliteSetBusy(d))
+	return err
+}
+
+// SetLockTimeoutAndSavepoint is SetLockTimeout, then the savepoint.
+func (s sqliteDialect) SetLockTimeoutAndSavepoint(ctx context.Context, tx *sql.Tx, d time.Duration, savepoint string) error {
+	if err := s.SetLockTimeout(ctx, tx, d); err != nil {
+		return err
+	}
 	_, err := tx.ExecContext(ctx, "SAVEPOINT "+savepoint)
 	return err
 }
@@ -356,7 +376,9 @@ func (sqliteDialect) Busy(err error) bool {
 // It queues for the pool's write slot first (Open), which endMigrate
 // gives back, or Migrate's closing of a connection it drops.
 func (sqliteDialect) BeginMigrate(ctx context.Context, conn *sql.Conn, _ store.Tables) error {
-	if err := conn.Raw(func(raw any) error { return slotOf(raw, func(c *queuedConn) error { return c.takeSlot(ctx) }) }); err != nil {
+	if err := conn.Raw(func(raw any) error {
+		return slotOf(raw, func(c *queuedConn) error { return c.takeSlot(ctx, c.q.wait) })
+	}); err != nil {
 		return err
 	}
 	_, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE")

@@ -273,3 +273,34 @@ func TestBeginClaimDuplicate(t *testing.T) {
 		t.Fatalf("claim on another connection after the duplicates = %+v, %v; want the write lock free", res, err)
 	}
 }
+
+// Behind a writer of another pool (another process, as SQLite sees it),
+// a transaction of the inbox waits its lock timeout for the write lock,
+// not the pool's busy timeout: a connection of Open sets busy_timeout
+// before BEGIN IMMEDIATE.
+func TestSQLiteLockTimeoutOtherPool(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "inbox.db")
+	holder, _ := migrated(t, path)
+	ctx := t.Context()
+	tx, err := holder.Begin(ctx, &store.BeginParams{LockTimeout: time.Second}) // BEGIN IMMEDIATE: the write lock
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = holder.Rollback(ctx, tx) })
+	d := newDriver(t, openSQLite(t, path, &sqlite.Options{BusyTimeout: 20 * time.Second}))
+	for _, lt := range []time.Duration{300 * time.Millisecond, 900 * time.Millisecond} {
+		start := time.Now()
+		p := claimParams("other", nil)
+		p.LockTimeout = lt
+		_, _, err := d.BeginClaim(ctx, p)
+		waited := time.Since(start)
+		var se *msqlite.Error
+		if !errors.As(err, &se) || se.Code()&0xff != sqlite3.SQLITE_BUSY || !d.Retryable(err) {
+			t.Fatalf("lock timeout %v, behind another pool's writer: %v; want a retryable SQLITE_BUSY", lt, err)
+		}
+		if waited < lt*8/10 || waited > lt+time.Second {
+			t.Fatalf("lock timeout %v: gave up after %v, want about the lock timeout (the pool's busy timeout is 20 s)", lt, waited)
+		}
+	}
+}

@@ -16,14 +16,15 @@ import (
 	"github.com/inboxkit/inbox/store/storetest"
 )
 
-// sqliteHarness opens a fresh SQLite file per test. The busy timeout is the
-// SQLite lock timeout: 1 s keeps LockTimeoutIsRetryable short while racing
-// writers still queue.
-var sqliteHarness = storetest.Harness[*sql.Tx]{
-	Open: func(tb testing.TB, tables store.Tables) (*storetest.Env[*sql.Tx], error) {
+// sqliteHarness opens a fresh SQLite file per test, with a busy timeout of
+// 1 s (storetest.LongLockWait for OpenLongWaits).
+var sqliteHarness = storetest.Harness[*sql.Tx]{Open: sqliteOpen(time.Second), OpenLongWaits: sqliteOpen(storetest.LongLockWait)}
+
+func sqliteOpen(busy time.Duration) func(tb testing.TB, tables store.Tables) (*storetest.Env[*sql.Tx], error) {
+	return func(tb testing.TB, tables store.Tables) (*storetest.Env[*sql.Tx], error) {
 		tb.Helper()
 		file := filepath.Join(tb.TempDir(), "inbox.db")
-		db, err := sqlite.Open(file, &sqlite.Options{BusyTimeout: time.Second})
+		db, err := sqlite.Open(file, &sqlite.Options{BusyTimeout: busy})
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -94,8 +95,13 @@ SELECT ?1, CAST(?2 || i AS BLOB), CAST(ROUND(unixepoch('now', 'subsec') * 1000) 
 			}
 			return err
 		}
+		env.LockTimeout = func(ctx context.Context, tx *sql.Tx) (time.Duration, error) {
+			var ms int64
+			err := tx.QueryRowContext(ctx, "PRAGMA busy_timeout").Scan(&ms)
+			return time.Duration(ms) * time.Millisecond, err
+		}
 		return env, nil
-	},
+	}
 }
 
 func TestSQLiteStore(t *testing.T) { storetest.Run(t, sqliteHarness) }

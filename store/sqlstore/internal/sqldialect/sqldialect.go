@@ -6,6 +6,7 @@ package sqldialect
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"fmt"
 	"io/fs"
 	"strconv"
@@ -40,9 +41,11 @@ type Dialect interface {
 	// TxOptions are the options of the transactions the driver begins on
 	// db (MySQL: READ COMMITTED); nil for the connection's default.
 	TxOptions(db *sql.DB) *sql.TxOptions
-	// SetLockTimeout bounds lock waits for the rest of tx; a no-op where
-	// the lock timeout is a connection setting (SQLite: busy_timeout,
-	// MySQL: innodb_lock_wait_timeout).
+	// SetLockTimeout bounds lock waits for the rest of tx. Where the lock
+	// timeout is a setting of the connection (MySQL:
+	// innodb_lock_wait_timeout; SQLite: busy_timeout), the connections of
+	// the dialect's Open remember theirs and skip a statement that would
+	// not change it (see WithLockTimeout).
 	SetLockTimeout(ctx context.Context, tx *sql.Tx, d time.Duration) error
 	// SetLockTimeoutAndSavepoint is setLockTimeout, then SAVEPOINT with
 	// the quoted name, in one round trip where the database allows it.
@@ -99,6 +102,40 @@ type Dialect interface {
 	// DurabilityWarnings reads the settings of conn that let a committed
 	// Claim be lost in a crash.
 	DurabilityWarnings(ctx context.Context, conn *sql.Conn) ([]string, error)
+}
+
+// DriverConn is what the database drivers' connections implement and
+// database/sql uses: a connection that a dialect's Open wraps forwards
+// all of it.
+type DriverConn interface {
+	driver.Conn
+	driver.ConnBeginTx
+	driver.ConnPrepareContext
+	driver.ExecerContext
+	driver.QueryerContext
+	driver.Pinger
+	driver.SessionResetter
+	driver.Validator
+}
+
+// lockTimeoutKey is the context key of WithLockTimeout.
+type lockTimeoutKey struct{}
+
+// WithLockTimeout returns ctx carrying d, the lock timeout that a
+// transaction begun with ctx (sql.DB.BeginTx) wants, or a statement run
+// with ctx sets. The driver connections of the dialects' Open functions
+// read it: they set their session's lock timeout before BEGIN when it
+// differs (SQLite waits for its lock at BEGIN IMMEDIATE), and skip a
+// SetLockTimeout statement that would not change it.
+func WithLockTimeout(ctx context.Context, d time.Duration) context.Context {
+	return context.WithValue(ctx, lockTimeoutKey{}, d)
+}
+
+// LockTimeoutOf returns the lock timeout of WithLockTimeout, false when
+// ctx carries none.
+func LockTimeoutOf(ctx context.Context) (time.Duration, bool) {
+	d, ok := ctx.Value(lockTimeoutKey{}).(time.Duration)
+	return d, ok
 }
 
 // Queries are a dialect's statements. Each comment lists the arguments in
