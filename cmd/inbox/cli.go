@@ -22,7 +22,8 @@ const (
 	exitUsage   = 2
 	// exitProblem: check found a problem.
 	exitProblem = 3
-	// exitNotFound: a dead letter asked for by ID does not exist.
+	// exitNotFound: a dead letter (or a parked outbox row) asked for does
+	// not exist.
 	exitNotFound = 4
 	// exitPartial: partly done: a failure after some changes committed,
 	// which stdout lists (discard -all).
@@ -38,7 +39,7 @@ const exitStatus = `EXIT STATUS
   1   failure (written to stderr)
   2   wrong command line
   3   check found a problem
-  4   a dead letter asked for by ID does not exist
+  4   a dead letter or parked outbox row asked for does not exist
   5   partly done: failed after some changes, which stdout lists
   75  nothing changed; try again later (a NATS duplicate window)
 `

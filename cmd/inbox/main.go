@@ -21,10 +21,10 @@
 // Each command's -h prints its manual: synopsis, description, flags,
 // examples, exit status. Data goes to stdout (JSON with -json), errors to
 // stderr. Exit status: 0 success and -h, 1 failure, 2 wrong command line,
-// 3 check found a problem, 4 a dead letter asked for by ID does not exist,
-// 5 partly done (a failure after some changes, which stdout lists), 75
-// nothing changed and a later run may succeed (a replay within NATS's
-// duplicate window).
+// 3 check found a problem, 4 a dead letter or parked outbox row asked for
+// does not exist, 5 partly done (a failure after some changes, which
+// stdout lists), 75 nothing changed and a later run may succeed (a replay
+// within NATS's duplicate window).
 package main
 
 import (
@@ -112,7 +112,7 @@ commands:
 Run 'inbox <command> -h' for a command's manual.
 
 exit status: 0 success, 1 failure, 2 wrong command line, 3 check found a
-problem, 4 a dead letter asked for by ID does not exist, 5 partly done
+problem, 4 a dead letter or parked outbox row asked for does not exist, 5 partly done
 (failed after some changes, which stdout lists), 75 nothing changed, try
 again later.`
 

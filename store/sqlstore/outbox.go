@@ -268,8 +268,8 @@ func (d *Driver) outboxTx(ctx context.Context, f func(tx *sql.Tx) error) error {
 	if err != nil {
 		return err
 	}
+	defer d.rollbackQuietly(tx) // after Commit: sql.ErrTxDone, ignored
 	if err := f(tx); err != nil {
-		d.rollbackQuietly(tx)
 		return err
 	}
 	return tx.Commit()
