@@ -117,10 +117,10 @@ type Config struct {
 	// polling. It doubles on each such receive in a row, up to
 	// EmptyMaxDelay, and starts over when a message arrives. An empty
 	// long poll that waited its WaitTime is not followed by a pause.
-	// Default DefaultEmptyDelay (100 ms).
+	// Zero or negative: DefaultEmptyDelay (100 ms).
 	EmptyDelay time.Duration
 	// EmptyMaxDelay caps that pause: the longest a message waits in an
-	// idle queue for a short-polling Source. Default
+	// idle queue for a short-polling Source. Zero or negative:
 	// DefaultEmptyMaxDelay (1 s).
 	EmptyMaxDelay time.Duration
 

@@ -10,6 +10,11 @@
 // writes the second format: the byte formatV2, then for each header in
 // ascending order of name, its name and its value, each as a uvarint
 // length and its bytes. Decode reads both.
+//
+// An earlier release cannot read the second format. During a rolling
+// upgrade, its relay parks an outbox row written so (Unpark publishes it
+// once every relay runs this release). It shows such a dead letter
+// without its headers, and cannot replay it.
 package headers
 
 import (
