@@ -182,7 +182,7 @@ func dlReplay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	ff.register(fs)
 	all := fs.Bool("all", false, "replay every dead letter of -consumer that the filters select when the command starts (required to replay without IDs)")
 	scope := fs.Bool("scope-id-by-type", false, "the consumer scopes IDs by type (inbox.Config.ScopeIDByType): publish the ID and type that the dead letter's key holds")
-	lockTimeout := fs.Duration("lock-timeout", inbox.DefaultLockTimeout, "how long to wait for a dead letter's lock (another replay of it)")
+	lockTimeout := fs.Duration("lock-timeout", inbox.DefaultLockTimeout, "how long to wait for a dead letter's lock (another replay of it; SQLite: the database's write lock); MySQL/MariaDB round it up to whole seconds, at least 1s")
 	asJSON := fs.Bool("json", false, "write JSON (an array, one object per dead letter)")
 	list, p, err := ff.selection(fs, args, all, stdout, stderr)
 	if err != nil {
