@@ -94,6 +94,12 @@ func TestReplayPartly(t *testing.T) {
 				t.Fatalf("replay 999999 %d, the second blocked: exit %d\nstdout: %s\nstderr: %s\nwant %d, the blocked one's", dl2, code, stdout, stderr, tc.code)
 			}
 			wantDeadRow(t, e, dl2, "after its failed replay")
+			// With another consumer's dead letter (refused, exit 1): 1, which
+			// no later run fixes, over 75.
+			other := deadLetterOf(t, e, e.inbox(t, inbox.Config{Consumer: "q"}), inbox.Message{ID: "q-1", Type: "t", Payload: []byte("q")})
+			if code, stdout, stderr = runCmd(t, args(fmt.Sprint(dl2), fmt.Sprint(other))...); code != exitFailure {
+				t.Fatalf("replay %d %d, the first blocked, the second refused: exit %d\nstdout: %s\nstderr: %s\nwant 1", dl2, other, code, stdout, stderr)
+			}
 			var ids []string
 			for _, m := range s.published(t) {
 				ids = append(ids, m.Header.Get(jetstream.MsgIDHeader))
