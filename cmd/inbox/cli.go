@@ -23,10 +23,11 @@ const (
 	// exitProblem: check found a problem.
 	exitProblem = 3
 	// exitNotFound: a dead letter (or a parked outbox row) asked for does
-	// not exist.
+	// not exist; the others given were done.
 	exitNotFound = 4
-	// exitPartial: partly done: a failure after some changes committed,
-	// which stdout lists (discard -all).
+	// exitPartial: partly done: some changes committed, which stdout
+	// lists, and another failed for a reason other than not found
+	// (discard -all, replay, outbox unpark and discard).
 	exitPartial = 5
 	// exitTempFail: nothing changed, and running the command again later
 	// may succeed (a NATS duplicate window; sysexits.h's EX_TEMPFAIL).
@@ -39,8 +40,10 @@ const exitStatus = `EXIT STATUS
   1   failure (written to stderr)
   2   wrong command line
   3   check found a problem
-  4   a dead letter or parked outbox row asked for does not exist
-  5   partly done: failed after some changes, which stdout lists
+  4   a dead letter or parked outbox row asked for does not exist; the
+      others given were done, as stdout lists
+  5   partly done: some changes were made, which stdout lists, and
+      another failed for a reason other than not found
   75  nothing changed; try again later (a NATS duplicate window)
 `
 

@@ -435,7 +435,10 @@ of a discarded message is still a duplicate and is acked.
 
 It prints the IDs it deleted. An ID given that does not exist is reported
 and makes the exit status 4, after the others were deleted. IDs given are
-deleted in one transaction: all or none.
+deleted in one transaction: all or none. A dead letter that another
+transaction holds locked (a replay of it; SQLite: the database's write
+lock) is waited for 5 s at most (store.DefaultLockTimeout); then the
+transaction fails and deletes nothing.
 
 -all discards the dead letters selected when it starts (one made meanwhile
 is left for the next run), 500 a transaction, and prints each batch as it

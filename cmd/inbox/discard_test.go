@@ -88,7 +88,6 @@ func TestDiscardAllPartly(t *testing.T) {
 	for _, dialect := range []string{"postgres", "mysql"} {
 		t.Run(dialect, func(t *testing.T) {
 			t.Parallel()
-			ctx := context.Background()
 			e := openDB(t, dialect)
 			// The store's lock timeout on a session of the DSN's: short.
 			short := slices.Clone(e.flags)
@@ -105,20 +104,7 @@ func TestDiscardAllPartly(t *testing.T) {
 				short[1] += "?" + param
 			}
 			ids := e.addDeadLetters(t, discardPage+100)
-			// lock holds dead letter id's row lock until the returned func.
-			lock := func(id int64) func() {
-				t.Helper()
-				tx, err := e.db.BeginTx(ctx, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				var got int64
-				if err := tx.QueryRow("SELECT id FROM "+e.table("inbox_dead_letters")+" WHERE id = "+e.ph+" FOR UPDATE", id).Scan(&got); err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { _ = tx.Rollback() })
-				return func() { _ = tx.Rollback() }
-			}
+			lock := func(id int64) func() { return e.lockDeadLetter(t, id) }
 
 			unlock := lock(ids[discardPage+50])
 			code, stdout, stderr := runCmd(t, append([]string{"dead-letters", "discard", "-all"}, short...)...)
@@ -182,6 +168,22 @@ func TestDiscardAllPartly(t *testing.T) {
 			}
 		})
 	}
+}
+
+// lockDeadLetter holds dead letter id's row lock, in a transaction of
+// its own, until the returned func (or t's end).
+func (e *dbEnv) lockDeadLetter(t *testing.T, id int64) (unlock func()) {
+	t.Helper()
+	tx, err := e.db.BeginTx(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got int64
+	if err := tx.QueryRow("SELECT id FROM "+e.table("inbox_dead_letters")+" WHERE id = "+e.ph+" FOR UPDATE", id).Scan(&got); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback() })
+	return func() { _ = tx.Rollback() }
 }
 
 // waitForLockWait waits until a session waits for a row lock on e's dead

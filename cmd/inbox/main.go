@@ -22,9 +22,10 @@
 // examples, exit status. Data goes to stdout (JSON with -json), errors to
 // stderr. Exit status: 0 success and -h, 1 failure, 2 wrong command line,
 // 3 check found a problem, 4 a dead letter or parked outbox row asked for
-// does not exist, 5 partly done (a failure after some changes, which
-// stdout lists), 75 nothing changed and a later run may succeed (a replay
-// within NATS's duplicate window).
+// does not exist (the others given were done), 5 partly done (some
+// changes, which stdout lists, and a failure other than not found), 75
+// nothing changed and a later run may succeed (a replay within NATS's
+// duplicate window).
 package main
 
 import (
@@ -112,9 +113,9 @@ commands:
 Run 'inbox <command> -h' for a command's manual.
 
 exit status: 0 success, 1 failure, 2 wrong command line, 3 check found a
-problem, 4 a dead letter or parked outbox row asked for does not exist, 5 partly done
-(failed after some changes, which stdout lists), 75 nothing changed, try
-again later.`
+problem, 4 a dead letter or parked outbox row asked for does not exist
+(the others were done), 5 partly done (some changes, which stdout lists,
+and a failure other than not found), 75 nothing changed, try again later.`
 
 // commands are the subcommands, by name. Each one's -h prints its manual
 // (command.flagSet); dead-letters has subcommands of its own.

@@ -112,3 +112,33 @@ func TestCommands(t *testing.T) {
 		})
 	}
 }
+
+// TestManualsPartly: the manuals say how long replay and discard wait
+// for a locked dead letter (MySQL rounds -lock-timeout up to seconds),
+// and when replay, discard and outbox exit 4 or 5.
+func TestManualsPartly(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"dead-letters", "replay", "-h"}, []string{"MySQL/MariaDB round it up to whole seconds, at least 1s",
+			"the exit status is 5 (partly done)", "A dead letter not found, the others replayed, exits 4"}},
+		{[]string{"dead-letters", "discard", "-h"}, []string{"waited for 5 s at most (store.DefaultLockTimeout)",
+			"makes the exit status 4, after the others were deleted", "exits 5 (partly done)"}},
+		{[]string{"outbox", "-h"}, []string{"makes the exit status 4, after the others were done", "names the SEQs not tried",
+			"the exit status is 5 (partly done), and -json holds the error too"}},
+	} {
+		code, stdout, _ := runCmd(t, tc.args...)
+		manual := strings.Join(strings.Fields(stdout), " ")
+		if code != 0 {
+			t.Fatalf("%v: exit %d, want 0", tc.args, code)
+		}
+		for _, w := range append(tc.want, "4 a dead letter or parked outbox row asked for does not exist; the others given were done",
+			"5 partly done: some changes were made, which stdout lists, and another failed for a reason other than not found") {
+			if !strings.Contains(manual, w) {
+				t.Errorf("%v lacks %q:\n%s", tc.args, w, stdout)
+			}
+		}
+	}
+}

@@ -36,8 +36,11 @@ later rows go out. A parked row keeps its ID, so a Write with that ID is
 skipped while it is parked; after discard the ID may be written again (a
 corrected message).
 
-A SEQ that is not a parked row is reported and makes the exit status 4,
-after the others were done.`,
+Each SEQ is done in a transaction of its own, printed as it commits. A SEQ
+that is not a parked row is reported (not_found in -json) and makes the
+exit status 4, after the others were done. Any other failure stops the
+command, and its error names the SEQs not tried; when some SEQs were done,
+the exit status is 5 (partly done), and -json holds the error too.`,
 	examples: `inbox outbox parked -postgres $DSN -schema app
 inbox outbox discard -sqlite inbox.db 41 42
 inbox outbox unpark -postgres $DSN -json 17`,
@@ -96,40 +99,54 @@ func outboxCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if action == "discard" {
 		act = rs.OutboxDiscard
 	}
+	past := outboxActions[action]
 	done, missing := []int64{}, []int64{}
-	for _, seq := range seqs {
+	var cause error // a failure other than not found, which stops the run
+	for i, seq := range seqs {
 		err := act(ctx, seq)
-		switch {
-		case errors.Is(err, store.ErrNotFound):
+		if errors.Is(err, store.ErrNotFound) {
 			missing = append(missing, seq)
-		case err != nil:
-			return errors.Join(report(stdout, *asJSON, outboxActions[action], done, missing), fmt.Errorf("%s %d: %w", action, seq, err))
-		default:
-			done = append(done, seq)
+			continue
+		}
+		if err != nil {
+			cause = fmt.Errorf("%s %d: %w", action, seq, err)
+			if rest := seqs[i+1:]; len(rest) > 0 {
+				cause = fmt.Errorf("%w; not tried: %v", cause, rest)
+			}
+			break
+		}
+		done = append(done, seq)
+		if !*asJSON {
+			fmt.Fprintf(stdout, "%s outbox row %d\n", past, seq)
 		}
 	}
-	if err := report(stdout, *asJSON, outboxActions[action], done, missing); err != nil {
-		return err
+	var failed error
+	switch {
+	case cause != nil && len(missing) > 0:
+		cause = fmt.Errorf("%w; no parked outbox rows %v", cause, missing)
+	case len(missing) > 0:
+		failed = withCode(exitNotFound, fmt.Errorf("no parked outbox rows %v", missing))
 	}
-	if len(missing) > 0 {
-		return withCode(exitNotFound, fmt.Errorf("no parked outbox rows %v", missing))
+	switch {
+	case cause != nil && len(done) > 0:
+		// Each row is done in a transaction of its own: those done stay
+		// done.
+		failed = withCode(exitPartial, fmt.Errorf("partly done: %s %s, then %w", past, plural(len(done), "outbox row"), cause))
+	case cause != nil:
+		failed = cause
 	}
-	return nil
-}
-
-// report writes what unpark or discard did (past: "unparked",
-// "discarded"): the SEQs done, and those that are no parked row.
-func report(w io.Writer, asJSON bool, past string, done, missing []int64) error {
-	if asJSON {
-		return writeJSON(w, map[string][]int64{past: done, "not_found": missing})
+	if *asJSON {
+		out := map[string]any{past: done, "not_found": missing}
+		if cause != nil {
+			out["error"] = failed.Error()
+		}
+		if err := writeJSON(stdout, out); err != nil && failed == nil {
+			failed = err
+		}
+	} else if len(done) == 0 {
+		fmt.Fprintf(stdout, "%s no outbox rows\n", past)
 	}
-	for _, seq := range done {
-		fmt.Fprintf(w, "%s outbox row %d\n", past, seq)
-	}
-	if len(done) == 0 {
-		fmt.Fprintf(w, "%s no outbox rows\n", past)
-	}
-	return nil
+	return failed
 }
 
 // parseSeqs parses the flags and the SEQ arguments, which may come

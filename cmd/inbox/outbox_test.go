@@ -25,22 +25,9 @@ func TestOutboxCommand(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			e := openDB(t, dialect)
-			ob, err := outbox.New(ctx, e.driver, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			tx, err := e.db.BeginTx(ctx, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := ob.Write(ctx, tx, &outbox.Message{ID: "p-1", Destination: "d", Key: "k", Payload: []byte("bad")},
+			e.writeOutbox(t, &outbox.Message{ID: "p-1", Destination: "d", Key: "k", Payload: []byte("bad")},
 				&outbox.Message{ID: "p-2", Destination: "d", Key: "k"},
-				&outbox.Message{ID: "p-3\x1b[2J", Destination: "d", Payload: []byte("bad")}); err != nil {
-				t.Fatal(err)
-			}
-			if err := tx.Commit(); err != nil {
-				t.Fatal(err)
-			}
+				&outbox.Message{ID: "p-3\x1b[2J", Destination: "d", Payload: []byte("bad")})
 			var mu sync.Mutex
 			var published []string
 			refuse := true
@@ -154,5 +141,132 @@ func TestOutboxCommand(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// writeOutbox writes msgs to e's outbox in a transaction of its own.
+func (e *dbEnv) writeOutbox(t *testing.T, msgs ...*outbox.Message) {
+	t.Helper()
+	ctx := context.Background()
+	ob, err := outbox.New(ctx, e.driver, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := e.db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	if err := ob.Write(ctx, tx, msgs...); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestOutboxPartly: outbox unpark and discard of several SEQs, one of
+// which the database refuses (a trigger) after another was done, exit 5
+// (partly done) and say which were done, -json with the error, and
+// which SEQs were not tried.
+func TestOutboxPartly(t *testing.T) {
+	t.Parallel()
+	for _, dialect := range []string{"sqlite", "postgres", "mysql"} {
+		t.Run(dialect, func(t *testing.T) {
+			t.Parallel()
+			e := openDB(t, dialect)
+			e.writeOutbox(t, &outbox.Message{ID: "o-1", Destination: "d"}, &outbox.Message{ID: "o-2", Destination: "d"},
+				&outbox.Message{ID: "o-3", Destination: "d"}, &outbox.Message{ID: "o-4", Destination: "d"})
+			table := e.table("outbox")
+			now := "CURRENT_TIMESTAMP"
+			if dialect == "sqlite" {
+				now = "1" // milliseconds since the epoch
+			}
+			if _, err := e.db.Exec("UPDATE " + table + " SET parked_at = " + now); err != nil {
+				t.Fatal(err)
+			}
+			var seq []int64
+			rows, err := e.db.Query("SELECT seq FROM " + table + " ORDER BY seq")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for rows.Next() {
+				var s int64
+				if err := rows.Scan(&s); err != nil {
+					t.Fatal(err)
+				}
+				seq = append(seq, s)
+			}
+			if rows.Close(); len(seq) != 4 {
+				t.Fatalf("%d outbox rows, want 4", len(seq))
+			}
+			refuseChanges(t, e, table, seq[1])
+			str := func(s int64) string { return fmt.Sprint(s) }
+
+			for _, tc := range []struct {
+				name   string
+				args   []string
+				stdout []string
+				stderr []string
+			}{
+				{name: "unpark", args: []string{"unpark", str(seq[0]), str(seq[1]), str(seq[2])},
+					stdout: []string{"unparked outbox row " + str(seq[0]) + "\n"},
+					stderr: []string{"partly done: unparked 1 outbox row", "refused by the test", fmt.Sprintf("not tried: [%d]", seq[2])}},
+				{name: "discard -json", args: []string{"discard", "-json", str(seq[3]), str(seq[0]), str(seq[1])},
+					stdout: []string{`"discarded": [` + "\n    " + str(seq[3]) + "\n  ]", `"not_found": [` + "\n    " + str(seq[0]) + "\n  ]",
+						`"error": "partly done: discarded 1 outbox row`, "refused by the test"},
+					stderr: []string{"partly done: discarded 1 outbox row", fmt.Sprintf("no parked outbox rows [%d]", seq[0])}},
+			} {
+				args := append(append([]string{"outbox", tc.args[0]}, e.flags...), tc.args[1:]...)
+				code, stdout, stderr := runCmd(t, args...)
+				if code != exitPartial {
+					t.Fatalf("%s: %q: exit %d, want %d\nstdout: %s\nstderr: %s", tc.name, args, code, exitPartial, stdout, stderr)
+				}
+				for _, w := range tc.stdout {
+					if !strings.Contains(stdout, w) {
+						t.Errorf("%s: stdout lacks %q:\n%s", tc.name, w, stdout)
+					}
+				}
+				for _, w := range tc.stderr {
+					if !strings.Contains(stderr, w) {
+						t.Errorf("%s: stderr lacks %q:\n%s", tc.name, w, stderr)
+					}
+				}
+			}
+			var left int
+			if err := e.db.QueryRow("SELECT COUNT(*) FROM " + table + " WHERE parked_at IS NOT NULL").Scan(&left); err != nil || left != 2 {
+				t.Fatalf("%d parked rows left (%v), want 2: the refused one and the one not tried", left, err)
+			}
+		})
+	}
+}
+
+// refuseChanges makes the database refuse to update or delete outbox row
+// seq of table, with the error "refused by the test".
+func refuseChanges(t *testing.T, e *dbEnv, table string, seq int64) {
+	t.Helper()
+	var stmts []string
+	switch e.flags[0] {
+	case "-postgres":
+		fn := e.flags[3] + ".refuse"
+		stmts = []string{
+			"CREATE FUNCTION " + fn + "() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN RAISE EXCEPTION 'refused by the test'; END$$",
+			fmt.Sprintf("CREATE TRIGGER refuse BEFORE UPDATE OR DELETE ON %s FOR EACH ROW WHEN (OLD.seq = %d) EXECUTE FUNCTION %s()", table, seq, fn),
+		}
+	case "-mysql":
+		for _, op := range []string{"UPDATE", "DELETE"} {
+			stmts = append(stmts, fmt.Sprintf("CREATE TRIGGER refuse_%s BEFORE %s ON %s FOR EACH ROW BEGIN IF OLD.seq = %d THEN "+
+				"SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'refused by the test'; END IF; END", strings.ToLower(op), op, table, seq))
+		}
+	default:
+		for _, op := range []string{"UPDATE", "DELETE"} {
+			stmts = append(stmts, fmt.Sprintf("CREATE TRIGGER refuse_%s BEFORE %s ON %s WHEN OLD.seq = %d BEGIN "+
+				"SELECT RAISE(ABORT, 'refused by the test'); END", strings.ToLower(op), op, table, seq))
+		}
+	}
+	for _, s := range stmts {
+		if _, err := e.db.Exec(s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
 	}
 }

@@ -73,6 +73,11 @@ too, waits meanwhile. The effect happens once, whatever happens:
 With -all, the dead letters replayed are those selected when the command
 starts: one that the consumer dead-letters again meanwhile is left for the
 next run.
+Each dead letter is printed as its transaction commits, and a failure does
+not stop the others. When some were replayed and another failed (a locked
+row, a duplicate window), the exit status is 5 (partly done): stdout lists
+those replayed, stderr each failure; with -json each object holds its
+status and error. A dead letter not found, the others replayed, exits 4.
 NATS JetStream drops a publish whose ID it saw within the stream's
 duplicate window (2 min by default) and says so: the replay then rolls
 back, changes nothing, and exits 75; run it again once the window has
@@ -177,7 +182,7 @@ func dlReplay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	ff.register(fs)
 	all := fs.Bool("all", false, "replay every dead letter of -consumer that the filters select when the command starts (required to replay without IDs)")
 	scope := fs.Bool("scope-id-by-type", false, "the consumer scopes IDs by type (inbox.Config.ScopeIDByType): publish the ID and type that the dead letter's key holds")
-	lockTimeout := fs.Duration("lock-timeout", inbox.DefaultLockTimeout, "how long to wait for a dead letter's lock (another replay of it)")
+	lockTimeout := fs.Duration("lock-timeout", inbox.DefaultLockTimeout, "how long to wait for a dead letter's lock (another replay of it; SQLite: the database's write lock); MySQL/MariaDB round it up to whole seconds, at least 1s")
 	asJSON := fs.Bool("json", false, "write JSON (an array, one object per dead letter)")
 	list, p, err := ff.selection(fs, args, all, stdout, stderr)
 	if err != nil {
@@ -228,16 +233,18 @@ func (rp *replayer) run(ctx context.Context, list []int64, all bool, p *store.De
 	}
 	var err error
 	var results []replayJSON
-	var first error // the first failure, for the exit status
+	var worst error // the failure that sets the exit status (worse)
+	done := 0       // replayed, or removed (processed since)
 	for _, id := range list {
 		if err = ctx.Err(); err != nil {
 			break
 		}
 		r := rp.one(ctx, id)
 		results = append(results, r.json)
-		if r.err != nil && first == nil {
-			first = r.err
+		if r.err == nil {
+			done++
 		}
+		worst = worse(worst, r.err)
 		switch {
 		case asJSON:
 		case r.err != nil:
@@ -256,20 +263,53 @@ func (rp *replayer) run(ctx context.Context, list []int64, all bool, p *store.De
 	} else if len(results) == 0 {
 		fmt.Fprintln(stdout, "replayed no dead letters")
 	}
-	if err != nil {
+	code := exitFailure
+	var coded *codedError
+	if errors.As(worst, &coded) {
+		code = coded.code
+	}
+	switch {
+	case err != nil && done > 0:
+		return withCode(exitPartial, fmt.Errorf("partly done: replayed or removed %d of %s, then stopped: %w",
+			done, plural(len(list), "dead letter"), err))
+	case err != nil:
 		return err
+	case worst == nil:
+		return nil
+	case done > 0 && code != exitNotFound:
+		// Each dead letter is replayed in a transaction of its own: those
+		// done stay done, whatever became of the others.
+		return withCode(exitPartial, fmt.Errorf("partly done: replayed or removed %d of %s; the others failed",
+			done, plural(len(list), "dead letter")))
 	}
-	if first != nil {
+	// Written per dead letter already (or in the JSON): the exit status
+	// alone tells the worst failure.
+	return withCode(code, errWritten)
+}
+
+// worse is the failure of a and b that sets the exit status of a command
+// that acts on several rows: a failure (exit 1) is worse than one that a
+// later run may get past (75), which is worse than a row not found (4).
+// Either may be nil.
+func worse(a, b error) error {
+	rank := func(err error) int {
 		var coded *codedError
-		code := exitFailure
-		if errors.As(first, &coded) {
-			code = coded.code
+		switch {
+		case err == nil:
+			return 0
+		case !errors.As(err, &coded):
+			return 3
+		case coded.code == exitNotFound:
+			return 1
+		case coded.code == exitTempFail:
+			return 2
 		}
-		// Written per dead letter already (or in the JSON): the exit status
-		// alone tells the first failure.
-		return withCode(code, errWritten)
+		return 3
 	}
-	return nil
+	if rank(b) > rank(a) {
+		return b
+	}
+	return a
 }
 
 // errWritten: the failure was written already.
