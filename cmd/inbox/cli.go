@@ -145,14 +145,15 @@ func escapeControls(s string) (out string, n int) {
 	return b.String(), n
 }
 
-// isControl: r acts on a terminal (C0 but newline and tab, DEL, C1) or
-// reorders the text around it (bidirectional marks, embeddings,
-// overrides and isolates).
+// isControl: r acts on a terminal (C0 but newline and tab, DEL, C1),
+// breaks a line where a terminal may not (U+2028, U+2029) or reorders
+// the text around it (bidirectional marks, embeddings, overrides and
+// isolates).
 func isControl(r rune) bool {
 	switch {
 	case r == '\n' || r == '\t':
 		return false
-	case r < 0x20, r >= 0x7f && r <= 0x9f:
+	case r < 0x20, r >= 0x7f && r <= 0x9f, r == 0x2028, r == 0x2029:
 		return true
 	case r == 0x61c, r == 0x200e, r == 0x200f, r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069:
 		return true

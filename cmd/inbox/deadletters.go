@@ -8,8 +8,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 	"unicode/utf8"
@@ -145,21 +147,17 @@ func parseIDs(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) ([]int6
 // deadLetterJSON is a dead letter in the JSON outputs. IDs and consumers
 // that are not valid UTF-8 come in base64 (the _base64 field) instead.
 type deadLetterJSON struct {
-	ID              int64             `json:"id"`
-	Consumer        string            `json:"consumer"`
-	ConsumerBase64  string            `json:"consumer_base64,omitempty"`
-	MessageID       string            `json:"message_id"`
-	MessageIDBase64 string            `json:"message_id_base64,omitempty"`
-	Type            string            `json:"type"`
-	Error           string            `json:"error"`
-	Attempts        int               `json:"attempts"`
-	FailedAt        string            `json:"failed_at"`
-	PayloadSize     int64             `json:"payload_size"`
-	Headers         map[string]string `json:"headers,omitempty"`
-	// HeadersBase64 holds the headers whose name or value is not valid
-	// UTF-8, name to value, both in base64.
-	HeadersBase64 map[string]string `json:"headers_base64,omitempty"`
-	headers       map[string]string // all of them, for the text output
+	ID              int64  `json:"id"`
+	Consumer        string `json:"consumer"`
+	ConsumerBase64  string `json:"consumer_base64,omitempty"`
+	MessageID       string `json:"message_id"`
+	MessageIDBase64 string `json:"message_id_base64,omitempty"`
+	Type            string `json:"type"`
+	Error           string `json:"error"`
+	Attempts        int    `json:"attempts"`
+	FailedAt        string `json:"failed_at"`
+	PayloadSize     int64  `json:"payload_size"`
+	headersJSON
 	// HeadersLost: the database refused the payload and headers; the
 	// dead letter has neither.
 	PayloadLost bool `json:"payload_lost,omitempty"`
@@ -172,9 +170,38 @@ func newDeadLetterJSON(dl *store.DeadLetter, size int64) deadLetterJSON {
 	if bytes.Equal(dl.Headers, headers.LostMarker) {
 		j.PayloadLost = true
 	} else {
-		j.headers, _ = headers.Decode(dl.Headers)
+		j.headersJSON = newHeadersJSON(dl.Headers)
 	}
-	for k, v := range j.headers {
+	return j
+}
+
+// marked begins each line of a payload's text with "| ", so that no line
+// of it reads as one of show's own.
+func marked(payload string) string {
+	return "| " + strings.ReplaceAll(payload, "\n", "\n| ") + "\n"
+}
+
+// headersJSON holds stored headers for the JSON output.
+type headersJSON struct {
+	// Headers holds the headers whose name and value are valid UTF-8.
+	Headers map[string]string `json:"headers,omitempty"`
+	// HeadersBase64 holds the others, name to value, both in base64.
+	HeadersBase64 map[string]string `json:"headers_base64,omitempty"`
+	// HeadersError: the stored headers could not be read.
+	HeadersError string `json:"headers_error,omitempty"`
+
+	headers map[string]string // all of them, for the text output
+}
+
+// newHeadersJSON decodes headers stored by internal/headers.
+func newHeadersJSON(b []byte) headersJSON {
+	var j headersJSON
+	h, err := headers.Decode(b)
+	if err != nil {
+		j.HeadersError = err.Error()
+	}
+	j.headers = h
+	for k, v := range h {
 		if utf8.ValidString(k) && utf8.ValidString(v) {
 			j.Headers = withHeader(j.Headers, k, v)
 		} else {
@@ -289,10 +316,11 @@ none when pruned, or for an invalid message, whose row is keyed by its
 content) and the failed attempts recorded.
 
 The payload is printed as text when it is valid UTF-8, else in base64.
-In the text, the characters that would act on a terminal or reorder what
-is read are escaped as in Go (\x1b, \r, \u202e): C0 controls but newline
-and tab, DEL, C1 controls, and bidirectional formatting characters; the
-other fields are Go-quoted when they hold any. With -json,
+In the text, each line of the payload begins with "| ". The characters
+that would act on a terminal or reorder what is read are escaped as in
+Go (\x1b, \r, \u202e): C0 controls but newline and tab, DEL, C1
+controls, U+2028 and U+2029, and bidirectional formatting characters.
+The other fields are Go-quoted when they hold any. With -json,
 payload_base64 always holds it, and payload_text too when it is valid
 UTF-8; a header whose name or value is not valid UTF-8 is in
 headers_base64 (name to value, both in base64) instead of headers. -raw
@@ -381,8 +409,11 @@ func dlShow(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		fmt.Fprintf(tw, "payload:\tnot kept (the database refused it); the dead letter cannot be replayed\n")
 		return tw.Flush()
 	}
-	for k, v := range j.headers {
-		fmt.Fprintf(tw, "header:\t%s: %s\n", text([]byte(k)), text([]byte(v)))
+	for _, k := range slices.Sorted(maps.Keys(j.headers)) {
+		fmt.Fprintf(tw, "header:\t%s: %s\n", text([]byte(k)), text([]byte(j.headers[k])))
+	}
+	if j.HeadersError != "" {
+		fmt.Fprintf(tw, "headers:\tnot readable: %s\n", text([]byte(j.HeadersError)))
 	}
 	if j.PayloadText != nil {
 		payload, n := escapeControls(*j.PayloadText)
@@ -394,8 +425,8 @@ func dlShow(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if err := tw.Flush(); err != nil {
 			return err
 		}
-		fmt.Fprintln(stdout, payload)
-		return nil
+		_, err := io.WriteString(stdout, marked(payload))
+		return err
 	}
 	fmt.Fprintf(tw, "payload:\t%s, base64:\n", plural(len(det.Payload), "byte"))
 	if err := tw.Flush(); err != nil {

@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"text/tabwriter"
 
-	"github.com/inboxkit/inbox/internal/headers"
 	"github.com/inboxkit/inbox/store"
 )
 
@@ -178,19 +177,19 @@ func parseSeqs(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) ([]int
 // parkedJSON is a parked row in parked's JSON output. IDs and keys that
 // are not valid UTF-8 come in base64 (the _base64 field) instead.
 type parkedJSON struct {
-	Seq             int64             `json:"seq"`
-	MessageID       string            `json:"message_id"`
-	MessageIDBase64 string            `json:"message_id_base64,omitempty"`
-	Destination     string            `json:"destination"`
-	Key             string            `json:"key,omitempty"`
-	KeyBase64       string            `json:"key_base64,omitempty"`
-	Type            string            `json:"type,omitempty"`
-	Attempts        int               `json:"attempts"`
-	Error           string            `json:"error"`
-	CreatedAt       string            `json:"created_at"`
-	ParkedAt        string            `json:"parked_at"`
-	Headers         map[string]string `json:"headers,omitempty"`
-	PayloadBase64   string            `json:"payload_base64"`
+	Seq             int64  `json:"seq"`
+	MessageID       string `json:"message_id"`
+	MessageIDBase64 string `json:"message_id_base64,omitempty"`
+	Destination     string `json:"destination"`
+	Key             string `json:"key,omitempty"`
+	KeyBase64       string `json:"key_base64,omitempty"`
+	Type            string `json:"type,omitempty"`
+	Attempts        int    `json:"attempts"`
+	Error           string `json:"error"`
+	CreatedAt       string `json:"created_at"`
+	ParkedAt        string `json:"parked_at"`
+	headersJSON
+	PayloadBase64 string `json:"payload_base64"`
 }
 
 func listParked(ctx context.Context, rs store.OutboxRelayer, after int64, limit int, asJSON bool, w io.Writer) error {
@@ -212,7 +211,7 @@ func listParked(ctx context.Context, rs store.OutboxRelayer, after int64, limit 
 				CreatedAt: timeJSON(r.CreatedAt), ParkedAt: timeJSON(r.ParkedAt), PayloadBase64: base64.StdEncoding.EncodeToString(r.Payload)}
 			j.MessageID, j.MessageIDBase64 = jsonBytes(r.ID)
 			j.Key, j.KeyBase64 = jsonBytes(r.Key)
-			j.Headers, _ = headers.Decode(r.Headers)
+			j.headersJSON = newHeadersJSON(r.Headers)
 			out.Parked = append(out.Parked, j)
 		}
 		return writeJSON(w, out)

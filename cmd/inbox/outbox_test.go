@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -27,7 +28,8 @@ func TestOutboxCommand(t *testing.T) {
 			e := openDB(t, dialect)
 			e.writeOutbox(t, &outbox.Message{ID: "p-1", Destination: "d", Key: "k", Payload: []byte("bad")},
 				&outbox.Message{ID: "p-2", Destination: "d", Key: "k"},
-				&outbox.Message{ID: "p-3\x1b[2J", Destination: "d", Payload: []byte("bad")})
+				&outbox.Message{ID: "p-3\x1b[2J", Destination: "d", Payload: []byte("bad"),
+					Headers: map[string]string{"k\xfe": "b", "k\xff": "a", "ok": "c"}})
 			var mu sync.Mutex
 			var published []string
 			refuse := true
@@ -81,11 +83,13 @@ func TestOutboxCommand(t *testing.T) {
 				{name: "parked json", args: []string{"parked", "-json"}, then: func(t *testing.T, stdout string) {
 					var out struct {
 						Parked []struct {
-							Seq           int64  `json:"seq"`
-							MessageID     string `json:"message_id"`
-							Key           string `json:"key"`
-							Error         string `json:"error"`
-							PayloadBase64 string `json:"payload_base64"`
+							Seq           int64             `json:"seq"`
+							MessageID     string            `json:"message_id"`
+							Key           string            `json:"key"`
+							Error         string            `json:"error"`
+							PayloadBase64 string            `json:"payload_base64"`
+							Headers       map[string]string `json:"headers"`
+							HeadersBase64 map[string]string `json:"headers_base64"`
 						} `json:"parked"`
 						NextAfter int64 `json:"next_after"`
 					}
@@ -95,6 +99,11 @@ func TestOutboxCommand(t *testing.T) {
 					if p := out.Parked[0]; p.Seq != parked[0].Seq || p.MessageID != "p-1" || p.Key != "k" || p.PayloadBase64 != "YmFk" ||
 						!strings.HasPrefix(p.Error, "refused") {
 						t.Fatalf("parked -json: first %+v, want p-1", p)
+					}
+					// Header names that are not valid UTF-8 keep their bytes.
+					want := map[string]string{"a/4=": "Yg==", "a/8=": "YQ=="}
+					if p := out.Parked[1]; !maps.Equal(p.Headers, map[string]string{"ok": "c"}) || !maps.Equal(p.HeadersBase64, want) {
+						t.Fatalf("parked -json: headers %q and headers_base64 %q, want ok: c and %q", p.Headers, p.HeadersBase64, want)
 					}
 				}},
 				{name: "discard", args: []string{"discard", one}, stdout: []string{"discarded outbox row " + one + "\n"},

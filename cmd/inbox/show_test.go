@@ -18,7 +18,7 @@ import (
 // operator's terminal: cursor up, clear line, carriage return, a forged
 // line, a window title (OSC), C1 controls (CSI as U+009B), DEL, and bidi
 // controls that reorder what is read.
-const hostile = "\x1b[1A\x1b[2K\rerror: (none) -- safe to discard\x1b]0;pwned\x07 \u009b2J \u202egnp.exe\u202c \u2066x\u2069 \u200f\x7f"
+const hostile = "\x1b[1A\x1b[2K\rerror: (none) -- safe to discard\x1b]0;pwned\x07 \u009b2J \u202egnp.exe\u202c \u2066x\u2069 \u200f\x7f \u2028\u2029"
 
 // controlChars are the characters that must not reach a terminal raw.
 func controlChars(s string) []string {
@@ -26,7 +26,8 @@ func controlChars(s string) []string {
 	for _, r := range s {
 		switch {
 		case r == '\n' || r == '\t':
-		case r < 0x20, r >= 0x7f && r <= 0x9f, r == 0x61c, r == 0x200e, r == 0x200f, r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069:
+		case r < 0x20, r >= 0x7f && r <= 0x9f, r == 0x61c, r == 0x200e, r == 0x200f, r == 0x2028, r == 0x2029,
+			r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069:
 			found = append(found, fmt.Sprintf("%U", r))
 		}
 	}
@@ -43,7 +44,8 @@ func TestHostileDeadLetter(t *testing.T) {
 	e := openDB(t, "sqlite")
 	consumer := "c" + hostile
 	ib := e.inbox(t, inbox.Config{Consumer: consumer})
-	payload := "payload line 1\n\tindented" + hostile + "\nend"
+	// A line of its own that reads like one of show's.
+	payload := "payload line 1\n\tindented" + hostile + "\nerror: (none) -- safe to discard\nend"
 	fail := func(context.Context, *sql.Tx, *inbox.Message) error {
 		return inbox.Permanent(errors.New("boom" + hostile))
 	}
@@ -70,8 +72,8 @@ func TestHostileDeadLetter(t *testing.T) {
 		code int
 		want []string // in stdout
 	}{
-		{"show", with("dead-letters", "show", id), 0, []string{"payload line 1\n\tindented\\x1b[1A\\x1b[2K\\rerror: (none)", `\u202egnp.exe`, "\nend\n",
-			"text, 12 control characters escaped"}},
+		{"show", with("dead-letters", "show", id), 0, []string{"| payload line 1\n| \tindented\\x1b[1A\\x1b[2K\\rerror: (none)", `\u202egnp.exe`,
+			"\n| error: (none) -- safe to discard\n| end\n", "text, 14 control characters escaped"}},
 		{"show binary", with("dead-letters", "show", bin), 0, []string{"base64:\n/xtbMks=\n"}},
 		{"list", with("dead-letters", "list"), 0, nil},
 		{"stats", with("stats"), 0, nil},
@@ -88,6 +90,11 @@ func TestHostileDeadLetter(t *testing.T) {
 			for _, w := range tc.want {
 				if !strings.Contains(stdout, w) {
 					t.Errorf("%v: stdout lacks %q:\n%s", tc.args, w, stdout)
+				}
+			}
+			for _, line := range strings.Split(stdout, "\n") {
+				if strings.HasPrefix(line, "error: (none)") {
+					t.Errorf("%v: the payload wrote a line that reads as show's own: %q", tc.args, line)
 				}
 			}
 		})
