@@ -34,6 +34,14 @@ type PublisherConfig struct {
 // NewPublisher returns a Publisher on cl, a producer client the caller
 // owns (and closes). cfg may be nil. A nil cl is an error wrapping
 // ErrInvalidConfig.
+//
+// Publish returns once its context is done, though the client may still
+// hold the record. An idempotent client (franz-go's default) does not
+// fail a record it has sent until the broker answers: it sends it again
+// once the cluster is back, a copy the consumer's inbox skips, and the
+// partition's later records wait behind it. A client built with
+// [kgo.AllowIdempotentProduceCancellation] fails such a record instead,
+// as a relay's client should (the broker may have it all the same).
 func NewPublisher(cl *kgo.Client, cfg *PublisherConfig) (*Publisher, error) {
 	if cl == nil {
 		return nil, fmt.Errorf("%w: nil *kgo.Client", ErrInvalidConfig)
@@ -52,7 +60,7 @@ func NewPublisher(cl *kgo.Client, cfg *PublisherConfig) (*Publisher, error) {
 }
 
 // Publish produces msg to the topic msg.Subject and waits for the broker's
-// ack. msg.Key is the record's key (none when empty), which the client's
+// ack, or for ctx to end (see [NewPublisher]). msg.Key is the record's key (none when empty), which the client's
 // partitioner maps to a partition (franz-go's default: the same key, the
 // same partition). A record over the producer's max batch size is an
 // error wrapping broker.ErrInvalidMessage; a topic that does not exist
@@ -77,12 +85,54 @@ func (p *Publisher) Publish(ctx context.Context, msg *broker.Message) error {
 	if msg.Type != "" {
 		r.Headers = append(r.Headers, kgo.RecordHeader{Key: p.typeHeader, Value: []byte(msg.Type)})
 	}
-	err := p.cl.ProduceSync(ctx, r).FirstErr()
+	err := p.produce(ctx, r)
+	for try := 1; try < siblingTries && ctx.Err() == nil && isContextErr(err); try++ {
+		// Failed with its batch, whose first record's context ended
+		// (kgo.Produce): not sent, or sent and perhaps dropped.
+		err = p.produce(ctx, r)
+	}
 	switch {
 	case err == nil:
 		return nil
+	case errors.Is(err, errAbandoned):
+		return fmt.Errorf("kafka: publish %q to %q: no ack before the context ended: %w", msg.ID, msg.Subject, ctx.Err())
 	case errors.Is(err, kerr.MessageTooLarge):
 		return fmt.Errorf("kafka: publish %q to %q: %w: payload of %d bytes: %w", msg.ID, msg.Subject, broker.ErrInvalidMessage, len(msg.Payload), err)
 	}
 	return fmt.Errorf("kafka: publish %q to %q: %w", msg.ID, msg.Subject, err)
+}
+
+// siblingTries bounds Publish's tries of a record that fails with the
+// context error of another record of its batch.
+const siblingTries = 3
+
+func isContextErr(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// errAbandoned is produce's error when ctx ended before the record's
+// outcome was known.
+var errAbandoned = errors.New("kafka: produce abandoned")
+
+// produce is ProduceSync bounded by ctx. The client checks a record's
+// context before it sends it and after an answer. A sent record waits
+// for the answer or the request's timeout (ProduceRequestTimeout plus
+// RequestTimeoutOverhead, 20 s by default); an idempotent client's waits
+// for an answer, which never comes while the cluster is gone. The
+// goroutine ends with the record's outcome, at the latest when the
+// client is closed.
+func (p *Publisher) produce(ctx context.Context, r *kgo.Record) error {
+	res := make(chan error, 1)
+	go func() { res <- p.cl.ProduceSync(ctx, r).FirstErr() }()
+	select {
+	case err := <-res:
+		return err
+	case <-ctx.Done():
+	}
+	select {
+	case err := <-res: // an outcome known as ctx ended wins
+		return err
+	default:
+		return errAbandoned
+	}
 }
