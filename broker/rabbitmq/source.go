@@ -39,6 +39,7 @@ var _ broker.Source = (*Source)(nil)
 // channel for the delayed copies.
 type session struct {
 	conn       *amqp.Connection
+	user       string // the login's user name; "" when unknown
 	ch         *amqp.Channel
 	pub        *confirmer
 	deliveries <-chan amqp.Delivery
@@ -67,8 +68,27 @@ func NewSource(ctx context.Context, cfg *Config) (*Source, error) {
 		return nil, err
 	}
 	s.sess = sess
+	if sess.user == "" {
+		s.cfg.Logger.Warn("rabbitmq: the connection's user name is unknown (SASL EXTERNAL?): "+
+			"delayed retries arrive with the queue's name as Subject", "queue", c.Queue)
+	}
 	go s.run(sess)
 	return s, nil
+}
+
+// loginUser returns the user name conn logged in with, or "" when its
+// SASL mechanism (EXTERNAL: a certificate) does not tell.
+func loginUser(conn *amqp.Connection) string {
+	if len(conn.Config.SASL) != 1 { // the mechanism it chose
+		return ""
+	}
+	switch a := conn.Config.SASL[0].(type) {
+	case *amqp.PlainAuth:
+		return a.Username
+	case *amqp.AMQPlainAuth:
+		return a.Username
+	}
+	return ""
 }
 
 // Declare declares cfg's queue as NewSource would, without consuming it:
@@ -182,6 +202,7 @@ func (s *Source) open(ctx context.Context, declare bool) (_ *session, err error)
 	}
 	sess := &session{
 		conn:       conn,
+		user:       loginUser(conn),
 		ch:         ch,
 		connClosed: conn.NotifyClose(make(chan *amqp.Error, 1)),
 		chClosed:   ch.NotifyClose(make(chan *amqp.Error, 1)),

@@ -1,0 +1,56 @@
+package rabbitmq
+
+import (
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// x-inbox-routing-key counts only on a copy that came back from a delay
+// queue with the Source's own user as user_id; a Source that does not know
+// its user (SASL EXTERNAL) trusts none.
+func TestRetried(t *testing.T) {
+	t.Parallel()
+	cfg, err := (&Config{Queue: "q"}).withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Source{cfg: cfg}
+	genuine := func(change func(*amqp.Delivery)) amqp.Delivery {
+		d := amqp.Delivery{UserId: "guest", Exchange: "", RoutingKey: "q", Headers: amqp.Table{
+			headerRoutingKey: "rk",
+			"x-death":        []any{amqp.Table{"queue": DelayQueue("q", time.Second), "reason": "expired"}},
+		}}
+		if change != nil {
+			change(&d)
+		}
+		return d
+	}
+	tests := []struct {
+		name string
+		user string // the Source's
+		d    amqp.Delivery
+		want bool
+	}{
+		{"genuine", "guest", genuine(nil), true},
+		{"no user_id", "guest", genuine(func(d *amqp.Delivery) { d.UserId = "" }), false},
+		{"another user_id", "guest", genuine(func(d *amqp.Delivery) { d.UserId = "mallory" }), false},
+		{"the Source's user unknown", "", genuine(func(d *amqp.Delivery) { d.UserId = "" }), false},
+		{"through an exchange", "guest", genuine(func(d *amqp.Delivery) { d.Exchange = "amq.direct" }), false},
+		{"another routing key", "guest", genuine(func(d *amqp.Delivery) { d.RoutingKey = "other" }), false},
+		{"rejected, not expired", "guest", genuine(func(d *amqp.Delivery) {
+			d.Headers["x-death"] = []any{amqp.Table{"queue": DelayQueue("q", time.Second), "reason": "rejected"}}
+		}), false},
+		{"no x-death", "guest", genuine(func(d *amqp.Delivery) { delete(d.Headers, "x-death") }), false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			rk, ok := s.retried(&session{user: tc.user}, &tc.d)
+			if ok != tc.want || (ok && rk != "rk") {
+				t.Fatalf("retried: %q %v, want %v (routing key \"rk\" when true)", rk, ok, tc.want)
+			}
+		})
+	}
+}
