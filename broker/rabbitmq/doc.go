@@ -29,10 +29,15 @@
 // header counts only when user_id is the Source's user and x-death names
 // one of its delay queues. So give producers users of their own: a
 // producer logged in as the consumer's user can fake a retry's routing
-// key. A Source whose user name is unknown (SASL EXTERNAL) trusts no such
-// header: its retries arrive with the queue's name as Subject, and
-// NewSource logs a warning. So do the copies that an older version, which
-// set no user_id, left in the delay queues.
+// key.
+//
+// A Source whose user name is unknown trusts no such header: its retries
+// arrive with the queue's name as Subject, and NewSource logs a warning.
+// That happens with SASL EXTERNAL (a certificate), and with an auth
+// backend that renames the login (OAuth 2). The Source checks its
+// user_id once per connection. Copies that an older version left in the
+// delay queues, without user_id, also arrive with the queue's name as
+// Subject.
 //
 // # Acknowledgements
 //
