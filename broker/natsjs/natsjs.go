@@ -363,7 +363,9 @@ func NewPublisher(js jetstream.JetStream, cfg *PublisherConfig) (*Publisher, err
 // *DuplicateError with PublisherConfig.RefuseDuplicates. A header (or an ID, or a
 // type) that NATS would refuse or alter is an error wrapping
 // broker.ErrInvalidMessage, as is a message over the server's max_payload.
-// Headers of NATS's own ([OwnHeader]) are left out.
+// A Message's Nats-* headers ([OwnHeader]) are never sent. So JetStream
+// controls such as Nats-TTL or Nats-Expected-Last-Sequence cannot be set
+// through Message.Headers.
 func (p *Publisher) Publish(ctx context.Context, msg *broker.Message) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("natsjs: publish %q to %q: %w", msg.ID, msg.Subject, err)
@@ -400,17 +402,16 @@ func (p *Publisher) Publish(ctx context.Context, msg *broker.Message) error {
 }
 
 // OwnHeader tells whether a header is NATS's own rather than the
-// producer's: a name that begins with "Nats-", in any case. Those are
-// JetStream's controls (Nats-Rollup, Nats-Expected-Last-Sequence,
+// producer's: a name that begins with "Nats-", in that case exactly.
+// Those are JetStream's controls (Nats-Rollup, Nats-Expected-Last-Sequence,
 // Nats-TTL…), what the server adds (Nats-Stream, Nats-Sequence…) and
 // Nats-Msg-Id, which Publisher sets from Message.ID. Source leaves them
 // out of Message.Headers, and Publisher never sends them from
 // Message.Headers: published again (a replay, a relay), they would act
-// again, a rollup purging the stream.
-func OwnHeader(name string) bool {
-	const prefix = "Nats-"
-	return len(name) >= len(prefix) && strings.EqualFold(name[:len(prefix)], prefix)
-}
+// again, a rollup purging the stream. NATS matches header names
+// case-sensitively, so nats-rollup or NATS-TTL are a producer's own
+// headers: JetStream ignores them, and they round-trip.
+func OwnHeader(name string) bool { return strings.HasPrefix(name, "Nats-") }
 
 // check refuses what nats.go would refuse with a vague error (a header
 // name) or alter silently (a value with CR or LF, which it replaces by

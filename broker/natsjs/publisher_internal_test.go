@@ -41,11 +41,13 @@ func TestPublisherCheck(t *testing.T) {
 	}
 }
 
-// NATS's own headers are those of its "Nats-" prefix, in any case.
+// NATS's own headers are those of its "Nats-" prefix, in that case: NATS
+// matches header names case-sensitively.
 func TestOwnHeader(t *testing.T) {
 	t.Parallel()
 	for name, want := range map[string]bool{
-		"Nats-Rollup": true, "nats-rollup": true, "NATS-EXPECTED-LAST-SEQUENCE": true, "Nats-Msg-Id": true, "Nats-": true,
+		"Nats-Rollup": true, "Nats-Expected-Last-Sequence": true, "Nats-Msg-Id": true, "Nats-": true,
+		"nats-rollup": false, "NATS-EXPECTED-LAST-SEQUENCE": false, "nats-trace": false,
 		"Nats": false, "NatsRollup": false, "X-Nats-Rollup": false, "Inbox-Type": false, "": false,
 	} {
 		if got := OwnHeader(name); got != want {

@@ -59,7 +59,8 @@ var (
 // fields mean the defaults.
 type Config struct {
 	// URL is the broker's AMQP URI. Default DefaultURL
-	// ("amqp://guest:guest@localhost:5672/").
+	// ("amqp://guest:guest@localhost:5672/"). Its user name marks the
+	// Source's delayed retries as its own (see the package comment).
 	URL string
 	// AMQP configures the connections (TLS, SASL, vhost, properties).
 	// Default heartbeat 10 s. Its Recovery must be nil: the Source

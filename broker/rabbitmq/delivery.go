@@ -17,7 +17,7 @@ import (
 func (s *Source) delivery(sess *session, d amqp.Delivery) *delivery {
 	msg := &broker.Message{ID: d.MessageId, Subject: d.RoutingKey, Type: d.Type, Payload: d.Body,
 		Time: d.Timestamp, System: broker.SystemRabbitMQ} // the publisher's, zero when it set none
-	if rk, ok := s.retried(&d); ok {
+	if rk, ok := s.retried(sess, &d); ok {
 		msg.Subject = rk
 	}
 	if len(d.Headers) > 0 {
@@ -61,13 +61,13 @@ func OwnHeader(name string) bool {
 // whether d is one: RabbitMQ dead-lettered it (reason expired) from one of
 // the Source's delay queues back to the queue, through the default
 // exchange with the queue's name as routing key, as declareDelay set them
-// up. Only then is x-inbox-routing-key the Source's own: on any other
-// message a producer set it. A producer may still publish straight into a
-// delay queue, or fake x-death, through the default exchange: a producer
-// without write permission on amq.default cannot.
-func (s *Source) retried(d *amqp.Delivery) (string, bool) {
+// up, and its user_id is the Source's own user. Only then is
+// x-inbox-routing-key the Source's own: on any other message a producer
+// set it. A producer can fake x-death, and write into a delay queue, but
+// RabbitMQ refuses a user_id other than the publisher's login.
+func (s *Source) retried(sess *session, d *amqp.Delivery) (string, bool) {
 	rk, ok := d.Headers[headerRoutingKey].(string)
-	if !ok || d.Exchange != "" || d.RoutingKey != s.cfg.Queue {
+	if !ok || sess.user == "" || d.UserId != sess.user || d.Exchange != "" || d.RoutingKey != s.cfg.Queue {
 		return "", false
 	}
 	deaths, _ := d.Headers["x-death"].([]any)
@@ -203,9 +203,10 @@ func (d *delivery) delayed() amqp.Publishing {
 		Timestamp:       d.d.Timestamp,
 		Type:            d.d.Type,
 		AppId:           d.d.AppId,
-		// Not Expiration: the delay queue's TTL applies. Not UserId: the
-		// broker checks it against this connection's user.
-		Body: d.d.Body,
+		// Not Expiration: the delay queue's TTL applies. UserId marks the
+		// copy as the Source's: the broker allows only the login's name.
+		UserId: d.sess.user,
+		Body:   d.d.Body,
 	}
 }
 

@@ -15,17 +15,29 @@
 // (and requires); its type is the AMQP type property; its headers are the
 // producer's AMQP headers rendered as strings, without RabbitMQ's own or
 // the adapter's ([OwnHeader]: x-death, x-delivery-count...), which
-// Publisher never sends either. Its Subject is the routing key it was
-// published with, kept across delayed retries in the x-inbox-routing-key
-// header. That header counts only on a message that RabbitMQ brought back
-// from one of the Source's delay queues (its x-death record names
-// the delay queue); a producer's own is ignored. A producer that may publish
-// through the default exchange can write into the delay queues and so
-// fake a retry: grant producers write permission on their exchanges only,
-// not on amq.default. RabbitMQ does not count deliveries, it only flags a
-// redelivery: Message.Deliveries is the quorum queue's x-delivery-count
-// header plus one when the header is present (a redelivery), else 0
-// (unknown). The inbox counts attempts itself and does not depend on it.
+// Publisher never sends either. RabbitMQ does not count deliveries, it
+// only flags a redelivery: Message.Deliveries is the quorum queue's
+// x-delivery-count header plus one when the header is present (a
+// redelivery), else 0 (unknown). The inbox counts attempts itself and
+// does not depend on it.
+//
+// A message's Subject is the routing key it was published with. A delayed
+// retry keeps it in the x-inbox-routing-key header, which a producer
+// cannot forge. The Source publishes each delayed copy with its own
+// login's user name as user_id. RabbitMQ refuses a user_id other than the
+// publisher's login, unless that user has the impersonator tag. The
+// header counts only when user_id is the Source's user and x-death names
+// one of its delay queues. So give producers users of their own: a
+// producer logged in as the consumer's user can fake a retry's routing
+// key.
+//
+// A Source whose user name is unknown trusts no such header: its retries
+// arrive with the queue's name as Subject, and NewSource logs a warning.
+// That happens with SASL EXTERNAL (a certificate), and with an auth
+// backend that renames the login (OAuth 2). The Source checks its
+// user_id once per connection. Copies that an older version left in the
+// delay queues, without user_id, also arrive with the queue's name as
+// Subject.
 //
 // # Acknowledgements
 //

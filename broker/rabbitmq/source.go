@@ -39,6 +39,7 @@ var _ broker.Source = (*Source)(nil)
 // channel for the delayed copies.
 type session struct {
 	conn       *amqp.Connection
+	user       string // the login's user name; "" when unknown
 	ch         *amqp.Channel
 	pub        *confirmer
 	deliveries <-chan amqp.Delivery
@@ -67,8 +68,59 @@ func NewSource(ctx context.Context, cfg *Config) (*Source, error) {
 		return nil, err
 	}
 	s.sess = sess
+	if sess.user == "" {
+		s.cfg.Logger.Warn("rabbitmq: the connection's user name is unknown, or refused as user_id: "+
+			"delayed retries arrive with the queue's name as Subject", "queue", c.Queue)
+	}
 	go s.run(sess)
 	return s, nil
+}
+
+// userID returns the user name conn logged in with, which the broker
+// takes as user_id, or "" when it is unknown: the SASL mechanism does not
+// tell it (EXTERNAL: a certificate), or the broker refuses it (an auth
+// backend that maps the login to another name, such as OAuth 2). A
+// message published to the default exchange with no queue's name is
+// dropped, so the check leaves nothing behind.
+func userID(ctx context.Context, conn *amqp.Connection) (string, error) {
+	if len(conn.Config.SASL) != 1 { // the mechanism it chose
+		return "", nil
+	}
+	var user string
+	switch a := conn.Config.SASL[0].(type) {
+	case *amqp.PlainAuth:
+		user = a.Username
+	case *amqp.AMQPlainAuth:
+		user = a.Username
+	default:
+		return "", nil
+	}
+	ch, err := conn.Channel()
+	if err != nil {
+		return "", err
+	}
+	defer ch.Close()
+	closed := ch.NotifyClose(make(chan *amqp.Error, 1))
+	if err := ch.Confirm(false); err != nil {
+		return "", err
+	}
+	dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, "", "", false, false, amqp.Publishing{UserId: user})
+	if err != nil {
+		return "", err
+	}
+	if acked, err := dc.WaitContext(ctx); err != nil || acked {
+		return user, err
+	}
+	select {
+	case e := <-closed:
+		if e != nil && e.Code == amqp.PreconditionFailed {
+			return "", nil // "user_id property set to … but authenticated user was …"
+		}
+	case <-time.After(time.Second):
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+	return user, nil // another refusal, which the delayed copies will report
 }
 
 // Declare declares cfg's queue as NewSource would, without consuming it:
@@ -186,6 +238,9 @@ func (s *Source) open(ctx context.Context, declare bool) (_ *session, err error)
 		connClosed: conn.NotifyClose(make(chan *amqp.Error, 1)),
 		chClosed:   ch.NotifyClose(make(chan *amqp.Error, 1)),
 		canceled:   ch.NotifyCancel(make(chan string, 1)),
+	}
+	if sess.user, err = userID(ctx, conn); err != nil {
+		return nil, fmt.Errorf("rabbitmq: check user_id: %w", err)
 	}
 	sess.pub, err = newConfirmer(conn)
 	if err != nil {

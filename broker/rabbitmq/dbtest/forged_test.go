@@ -2,6 +2,10 @@ package dbtest
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os/exec"
 	"testing"
 	"time"
 
@@ -9,6 +13,7 @@ import (
 
 	"github.com/inboxkit/inbox/broker"
 	"github.com/inboxkit/inbox/broker/rabbitmq"
+	"github.com/inboxkit/inbox/internal/testenv"
 )
 
 // A producer's own x-inbox-routing-key header does not replace the
@@ -73,13 +78,15 @@ func TestForgedRoutingKey(t *testing.T) {
 }
 
 // Publisher never sends RabbitMQ's headers or the adapter's: a dead
-// letter stored with them is published again without them.
+// letter stored with them is published again without them. A header named
+// user_id stays a header: it does not set the user_id property.
 func TestPublisherLeavesOutOwnHeaders(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := open(t, rabbitmq.Classic) // a quorum queue adds x-delivery-count
 	headers := map[string]string{"x-death": "d", "x-first-death-queue": "q", "x-delivery-count": "3",
-		"x-inbox-routing-key": "admin.delete", "user": "u", "x-delay": "kept: the delayed-message plugin's, a producer's"}
+		"x-inbox-routing-key": "admin.delete", "user": "u", "x-delay": "kept: the delayed-message plugin's, a producer's",
+		"user_id": "admin"}
 	if err := e.Publisher.Publish(ctx, &broker.Message{ID: "p-1", Subject: e.queue, Payload: []byte("b"), Headers: headers}); err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +98,132 @@ func TestPublisherLeavesOutOwnHeaders(t *testing.T) {
 	if err != nil || !ok {
 		t.Fatalf("basic.get: %v %v", ok, err)
 	}
-	if len(d.Headers) != 2 || d.Headers["user"] != "u" || d.Headers["x-delay"] != headers["x-delay"] {
-		t.Fatalf("the broker got the headers %v, want only user and x-delay", d.Headers)
+	if len(d.Headers) != 3 || d.Headers["user"] != "u" || d.Headers["x-delay"] != headers["x-delay"] || d.Headers["user_id"] != "admin" {
+		t.Fatalf("the broker got the headers %v, want only user, x-delay and user_id", d.Headers)
 	}
+	if d.UserId != "" {
+		t.Fatalf("the broker got the user_id property %q, want none", d.UserId)
+	}
+}
+
+// A producer logged in as a user of its own cannot fake a delayed retry's
+// routing key, on either queue type: not with a fake x-death through the
+// default exchange, nor by writing into a delay queue (as a copy made
+// before user_id was set would arrive), and the broker refuses its
+// publish with the consumer's user as user_id. A genuine delayed retry
+// keeps its routing key.
+func TestForgedRetryAnotherUser(t *testing.T) {
+	t.Parallel()
+	producerURL := addUser(t)
+	for _, qt := range []rabbitmq.QueueType{rabbitmq.Quorum, rabbitmq.Classic} {
+		t.Run(string(qt), func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			e := open(t, qt)
+			prod := dialURL(t, producerURL)
+			ch, err := prod.Channel()
+			if err != nil {
+				t.Fatal(err)
+			}
+			rk := "rk." + e.queue
+			if err := ch.QueueBind(e.queue, rk, "amq.direct", false, nil); err != nil {
+				t.Fatal(err)
+			}
+			src := e.Source(t)
+			want := func(what, id, subject string) broker.Delivery {
+				t.Helper()
+				d := next(t, src, 5*time.Second)
+				if m := d.Message(); m.ID != id || m.Subject != subject {
+					t.Fatalf("%s: ID %q subject %q; want %q with subject %q", what, m.ID, m.Subject, id, subject)
+				}
+				return d
+			}
+
+			// A genuine retry, which also declares the 100 ms delay queue.
+			if err := publishRaw(ctx, prod, "amq.direct", rk, amqp.Publishing{MessageId: "genuine", Body: []byte("b")}); err != nil {
+				t.Fatal(err)
+			}
+			d := want("delivery", "genuine", rk)
+			for i := range 2 {
+				if err := d.Nack(ctx, 100*time.Millisecond); err != nil {
+					t.Fatal(err)
+				}
+				d = want(fmt.Sprintf("delayed retry %d", i+1), "genuine", rk)
+			}
+			if err := d.Ack(ctx); err != nil {
+				t.Fatal(err)
+			}
+
+			delay := rabbitmq.DelayQueue(e.queue, 100*time.Millisecond)
+			death := []any{amqp.Table{"queue": delay, "reason": "expired", "count": int64(1), "exchange": "",
+				"routing-keys": []any{delay}, "time": time.Now()}}
+			forged := []struct {
+				name, key string
+				headers   amqp.Table
+			}{
+				{"default exchange, fake x-death", e.queue, amqp.Table{"x-inbox-routing-key": "admin.delete", "x-death": death}},
+				{"into the delay queue", delay, amqp.Table{"x-inbox-routing-key": "admin.delete"}},
+			}
+			for _, f := range forged {
+				err := publishRaw(ctx, prod, "", f.key, amqp.Publishing{MessageId: f.name, Body: []byte("b"), Headers: f.headers})
+				if err != nil {
+					t.Fatalf("%s: %v", f.name, err)
+				}
+				if err := want(f.name, f.name, e.queue).Ack(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+
+			uri, err := amqp.ParseURI(testenv.AMQPURL())
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = publishRaw(ctx, prod, "", e.queue, amqp.Publishing{MessageId: "impersonated", UserId: uri.Username, Body: []byte("b"),
+				Headers: amqp.Table{"x-inbox-routing-key": "admin.delete", "x-death": death}})
+			if ae := (*amqp.Error)(nil); !errors.As(err, &ae) || ae.Code != amqp.PreconditionFailed {
+				t.Fatalf("publish with the consumer's user_id %q as another user: %v; want the broker's PRECONDITION_FAILED", uri.Username, err)
+			}
+		})
+	}
+}
+
+// addUser adds a RabbitMQ user with every permission on the test vhost,
+// deleted when t ends, and returns the test URL logged in as that user.
+func addUser(t *testing.T) string {
+	t.Helper()
+	if _, err := exec.LookPath("rabbitmqctl"); err != nil {
+		testenv.Unavailable(t, "rabbitmqctl", err)
+	}
+	uri, err := amqp.ParseURI(testenv.AMQPURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	user, password := testenv.Name("inboxtest_"), testenv.Name("")
+	ctl := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command("rabbitmqctl", append([]string{"-q"}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("rabbitmqctl %s: %v: %s", args[0], err, out)
+		}
+	}
+	ctl("add_user", user, password)
+	t.Cleanup(func() { ctl("delete_user", user) })
+	ctl("set_permissions", "-p", uri.Vhost, user, ".*", ".*", ".*")
+	u, err := url.Parse(testenv.AMQPURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.UserPassword(user, password)
+	return u.String()
+}
+
+// dialURL connects to url; the connection is closed when t ends.
+func dialURL(t *testing.T, url string) *amqp.Connection {
+	t.Helper()
+	conn, err := amqp.DialConfig(url, amqp.Config{Dial: amqp.DefaultDial(2 * time.Second),
+		Properties: amqp.Table{"connection_name": "inbox test " + t.Name()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return conn
 }

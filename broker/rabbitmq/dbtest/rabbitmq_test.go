@@ -7,6 +7,7 @@ package dbtest
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -109,13 +110,23 @@ func publishRaw(ctx context.Context, conn *amqp.Connection, exchange, key string
 	if err := ch.Confirm(false); err != nil {
 		return err
 	}
+	closed := ch.NotifyClose(make(chan *amqp.Error, 1))
 	p.DeliveryMode = amqp.Persistent
 	dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, exchange, key, true, false, p)
 	if err != nil {
 		return err
 	}
-	_, err = dc.WaitContext(ctx)
-	return err
+	if ok, err := dc.WaitContext(ctx); err != nil || ok {
+		return err
+	}
+	select { // the broker's reason, when it closed the channel
+	case e := <-closed:
+		if e != nil {
+			return e
+		}
+	case <-time.After(time.Second):
+	}
+	return errors.New("publish not confirmed")
 }
 
 func delayQueues(queue string) []string {
