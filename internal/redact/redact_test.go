@@ -66,6 +66,34 @@ func TestText(t *testing.T) {
 		{name: "MySQL DSN, / and @ in the password", dsn: "root:S3c/r@t@tcp(127.0.0.1:3306)/test",
 			text: "Open root:S3c/r@t@tcp(127.0.0.1:3306)/test: refused", secrets: []string{"S3c/r@t"},
 			want: "root:xxxxx@tcp(127.0.0.1:3306)/test"},
+		{name: "MySQL DSN, : and @ in the password", dsn: "root:S3:c@r@tcp(127.0.0.1:3306)/test",
+			text: "Open root:S3:c@r@tcp(127.0.0.1:3306)/test: refused", secrets: []string{"S3:c@r"},
+			want: "root:xxxxx@tcp(127.0.0.1:3306)/test"},
+		{name: "postgres URL, percent-encoded password parameter", dsn: "postgres://u@h/db?pass%77ord=S3cretQ&sslmode=disable",
+			text: "cannot parse `postgres://u@h/db?pass%77ord=S3cretQ&sslmode=disable`", secrets: []string{"S3cretQ"},
+			want: "postgres://u@h/db?pass%77ord=xxxxx&sslmode=disable"},
+		{name: "postgres key = value", dsn: "host=127.0.0.1 port=abc user=u password = Spaced0ut dbname=x",
+			text: "cannot parse `host=127.0.0.1 port=abc user=u password = Spaced0ut dbname=x`: invalid port", secrets: []string{"Spaced0ut"},
+			want: "host=127.0.0.1 port=abc user=u password = xxxxx dbname=x"},
+		{name: "postgres key= value", dsn: "host=h port=x password= Spaced0ut",
+			// pgconn's best effort masks the empty word after '='.
+			text: "cannot parse `host=h port=x password=xxxxx Spaced0ut`: invalid port", secrets: []string{"Spaced0ut"},
+			want: "host=h port=x password= xxxxx"},
+		{name: "postgres key =value, sslpassword", dsn: "host=h port=x sslpassword =Spaced0ut",
+			text: "cannot parse `host=h port=x sslpassword =Spaced0ut`: invalid port", secrets: []string{"Spaced0ut"},
+			want: "host=h port=x sslpassword =xxxxx"},
+		{name: "postgres key=value, escaped space", dsn: `host=h port=x password=S3c\ r3t`,
+			text: "cannot parse `host=h port=x password=xxxxx r3t`: invalid port", secrets: []string{"r3t"},
+			want: "host=h port=x password=xxxxx"},
+		{name: "postgres key=value, escaped quote", dsn: `host=h port=x password=S3c\'r3t`,
+			text: "login as S3c'r3t failed", secrets: []string{"S3c'r3t"},
+			want: "host=h port=x password=xxxxx"},
+		{name: "postgres key=value, & in the password", dsn: "host=h port=x password=S3c&r3t",
+			text: "cannot parse `host=h port=x password=S3c&r3t`: invalid port", secrets: []string{"S3c&r3t", "r3t"},
+			want: "host=h port=x password=xxxxx"},
+		{name: "postgres key=value, upper case", dsn: "host=h port=x PASSWORD = 'a b c' dbname=d",
+			text: "cannot parse `host=h port=x PASSWORD = 'a b c' dbname=d`: invalid port", secrets: []string{"a b c"},
+			want: "host=h port=x PASSWORD = xxxxx dbname=d"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -105,6 +133,8 @@ func TestTextWithoutDSN(t *testing.T) {
 		{"nats://h:4222: Access denied for user 'root'@'localhost'", "nats://h:4222: Access denied for user 'root'@'localhost'"},
 		{"no URL: user@host, a:b", "no URL: user@host, a:b"},
 		{"dsn password='it''s' x", "dsn password=xxxxx's' x"},
+		{"cannot parse `host=h password = Spaced0ut dbname=x`: invalid port", "cannot parse `host=h password = xxxxx dbname=x`: invalid port"},
+		{"passfile=/home/u/.pgpass password=S3cret", "passfile=/home/u/.pgpass password=xxxxx"},
 	} {
 		if got := Text(tc.text); got != tc.want {
 			t.Errorf("Text(%q) = %q, want %q", tc.text, got, tc.want)
