@@ -32,7 +32,6 @@ func DSN(dsn string) string { return Text(dsn, dsn) }
 // they occur (as given, percent-decoded, and Go-quoted), and those of the
 // URLs and password = values in text itself.
 func Text(text string, dsns ...string) string {
-	text = keyValues(urls(text, true))
 	var secrets []string
 	for _, d := range dsns {
 		for _, p := range passwords(d) {
@@ -52,7 +51,9 @@ func Text(text string, dsns ...string) string {
 			text = strings.ReplaceAll(text, q, strings.Replace(q, s, Mask, 1))
 		}
 	}
-	return text
+	// Masking by position comes last: a URL's password masked first could
+	// cut a known one that holds "://" (root:p://u:w@tcp(h)/db).
+	return keyValues(urls(text, true))
 }
 
 // Error returns err with its message passed through Text, nil for nil.
@@ -73,10 +74,10 @@ func (e *redacted) Error() string { return e.msg }
 func (e *redacted) Unwrap() error { return e.err }
 
 // userinfo finds the userinfo of every URL in s: after "://", up to the
-// last '@' before the next "://" (a password may hold '/', '#', '?' and
-// '@'; the next URL of a list begins there). In a text (inText), a URL
-// also ends at a space, so that an '@' of the words after it is not taken.
-// fn gets the scheme and the userinfo's bounds.
+// last '@' before the next URL (a password may hold '/', '#', '?', '@' and
+// "://"). In a text (inText), a URL also ends at a space, so that an '@'
+// of the words after it is not taken. fn gets the scheme and the
+// userinfo's bounds.
 func userinfo(s string, inText bool, fn func(scheme string, from, to int)) {
 	for off := 0; ; {
 		i := strings.Index(s[off:], "://")
@@ -85,10 +86,7 @@ func userinfo(s string, inText bool, fn func(scheme string, from, to int)) {
 		}
 		start := off + i + 3
 		rest := s[start:]
-		end := len(rest)
-		if j := strings.Index(rest, "://"); j >= 0 {
-			end = j
-		}
+		end := nextURL(rest)
 		if j := strings.IndexAny(rest[:end], " \t\n"); inText && j >= 0 {
 			end = j
 		}
@@ -99,6 +97,23 @@ func userinfo(s string, inText bool, fn func(scheme string, from, to int)) {
 		}
 		fn(scheme(s[:off+i]), start, start+at)
 		off = start + at + 1
+	}
+}
+
+// nextURL is where the next URL of a list begins in s, len(s) if none: a
+// scheme and "://" after a ',', a space or a quote. Another "://" is a
+// password's (amqp://u:p://w@host/).
+func nextURL(s string) int {
+	for off := 0; ; {
+		i := strings.Index(s[off:], "://")
+		if i < 0 {
+			return len(s)
+		}
+		i += off
+		if k := i - len(scheme(s[:i])); k > 0 && k < i && strings.IndexByte(", \t\n\"'`", s[k-1]) >= 0 {
+			return k
+		}
+		off = i + 3
 	}
 }
 
@@ -254,9 +269,11 @@ func passwords(dsn string) []string {
 		inner, value := unquote(dsn[from:to])
 		out = append(out, inner, value)
 	})
-	if len(out) == 0 && !strings.Contains(dsn, "://") {
-		// go-sql-driver/mysql: [user[:password]@][net[(addr)]]/dbname, split
-		// as its ParseDSN does: at the last '/', then the last '@' before it.
+	dsn = strings.TrimSpace(dsn)
+	if i := strings.Index(dsn, "://"); i < 0 || len(scheme(dsn[:i])) < i {
+		// Not a URL (a MySQL password may hold "://"): go-sql-driver's
+		// [user[:password]@][net[(addr)]]/dbname, split as its ParseDSN
+		// does: at the last '/', then the last '@' before it.
 		if slash := strings.LastIndexByte(dsn, '/'); slash > 0 {
 			if at := strings.LastIndexByte(dsn[:slash], '@'); at > 0 {
 				if c := strings.IndexByte(dsn[:at], ':'); c >= 0 {
