@@ -41,6 +41,7 @@ func TestSecretsNotPrinted(t *testing.T) {
 		{"MySQL DSN with :// in the password", []string{"stats", "-mysql", "root:S3c://r3t@tcp(127.0.0.1:1)/test"}, []string{"S3c://r3t", "r3t"}},
 		{"postgres key=value that does not parse", []string{"stats", "-postgres", `host=127.0.0.1 port=x password='S3cret\' K3y'`}, []string{"S3cret", "K3y"}},
 		{"MySQL DSN", []string{"stats", "-mysql", "root:S3cretMy@tcp(127.0.0.1:1)/test"}, []string{"S3cretMy"}},
+		{"MySQL DSN without a database, / in the password", []string{"stats", "-mysql", "root:S3cret/x@tcp(127.0.0.1:1)"}, []string{"S3cret"}},
 		{"MySQL DSN that does not parse", []string{"stats", "-mysql", "root:S3c/r@tMy@tcp(127.0.0.1:1/test"}, []string{"S3c/r@tMy"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

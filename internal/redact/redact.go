@@ -273,13 +273,15 @@ func passwords(dsn string) []string {
 	if i := strings.Index(dsn, "://"); i < 0 || len(scheme(dsn[:i])) < i {
 		// Not a URL (a MySQL password may hold "://"): go-sql-driver's
 		// [user[:password]@][net[(addr)]]/dbname, split as its ParseDSN
-		// does: at the last '/', then the last '@' before it.
-		if slash := strings.LastIndexByte(dsn, '/'); slash > 0 {
-			if at := strings.LastIndexByte(dsn[:slash], '@'); at > 0 {
-				if c := strings.IndexByte(dsn[:at], ':'); c >= 0 {
-					out = append(out, dsn[c+1:at])
-				}
-			}
+		// does: at the last '/', then the last '@' before it. Without a
+		// "/dbname", at the last '@': the driver's error names what precedes
+		// a '/' of the password as the network.
+		at := strings.LastIndexByte(dsn[:max(strings.LastIndexByte(dsn, '/'), 0)], '@')
+		if at < 0 {
+			at = strings.LastIndexByte(dsn, '@')
+		}
+		if c := strings.IndexByte(dsn[:max(at, 0)], ':'); c >= 0 {
+			out = append(out, dsn[c+1:at])
 		}
 	}
 	return out

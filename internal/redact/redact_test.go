@@ -75,6 +75,10 @@ func TestText(t *testing.T) {
 		{name: "MySQL DSN, :// and : in the password", dsn: "root:S3c://u:r3t@tcp(127.0.0.1:3306)/test",
 			text: "Open root:S3c://u:r3t@tcp(127.0.0.1:3306)/test: refused", secrets: []string{"S3c://u:r3t", "S3c"},
 			want: "root:xxxxx@tcp(127.0.0.1:3306)/test"},
+		{name: "MySQL DSN without a database, / in the password", dsn: "root:S3cret/x@tcp(127.0.0.1:3306)",
+			// go-sql-driver takes what precedes the password's '/' for the network.
+			text: "Open: default addr for network 'root:S3cret' unknown", secrets: []string{"S3cret"},
+			want: "root:xxxxx@tcp(127.0.0.1:3306)"},
 		{name: "AMQP URL, :// in the password", dsn: "amqp://u:S3c://r3t@host:5672/", secrets: []string{"S3c://r3t", "r3t"},
 			want: "amqp://u:xxxxx@host:5672/"},
 		{name: "NATS list, a space after the comma", dsn: "nats://u:P1ssA@h1:4222, nats://v:Q2ssB@h2:4222", secrets: []string{"P1ssA", "Q2ssB"},
