@@ -35,8 +35,13 @@ func TestSecretsNotPrinted(t *testing.T) {
 		{"postgres URL", []string{"stats", "-postgres", "postgres://postgres:S3cretPg@127.0.0.1:1/test"}, []string{"S3cretPg"}},
 		{"postgres URL that does not parse", []string{"stats", "-postgres", "postgres://postgres:S3c:r/etPg@127.0.0.1:x/test"}, []string{"S3c:r/etPg", "r/etPg"}},
 		{"postgres key=value", []string{"stats", "-postgres", "host=127.0.0.1 port=1 user=app password=S3cretKV"}, []string{"S3cretKV"}},
+		{"postgres key = value", []string{"stats", "-postgres", "host=127.0.0.1 port=abc user=u password = Spaced0ut dbname=x"}, []string{"Spaced0ut"}},
+		{"postgres key= value", []string{"stats", "-postgres", "host=127.0.0.1 port=abc user=u password= Spaced0ut dbname=x"}, []string{"Spaced0ut"}},
+		{"check, AMQP URL with :// in the password", check("-amqp", "amqp://app:S3c://r3t@127.0.0.1:1/", "-queue", "q"), []string{"S3c://r3t", "r3t"}},
+		{"MySQL DSN with :// in the password", []string{"stats", "-mysql", "root:S3c://r3t@tcp(127.0.0.1:1)/test"}, []string{"S3c://r3t", "r3t"}},
 		{"postgres key=value that does not parse", []string{"stats", "-postgres", `host=127.0.0.1 port=x password='S3cret\' K3y'`}, []string{"S3cret", "K3y"}},
 		{"MySQL DSN", []string{"stats", "-mysql", "root:S3cretMy@tcp(127.0.0.1:1)/test"}, []string{"S3cretMy"}},
+		{"MySQL DSN without a database, / in the password", []string{"stats", "-mysql", "root:S3cret/x@tcp(127.0.0.1:1)"}, []string{"S3cret"}},
 		{"MySQL DSN that does not parse", []string{"stats", "-mysql", "root:S3c/r@tMy@tcp(127.0.0.1:1/test"}, []string{"S3c/r@tMy"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

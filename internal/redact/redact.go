@@ -3,9 +3,9 @@
 // url.Parse's own error repeats the whole URL.
 //
 // It knows the forms the inbox takes: URLs (amqp://user:password@host/,
-// NATS's comma-separated lists, nats://token@host), PostgreSQL's
-// key=value DSNs (password=..., password='...') and go-sql-driver/mysql's
-// user:password@tcp(host)/db.
+// NATS's comma-separated lists, nats://token@host, ?password=...),
+// PostgreSQL's keyword/value DSNs (password = '...', read as pgconn reads
+// them) and go-sql-driver/mysql's user:password@tcp(host)/db.
 package redact
 
 import (
@@ -30,9 +30,8 @@ func DSN(dsn string) string { return Text(dsn, dsn) }
 
 // Text returns text with the passwords of dsns replaced by Mask wherever
 // they occur (as given, percent-decoded, and Go-quoted), and those of the
-// URLs and password= values in text itself.
+// URLs and password = values in text itself.
 func Text(text string, dsns ...string) string {
-	text = keyValues(urls(text, true))
 	var secrets []string
 	for _, d := range dsns {
 		for _, p := range passwords(d) {
@@ -52,7 +51,9 @@ func Text(text string, dsns ...string) string {
 			text = strings.ReplaceAll(text, q, strings.Replace(q, s, Mask, 1))
 		}
 	}
-	return text
+	// Masking by position comes last: a URL's password masked first could
+	// cut a known one that holds "://" (root:p://u:w@tcp(h)/db).
+	return keyValues(urls(text, true))
 }
 
 // Error returns err with its message passed through Text, nil for nil.
@@ -73,10 +74,10 @@ func (e *redacted) Error() string { return e.msg }
 func (e *redacted) Unwrap() error { return e.err }
 
 // userinfo finds the userinfo of every URL in s: after "://", up to the
-// last '@' before the next "://" (a password may hold '/', '#', '?' and
-// '@'; the next URL of a list begins there). In a text (inText), a URL
-// also ends at a space, so that an '@' of the words after it is not taken.
-// fn gets the scheme and the userinfo's bounds.
+// last '@' before the next URL (a password may hold '/', '#', '?', '@' and
+// "://"). In a text (inText), a URL also ends at a space, so that an '@'
+// of the words after it is not taken. fn gets the scheme and the
+// userinfo's bounds.
 func userinfo(s string, inText bool, fn func(scheme string, from, to int)) {
 	for off := 0; ; {
 		i := strings.Index(s[off:], "://")
@@ -85,10 +86,7 @@ func userinfo(s string, inText bool, fn func(scheme string, from, to int)) {
 		}
 		start := off + i + 3
 		rest := s[start:]
-		end := len(rest)
-		if j := strings.Index(rest, "://"); j >= 0 {
-			end = j
-		}
+		end := nextURL(rest)
 		if j := strings.IndexAny(rest[:end], " \t\n"); inText && j >= 0 {
 			end = j
 		}
@@ -99,6 +97,23 @@ func userinfo(s string, inText bool, fn func(scheme string, from, to int)) {
 		}
 		fn(scheme(s[:off+i]), start, start+at)
 		off = start + at + 1
+	}
+}
+
+// nextURL is where the next URL of a list begins in s, len(s) if none: a
+// scheme and "://" after a ',', a space or a quote. Another "://" is a
+// password's (amqp://u:p://w@host/).
+func nextURL(s string) int {
+	for off := 0; ; {
+		i := strings.Index(s[off:], "://")
+		if i < 0 {
+			return len(s)
+		}
+		i += off
+		if k := i - len(scheme(s[:i])); k > 0 && k < i && strings.IndexByte(", \t\n\"'`", s[k-1]) >= 0 {
+			return k
+		}
+		off = i + 3
 	}
 }
 
@@ -140,40 +155,102 @@ func urls(s string, inText bool) string {
 	return b.String()
 }
 
-// keyValues masks the values of password= (sslpassword= too) in s:
-// quoted ('...', with backslash escapes) or up to a space or '&'.
+// keyValues masks the password values of key=value pairs in s.
 func keyValues(s string) string {
 	var b strings.Builder
-	for {
-		i := strings.Index(strings.ToLower(s), "password=")
-		if i < 0 {
-			b.WriteString(s)
-			return b.String()
-		}
-		i += len("password=")
-		b.WriteString(s[:i])
+	last := 0
+	passwordValues(s, func(from, to int, _ bool) {
+		b.WriteString(s[last:from])
 		b.WriteString(Mask)
-		s = s[i+valueLen(s[i:]):]
+		last = to
+	})
+	b.WriteString(s[last:])
+	return b.String()
+}
+
+// passwordValues calls fn with the bounds of the values of the key=value
+// pairs of s whose key ends in "password" in any case (sslpassword too;
+// percent-decoded, as pgx decodes a URL's). It reads them as pgconn reads
+// a keyword/value DSN: spaces may surround '='; a value is single-quoted
+// or runs to a space, with backslash escapes. In a URL's query (query:
+// the key follows '?' or '&'), a value runs to '&' or '#' instead.
+func passwordValues(s string, fn func(from, to int, query bool)) {
+	for off := 0; ; {
+		eq := strings.IndexByte(s[off:], '=')
+		if eq < 0 {
+			return
+		}
+		eq += off
+		off = eq + 1
+		// A key is short: looking further back would make a long text's
+		// every '=' cost its whole length.
+		k := strings.TrimRight(s[max(0, eq-maxKey):eq], spaces)
+		raw := k[strings.LastIndexAny(k, spaces+"=?&;,'\"`(")+1:]
+		key := raw
+		if dec, err := url.QueryUnescape(raw); err == nil {
+			key = dec
+		}
+		if len(key) < len("password") || !strings.EqualFold(key[len(key)-len("password"):], "password") {
+			continue
+		}
+		from := len(s) - len(strings.TrimLeft(s[off:], spaces))
+		query := len(k) > len(raw) && strings.IndexByte("?&", k[len(k)-len(raw)-1]) >= 0
+		to := from + valueLen(s[from:], query)
+		fn(from, to, query)
+		off = to
 	}
 }
 
-// valueLen is the length of the key=value value that begins s.
-func valueLen(s string) int {
-	if strings.HasPrefix(s, "'") {
-		for i := 1; i < len(s); i++ {
-			switch s[i] {
-			case '\\':
-				i++
-			case '\'':
-				return i + 1
-			}
+// maxKey is how far before a '=' passwordValues looks for its key.
+const maxKey = 64
+
+// spaces are the bytes pgconn takes for a space in a keyword/value DSN.
+const spaces = " \t\n\r\v\f"
+
+// valueLen is the length of the value that begins s, read as
+// passwordValues says.
+func valueLen(s string, query bool) int {
+	if query {
+		if i := strings.IndexAny(s, spaces+"&#"); i >= 0 {
+			return i
 		}
 		return len(s)
 	}
-	if i := strings.IndexAny(s, " \t\n&"); i >= 0 {
-		return i
+	quoted := strings.HasPrefix(s, "'")
+	i := 0
+	if quoted {
+		i = 1
+	}
+	for ; i < len(s); i++ {
+		switch {
+		case s[i] == '\\':
+			i++
+		case quoted && s[i] == '\'':
+			return i + 1
+		case !quoted && strings.IndexByte(spaces, s[i]) >= 0:
+			return i
+		}
 	}
 	return len(s)
+}
+
+// unquote returns the value v of a keyword/value DSN without its quotes,
+// and as pgconn reads it: without its backslashes too.
+func unquote(v string) (inner, value string) {
+	if len(v) > 1 && v[0] == '\'' && v[len(v)-1] == '\'' {
+		v = v[1 : len(v)-1]
+	}
+	var b strings.Builder
+	for i := 0; i < len(v); i++ {
+		if v[i] == '\\' {
+			i++
+			if i == len(v) {
+				break
+			}
+		}
+		b.WriteByte(v[i])
+	}
+	return v, b.String()
 }
 
 // passwords returns the passwords in dsn.
@@ -184,31 +261,27 @@ func passwords(dsn string) []string {
 			out = append(out, dsn[from+p:to])
 		}
 	})
-	for s := dsn; ; {
-		i := strings.Index(strings.ToLower(s), "password=")
-		if i < 0 {
-			break
+	passwordValues(dsn, func(from, to int, query bool) {
+		if query {
+			out = append(out, dsn[from:to])
+			return
 		}
-		s = s[i+len("password="):]
-		n := valueLen(s)
-		v := s[:n]
-		if strings.HasPrefix(v, "'") {
-			v = strings.TrimSuffix(v[1:], "'")
-			out = append(out, v, strings.NewReplacer(`\'`, `'`, `\\`, `\`).Replace(v))
-		} else {
-			out = append(out, v)
+		inner, value := unquote(dsn[from:to])
+		out = append(out, inner, value)
+	})
+	dsn = strings.TrimSpace(dsn)
+	if i := strings.Index(dsn, "://"); i < 0 || len(scheme(dsn[:i])) < i {
+		// Not a URL (a MySQL password may hold "://"): go-sql-driver's
+		// [user[:password]@][net[(addr)]]/dbname, split as its ParseDSN
+		// does: at the last '/', then the last '@' before it. Without a
+		// "/dbname", at the last '@': the driver's error names what precedes
+		// a '/' of the password as the network.
+		at := strings.LastIndexByte(dsn[:max(strings.LastIndexByte(dsn, '/'), 0)], '@')
+		if at < 0 {
+			at = strings.LastIndexByte(dsn, '@')
 		}
-		s = s[n:]
-	}
-	if len(out) == 0 && !strings.Contains(dsn, "://") {
-		// go-sql-driver/mysql: [user[:password]@][net[(addr)]]/dbname, split
-		// as its ParseDSN does: at the last '/', then the last '@' before it.
-		if slash := strings.LastIndexByte(dsn, '/'); slash > 0 {
-			if at := strings.LastIndexByte(dsn[:slash], '@'); at > 0 {
-				if c := strings.IndexByte(dsn[:at], ':'); c >= 0 {
-					out = append(out, dsn[c+1:at])
-				}
-			}
+		if c := strings.IndexByte(dsn[:max(at, 0)], ':'); c >= 0 {
+			out = append(out, dsn[c+1:at])
 		}
 	}
 	return out
