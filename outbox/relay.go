@@ -113,7 +113,14 @@ type RelayConfig struct {
 	// means an outage (a lost connection, refused credentials): the
 	// failures are not counted, and the rows are retried with a backoff
 	// that grows with the outage, so that an outage parks nothing. It
-	// runs within PublishTimeout, and within the rows' lease. Default:
+	// runs within PublishTimeout, and within the rows' lease.
+	//
+	// A destination that is missing while the broker answers (a NATS
+	// subject without a stream, an unroutable AMQP message, an unknown
+	// Kafka topic, a missing SQS queue) is a bad row, not an outage: its
+	// rows count and are parked at MaxAttempts. A stream deleted and
+	// recreated during a deploy may therefore park rows; Unpark them
+	// once it is back. Default:
 	// with ToBroker, the publisher's own (every adapter's Publisher is a
 	// broker.Prober); otherwise none, and OutageAfter decides.
 	Probe func(ctx context.Context) error
@@ -403,14 +410,14 @@ func (r *Relay) RelayOnce(ctx context.Context) (RelayResult, error) {
 			published = append(published, recs[i].Seq)
 		}
 	}
-	outage, probeErr := r.outage(ctx, start.Add(r.cfg.Lease), len(published) > 0, errs)
+	h := r.checkHealth(ctx, start.Add(r.cfg.Lease), len(published) > 0, errs)
 	var fails []store.OutboxFailure
 	for i, rec := range recs {
 		switch {
 		case released[i]:
 			fails = append(fails, store.OutboxFailure{Seq: rec.Seq, Released: true})
 		case errs[i] != nil:
-			fails = append(fails, r.failure(ctx, rec, errs[i], outage, probeErr, &res))
+			fails = append(fails, r.failure(ctx, rec, errs[i], h, &res))
 		}
 	}
 	// The rows are ours until the lease ends, whatever ctx says.
@@ -490,14 +497,18 @@ func (r *Relay) hook(ctx context.Context, what string, rec *store.OutboxRecord, 
 	fn()
 }
 
-// outage records whether this round published something and, when it
-// did not and some publication failed for a reason that counts, asks the
-// probe (RelayConfig.Probe, else ToBroker's) whether the broker answers.
-// It returns the number of rounds the broker has been down (0: it is up,
-// failures count) and the probe's error. The probe ends by leaseEnd,
-// so that the failures are recorded while the rows are this relay's.
-func (r *Relay) outage(ctx context.Context, leaseEnd time.Time, published bool, errs []error) (int, error) {
-	probe, failed := r.cfg.Probe, false
+// health is what a round learned of the broker: the rounds it has been
+// down (0: it is up, and failures count), and the probe's error.
+type health struct {
+	down     int
+	probeErr error
+}
+
+// probeFor returns the probe for a round's errors (RelayConfig.Probe,
+// else ToBroker's), and whether a publication failed for a reason that
+// may count: one that is not hopeless (see bad).
+func (r *Relay) probeFor(errs []error) (probe func(context.Context) error, failed bool) {
+	probe = r.cfg.Probe
 	for _, err := range errs {
 		var pe *probeError
 		switch {
@@ -508,13 +519,35 @@ func (r *Relay) outage(ctx context.Context, leaseEnd time.Time, published bool, 
 			failed = true
 		}
 	}
-	var probeErr error
+	return probe, failed
+}
+
+// probe asks whether the broker answers, within PublishTimeout and by
+// leaseEnd, so that the failures are recorded while the rows are this
+// relay's.
+func (r *Relay) probe(ctx context.Context, leaseEnd time.Time, probe func(context.Context) error) error {
+	budget := min(r.cfg.PublishTimeout, time.Until(leaseEnd))
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(budget, 0))
+	defer cancel()
+	return runProbe(pctx, probe)
+}
+
+// checkHealth probes the broker when a round published nothing and some
+// publication failed, and records what the round showed.
+func (r *Relay) checkHealth(ctx context.Context, leaseEnd time.Time, published bool, errs []error) health {
+	probe, failed := r.probeFor(errs)
+	var h health
 	if !published && failed && probe != nil {
-		budget := min(r.cfg.PublishTimeout, time.Until(leaseEnd))
-		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(budget, 0))
-		probeErr = runProbe(pctx, probe)
-		cancel()
+		h.probeErr = r.probe(ctx, leaseEnd, probe)
 	}
+	h.down = r.record(published, failed, probe != nil, h.probeErr)
+	return h
+}
+
+// record updates the count of rounds the broker has been down: reset by
+// a publication or a probe that answered; without a probe, counted once
+// nothing was published for OutageAfter.
+func (r *Relay) record(published, failed, probed bool, probeErr error) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := time.Now()
@@ -522,12 +555,12 @@ func (r *Relay) outage(ctx context.Context, leaseEnd time.Time, published bool, 
 	case published:
 		r.lastOK, r.down = now, 0
 	case !failed:
-	case probe != nil && probeErr == nil: // it answers: the rows' own failures
+	case probed && probeErr == nil: // it answers: the rows' own failures
 		r.down = 0
-	case probe != nil, now.Sub(r.lastOK) >= r.cfg.OutageAfter:
+	case probed, now.Sub(r.lastOK) >= r.cfg.OutageAfter:
 		r.down++
 	}
-	return r.down, probeErr
+	return r.down
 }
 
 // runProbe runs probe, turning a panic into its error.
@@ -544,19 +577,18 @@ func runProbe(ctx context.Context, probe func(context.Context) error) (err error
 // succeed: the row is parked at once.
 func bad(err error) bool { return inbox.IsPermanent(err) || errors.Is(err, broker.ErrInvalidMessage) }
 
-// failure decides what a failed publication makes of its row; outage is
-// the number of rounds the broker has been down (see Probe and
-// OutageAfter), probeErr the probe's error.
-func (r *Relay) failure(ctx context.Context, rec *store.OutboxRecord, err error, outage int, probeErr error, res *RelayResult) store.OutboxFailure {
+// failure decides what a failed publication makes of its row, given
+// the broker's health in its round (see Probe and OutageAfter).
+func (r *Relay) failure(ctx context.Context, rec *store.OutboxRecord, err error, h health, res *RelayResult) store.OutboxFailure {
 	attempts := rec.Attempts + 1
 	f := store.OutboxFailure{Seq: rec.Seq, Error: storable(err.Error()), Delay: r.cfg.Backoff.Delay(attempts)}
 	attrs := []any{"id", logid.String(string(rec.ID)), "destination", rec.Destination, "seq", rec.Seq, "error", err}
 	hopeless := bad(err)
-	if outage > 0 && !hopeless {
-		f.Released, f.Delay = true, r.cfg.Backoff.Delay(outage)
+	if h.down > 0 && !hopeless {
+		f.Released, f.Delay = true, r.cfg.Backoff.Delay(h.down)
 		res.Failed++
-		if probeErr != nil {
-			attrs = append(attrs, "probe", probeErr)
+		if h.probeErr != nil {
+			attrs = append(attrs, "probe", h.probeErr)
 		}
 		r.cfg.Logger.WarnContext(ctx, "outbox: publication failed while the broker is down; not counted, retrying",
 			append(attrs, "attempts", rec.Attempts, "retry_in", f.Delay)...)
@@ -648,8 +680,10 @@ func (r *Relay) Unpark(ctx context.Context, seq int64) error {
 // discarded).
 //
 // A parked message keeps its ID: Write skips a message with that ID while
-// it is parked. To send a corrected message in its place, Discard it and
-// then Write the correction with the same ID.
+// it is parked. To send a corrected message instead, Discard it and then
+// Write the correction with the same ID. The correction gets a new Seq:
+// with Ordered, it goes out after its key's messages written before it,
+// which the Discard lets go first.
 func (r *Relay) Discard(ctx context.Context, seq int64) error {
 	if err := r.d.OutboxDiscard(ctx, seq); err != nil {
 		return fmt.Errorf("outbox: discard %d: %w", seq, err)
