@@ -92,7 +92,18 @@ func outboxCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return fmt.Errorf("the %T store has no outbox", d.driver)
 	}
 	if action == "parked" {
-		return listParked(ctx, rs, *after, *limit, *asJSON, stdout)
+		recs, err := rs.OutboxParked(ctx, &store.OutboxListParams{AfterSeq: *after, Limit: *limit})
+		if err != nil {
+			return err
+		}
+		var next int64 // the -after of the next page, 0 for none
+		if len(recs) == *limit {
+			next = recs[len(recs)-1].Seq
+		}
+		if *asJSON {
+			return writeParkedJSON(stdout, recs, next)
+		}
+		return writeParked(stdout, recs, next)
 	}
 	act := rs.OutboxUnpark
 	if action == "discard" {
@@ -192,30 +203,27 @@ type parkedJSON struct {
 	PayloadBase64 string `json:"payload_base64"`
 }
 
-func listParked(ctx context.Context, rs store.OutboxRelayer, after int64, limit int, asJSON bool, w io.Writer) error {
-	recs, err := rs.OutboxParked(ctx, &store.OutboxListParams{AfterSeq: after, Limit: limit})
-	if err != nil {
-		return err
+// writeParkedJSON writes parked rows as JSON; next is the -after of the
+// next page.
+func writeParkedJSON(w io.Writer, recs []*store.OutboxRecord, next int64) error {
+	out := struct {
+		Parked    []parkedJSON `json:"parked"`
+		NextAfter int64        `json:"next_after"`
+	}{Parked: []parkedJSON{}, NextAfter: next}
+	for _, r := range recs {
+		j := parkedJSON{Seq: r.Seq, Destination: r.Destination, Type: r.Type, Attempts: r.Attempts, Error: r.LastError,
+			CreatedAt: timeJSON(r.CreatedAt), ParkedAt: timeJSON(r.ParkedAt), PayloadBase64: base64.StdEncoding.EncodeToString(r.Payload)}
+		j.MessageID, j.MessageIDBase64 = jsonBytes(r.ID)
+		j.Key, j.KeyBase64 = jsonBytes(r.Key)
+		j.headersJSON = newHeadersJSON(r.Headers)
+		out.Parked = append(out.Parked, j)
 	}
-	var next int64
-	if len(recs) == limit {
-		next = recs[len(recs)-1].Seq
-	}
-	if asJSON {
-		out := struct {
-			Parked    []parkedJSON `json:"parked"`
-			NextAfter int64        `json:"next_after"`
-		}{Parked: []parkedJSON{}, NextAfter: next}
-		for _, r := range recs {
-			j := parkedJSON{Seq: r.Seq, Destination: r.Destination, Type: r.Type, Attempts: r.Attempts, Error: r.LastError,
-				CreatedAt: timeJSON(r.CreatedAt), ParkedAt: timeJSON(r.ParkedAt), PayloadBase64: base64.StdEncoding.EncodeToString(r.Payload)}
-			j.MessageID, j.MessageIDBase64 = jsonBytes(r.ID)
-			j.Key, j.KeyBase64 = jsonBytes(r.Key)
-			j.headersJSON = newHeadersJSON(r.Headers)
-			out.Parked = append(out.Parked, j)
-		}
-		return writeJSON(w, out)
-	}
+	return writeJSON(w, out)
+}
+
+// writeParked writes parked rows as a table; next is the -after of the
+// next page.
+func writeParked(w io.Writer, recs []*store.OutboxRecord, next int64) error {
 	if len(recs) == 0 {
 		fmt.Fprintln(w, "no parked outbox rows")
 		return nil
