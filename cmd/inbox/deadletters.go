@@ -112,9 +112,10 @@ func usageError(fs *flag.FlagSet, stderr io.Writer, format string, a ...any) err
 	return errUsage
 }
 
-// parseIDs parses a subcommand's flags and its arguments, dead letter
-// IDs, which may come between the flags.
-func parseIDs(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) ([]int64, error) {
+// parseIDs parses a subcommand's flags and its arguments, positive
+// integers (what names them in an error: "a dead letter ID", "a SEQ"),
+// which may come between the flags.
+func parseIDs(fs *flag.FlagSet, args []string, what string, stdout, stderr io.Writer) ([]int64, error) {
 	var buf bytes.Buffer
 	fs.SetOutput(&buf)
 	var pos []string
@@ -137,7 +138,7 @@ func parseIDs(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) ([]int6
 	for _, a := range pos {
 		id, err := strconv.ParseInt(a, 10, 64)
 		if err != nil || id < 1 {
-			return nil, usageError(fs, stderr, "%q is not a dead letter ID (a positive integer)", a)
+			return nil, usageError(fs, stderr, "%q is not %s (a positive integer)", a, what)
 		}
 		out = append(out, id)
 	}
@@ -351,7 +352,7 @@ func dlShow(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	sf.register(fs)
 	asJSON := fs.Bool("json", false, "write JSON")
 	raw := fs.Bool("raw", false, "write the payload alone, byte for byte (to a file or a pipe: refused on a terminal)")
-	list, err := parseIDs(fs, args, stdout, stderr)
+	list, err := parseIDs(fs, args, "a dead letter ID", stdout, stderr)
 	if err != nil {
 		return err
 	}
@@ -569,7 +570,7 @@ func printDiscarded(w io.Writer, ids []int64) {
 // selection parses the flags and the IDs of discard and replay, and
 // checks them (checkSelection); p holds the filters.
 func (f *filterFlags) selection(fs *flag.FlagSet, args []string, all *bool, stdout, stderr io.Writer) ([]int64, *store.DeadLetterSearchParams, error) {
-	list, err := parseIDs(fs, args, stdout, stderr)
+	list, err := parseIDs(fs, args, "a dead letter ID", stdout, stderr)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -1,14 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"strconv"
 	"text/tabwriter"
 
 	"github.com/inboxkit/inbox/store"
@@ -61,7 +59,7 @@ func outboxCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			action, args = args[0], args[1:]
 		}
 	}
-	seqs, err := parseSeqs(fs, args, stdout, stderr)
+	seqs, err := parseIDs(fs, args, "a SEQ", stdout, stderr)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
 		return err
@@ -157,32 +155,6 @@ func outboxCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fmt.Fprintf(stdout, "%s no outbox rows\n", past)
 	}
 	return failed
-}
-
-// parseSeqs parses the flags and the SEQ arguments, which may come
-// between the flags.
-func parseSeqs(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) ([]int64, error) {
-	var buf bytes.Buffer
-	fs.SetOutput(&buf)
-	var out []int64
-	for {
-		err := fs.Parse(args)
-		switch {
-		case errors.Is(err, flag.ErrHelp):
-			_, _ = stdout.Write(buf.Bytes())
-			return nil, err
-		case err != nil:
-			_, _ = stderr.Write(buf.Bytes())
-			return nil, errUsage
-		case fs.NArg() == 0:
-			return out, nil
-		}
-		seq, err := strconv.ParseInt(fs.Arg(0), 10, 64)
-		if err != nil || seq < 1 {
-			return nil, usageError(fs, stderr, "%q is not a SEQ (a positive integer)", fs.Arg(0))
-		}
-		out, args = append(out, seq), fs.Args()[1:]
-	}
 }
 
 // parkedJSON is a parked row in parked's JSON output. IDs and keys that
