@@ -159,15 +159,13 @@ func (d *delivery) Nack(ctx context.Context, delay time.Duration) error {
 		return d.d.Nack(false, true)
 	}
 	b := d.s.bucket(delay)
-	err := d.s.declareDelay(d.sess, b)
+	err := d.s.declareDelay(ctx, d.sess, b)
 	if err == nil {
 		err = d.sess.pub.publish(ctx, "", d.s.delayQueue(b), d.delayed())
 	}
 	if err != nil {
 		if errors.Is(err, ErrUnroutable) {
-			d.s.mu.Lock()
-			delete(d.s.declared, b) // declare it again next time
-			d.s.mu.Unlock()
+			d.s.forgetDelay(b) // declare it again next time
 		}
 		if d.sess.ch.IsClosed() {
 			return fmt.Errorf("rabbitmq: nack %q: %w", d.msg.ID, err)
