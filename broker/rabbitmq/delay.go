@@ -1,6 +1,7 @@
 package rabbitmq
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strconv"
@@ -31,18 +32,60 @@ func (s *Source) bucket(delay time.Duration) time.Duration {
 	return s.cfg.DelayBuckets[min(i, len(s.cfg.DelayBuckets)-1)]
 }
 
+// declaration is one declare of a delay queue, which the concurrent
+// Nacks of its bucket wait for: a quorum queue that another declaration
+// is still creating is declared-ok at once, but refuses publishes
+// (negative confirms) until it is started.
+type declaration struct {
+	done chan struct{} // closed when err is set
+	err  error
+}
+
 // declareDelay declares bucket b's delay queue once per Source: its
-// messages expire after b and go back to the queue.
-func (s *Source) declareDelay(sess *session, b time.Duration) error {
+// messages expire after b and go back to the queue. Concurrent callers
+// wait for one declare; a failed one is tried again by the next caller.
+func (s *Source) declareDelay(ctx context.Context, sess *session, b time.Duration) error {
 	if s.cfg.NoDeclare {
 		return nil
 	}
 	s.mu.Lock()
-	done := s.declared[b]
-	s.mu.Unlock()
-	if done {
-		return nil
+	dl, ok := s.declared[b]
+	if !ok {
+		dl = &declaration{done: make(chan struct{})}
+		s.declared[b] = dl
 	}
+	s.mu.Unlock()
+	if ok {
+		select {
+		case <-dl.done:
+			return dl.err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	dl.err = s.queueDeclareDelay(sess, b)
+	close(dl.done)
+	if dl.err != nil {
+		s.forgetDelay(b)
+	}
+	return dl.err
+}
+
+// forgetDelay makes the next declareDelay of bucket b declare it again,
+// unless a declare is under way.
+func (s *Source) forgetDelay(b time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if dl, ok := s.declared[b]; ok {
+		select {
+		case <-dl.done:
+			delete(s.declared, b)
+		default:
+		}
+	}
+}
+
+func (s *Source) queueDeclareDelay(sess *session, b time.Duration) error {
 	args := amqp.Table{
 		"x-queue-type":              string(s.cfg.QueueType),
 		"x-message-ttl":             b.Milliseconds(),
@@ -61,8 +104,5 @@ func (s *Source) declareDelay(sess *session, b time.Duration) error {
 	if _, err := ch.QueueDeclare(s.delayQueue(b), true, false, false, false, args); err != nil {
 		return fmt.Errorf("declare delay queue %q: %w", s.delayQueue(b), err)
 	}
-	s.mu.Lock()
-	s.declared[b] = true
-	s.mu.Unlock()
 	return nil
 }

@@ -149,6 +149,15 @@ func (d *delivery) Ack(context.Context) error {
 	return d.d.Ack(false)
 }
 
+// The backoff between Nack's attempts to publish a delayed copy, and how
+// long at most it holds the delivery meanwhile: well below RabbitMQ's
+// consumer_timeout (30 min by default), which would close the channel.
+const (
+	delayRetryFirst = 10 * time.Millisecond
+	delayRetryMax   = time.Second
+	delayHoldMax    = time.Minute
+)
+
 // Nack retries the message after delay through a delay queue (see the
 // package comment), or at once when delay is 0.
 func (d *delivery) Nack(ctx context.Context, delay time.Duration) error {
@@ -158,29 +167,45 @@ func (d *delivery) Nack(ctx context.Context, delay time.Duration) error {
 	if delay <= 0 {
 		return d.d.Nack(false, true)
 	}
+	start := time.Now()
+	due := start.Add(min(delay, delayHoldMax))
 	b := d.s.bucket(delay)
-	err := d.s.declareDelay(d.sess, b)
-	if err == nil {
-		err = d.sess.pub.publish(ctx, "", d.s.delayQueue(b), d.delayed())
-	}
-	if err != nil {
+	backoff := delayRetryFirst
+	for attempt := 1; ; attempt++ {
+		err := d.s.declareDelay(ctx, d.sess, b)
+		if err == nil {
+			err = d.sess.pub.publish(ctx, "", d.s.delayQueue(b), d.delayed())
+		}
+		if err == nil {
+			// The copy is confirmed: only now may the original go.
+			return d.d.Ack(false)
+		}
 		if errors.Is(err, ErrUnroutable) {
-			d.s.mu.Lock()
-			delete(d.s.declared, b) // declare it again next time
-			d.s.mu.Unlock()
+			d.s.forgetDelay(b) // declare it again
 		}
 		if d.sess.ch.IsClosed() {
 			return fmt.Errorf("rabbitmq: nack %q: %w", d.msg.ID, err)
 		}
-		// Even when ctx ran out waiting for the confirm (a broker alarm
-		// blocks publishes), the delivery must not stay unacked until
-		// consumer_timeout: requeue it (an AMQP nack needs no ctx).
-		d.s.cfg.Logger.Warn("rabbitmq: delayed retry failed; requeued for a retry at once",
-			"queue", d.s.cfg.Queue, "id", d.msg.ID, "delay", delay, "error", err)
+		// A quorum delay queue still starting refuses publishes; so may one
+		// electing a leader. Try again while the delivery is held, until the
+		// retry is due or ctx ends; then requeue it (an AMQP nack needs no
+		// ctx): it has waited its delay, or as long as ctx allowed.
+		wait := min(backoff, time.Until(due))
+		if wait > 0 && ctx.Err() == nil {
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+				backoff = min(backoff*2, delayRetryMax)
+				continue
+			case <-ctx.Done():
+				t.Stop()
+			}
+		}
+		d.s.cfg.Logger.Warn("rabbitmq: delayed retry failed; requeued after holding the message",
+			"queue", d.s.cfg.Queue, "id", d.msg.ID, "delay", delay, "held", time.Since(start).Round(time.Millisecond),
+			"attempts", attempt, "error", err)
 		return d.d.Nack(false, true)
 	}
-	// The copy is confirmed: only now may the original go.
-	return d.d.Ack(false)
 }
 
 // delayed returns the copy of the message for a delay queue.

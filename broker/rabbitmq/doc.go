@@ -71,9 +71,12 @@
 //
 // Nack(ctx, 0) requeues the message at once (basic.nack with requeue).
 // If the delayed copy cannot be published (a missing delay queue, a
-// negative confirm) while the delivery's channel is alive, Nack requeues
-// the message at once instead, and logs why: the retry then comes early
-// but is still counted by the inbox, which dead-letters at MaxAttempts.
+// negative confirm), Nack tries again with backoff, holding the delivery.
+// A quorum delay queue that another Source is still declaring refuses
+// publishes for a few milliseconds. When the delay is over (at most a
+// minute), or ctx ends, Nack requeues the message instead and logs why.
+// The retry then comes early, but never at once, and the inbox still
+// counts it (it dead-letters at MaxAttempts).
 //
 // Term(ctx, reason) rejects the message without requeue: RabbitMQ routes
 // it to the queue's dead-letter exchange (Config.DeadLetterExchange) or
@@ -88,7 +91,7 @@
 // reject-publish): a message expiring from a delay queue is not lost on
 // the way back. Classic queues dead-letter at-most-once: a node failure at
 // that moment can lose the retry. With Config.NoDeclare the queues must
-// exist (a missing delay queue makes Nack requeue at once, see above).
+// exist (a missing delay queue makes Nack hold and requeue, see above).
 //
 // Quorum queues (RabbitMQ 4.0 and later) drop or dead-letter a message
 // after 20 returned deliveries (x-delivery-limit; in 3.x there is no

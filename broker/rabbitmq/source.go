@@ -29,7 +29,7 @@ type Source struct {
 
 	mu       sync.Mutex
 	sess     *session // nil while reconnecting
-	declared map[time.Duration]bool
+	declared map[time.Duration]*declaration
 	stopOnce sync.Once
 }
 
@@ -60,7 +60,7 @@ func NewSource(ctx context.Context, cfg *Config) (*Source, error) {
 	life, cancel := context.WithCancel(context.Background())
 	s := &Source{
 		cfg: c, msgs: make(chan *delivery), stopped: make(chan struct{}), failed: latch.New(),
-		done: make(chan struct{}), life: life, cancel: cancel, declared: map[time.Duration]bool{},
+		done: make(chan struct{}), life: life, cancel: cancel, declared: map[time.Duration]*declaration{},
 	}
 	sess, err := s.open(ctx, !c.NoDeclare)
 	if err != nil {
