@@ -152,9 +152,11 @@ type Key struct {
 // BeginParams are the parameters of Driver.Begin.
 type BeginParams struct {
 	// LockTimeout bounds how long a statement waits for a row lock (on
-	// SQLite: the transaction for the write lock). Zero: the least the
-	// database counts (1 ms on PostgreSQL, 1 s on MySQL), or on SQLite
-	// the connection's busy timeout.
+	// SQLite: the transaction for the write lock). The inbox always
+	// passes a positive value. Zero means something else on each
+	// database. PostgreSQL waits 1 ms. MySQL waits 1 s, its least.
+	// SQLite waits the busy timeout: Options.BusyTimeout on a pool of
+	// sqlite.Open, else the connection's.
 	LockTimeout time.Duration
 }
 

@@ -206,16 +206,12 @@ func testLockTimeoutHolds[TTx any](t *testing.T, h Harness[TTx]) {
 			if !ok {
 				t.Skip("the store has no outbox")
 			}
-			tx, err := f.env.BeginPlain(ctx)
+			err := inTx(ctx, f.env.Driver, f.env.BeginPlain, func(tx TTx) error {
+				_, err := w.OutboxWrite(ctx, tx, []*store.OutboxRow{{ID: []byte("ob-1"), Destination: "d", Payload: []byte("p")}})
+				return err
+			})
 			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := w.OutboxWrite(ctx, tx, []*store.OutboxRow{{ID: []byte("ob-1"), Destination: "d", Payload: []byte("p")}}); err != nil {
-				_ = f.env.Driver.Rollback(ctx, tx)
-				t.Fatal(err)
-			}
-			if err := f.env.Driver.Commit(ctx, tx); err != nil {
-				t.Fatal(err)
+				t.Fatalf("writing the outbox row: %v", err)
 			}
 			if lease {
 				recs, err := f.env.Driver.(store.OutboxRelayer).OutboxClaim(ctx, &store.OutboxClaimParams{Limit: 1, Lease: time.Minute, Token: token})
@@ -224,7 +220,8 @@ func testLockTimeoutHolds[TTx any](t *testing.T, h Harness[TTx]) {
 				}
 				f.seq = recs[0].Seq
 			}
-			if tx, err = f.env.Driver.Begin(ctx, &store.BeginParams{LockTimeout: lockTimeout}); err != nil {
+			tx, err := f.env.Driver.Begin(ctx, &store.BeginParams{LockTimeout: lockTimeout})
+			if err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = f.env.Driver.Rollback(ctx, tx) })
@@ -325,13 +322,16 @@ func testLockTimeoutReadBack[TTx any](t *testing.T, h Harness[TTx]) {
 		return store.ClaimParams{Key: store.Key{Consumer: []byte("readback"), MessageID: fmt.Appendf(nil, "m-%d", seq)},
 			LockTimeout: lt, Type: "t"}
 	}
+	// Each way begins a transaction, and then may run a statement in it
+	// (claim; nil: none) before the lock timeout is read back.
 	ways := []struct {
 		name  string
 		begin func(lt time.Duration) (TTx, error)
+		claim func(tx TTx, lt time.Duration) error
 	}{
 		{"Begin", func(lt time.Duration) (TTx, error) {
 			return env.Driver.Begin(ctx, &store.BeginParams{LockTimeout: lt})
-		}},
+		}, nil},
 		{"BeginClaim", func(lt time.Duration) (TTx, error) {
 			p := claim(lt)
 			tx, res, err := env.Driver.BeginClaim(ctx, &p)
@@ -339,18 +339,11 @@ func testLockTimeoutReadBack[TTx any](t *testing.T, h Harness[TTx]) {
 				err = errors.New("a new ID was a duplicate")
 			}
 			return tx, err
-		}},
-		{"Claim", func(lt time.Duration) (TTx, error) {
-			tx, err := env.BeginPlain(ctx)
-			if err != nil {
-				return tx, err
-			}
+		}, nil},
+		{"Claim", func(time.Duration) (TTx, error) { return env.BeginPlain(ctx) }, func(tx TTx, lt time.Duration) error {
 			p := claim(lt)
-			if _, err := env.Driver.Claim(ctx, tx, &p); err != nil {
-				_ = env.Driver.Rollback(ctx, tx)
-				return tx, err
-			}
-			return tx, nil
+			_, err := env.Driver.Claim(ctx, tx, &p)
+			return err
 		}},
 		{"BeginClaimBatch", func(lt time.Duration) (TTx, error) {
 			bb, ok := env.Driver.(store.BatchBeginner[TTx])
@@ -359,18 +352,27 @@ func testLockTimeoutReadBack[TTx any](t *testing.T, h Harness[TTx]) {
 			}
 			tx, _, err := bb.BeginClaimBatch(ctx, &store.ClaimBatchParams{Claims: []store.ClaimParams{claim(lt)}, LockTimeout: lt})
 			return tx, err
-		}},
+		}, nil},
 	}
-	for _, w := range ways {
-		for _, lt := range []time.Duration{7 * time.Second, 2 * time.Second, 7 * time.Second} {
-			tx, err := w.begin(lt)
-			if err != nil {
-				t.Fatalf("%s with %v: %v", w.name, lt, err)
+	// readBack returns the lock timeout in effect in a transaction of w
+	// begun with lt; the transaction is rolled back.
+	readBack := func(w int, lt time.Duration) (time.Duration, error) {
+		tx, err := ways[w].begin(lt)
+		if err != nil {
+			return 0, err
+		}
+		defer func() { _ = env.Driver.Rollback(ctx, tx) }()
+		if ways[w].claim != nil {
+			if err := ways[w].claim(tx, lt); err != nil {
+				return 0, err
 			}
-			got, err := env.LockTimeout(ctx, tx)
-			_ = env.Driver.Rollback(ctx, tx)
-			if err != nil || got != lt {
-				t.Fatalf("%s with lock timeout %v: %v (%v) in effect in its transaction, want %v", w.name, lt, got, err, lt)
+		}
+		return env.LockTimeout(ctx, tx)
+	}
+	for w := range ways {
+		for _, lt := range []time.Duration{7 * time.Second, 2 * time.Second, 7 * time.Second} {
+			if got, err := readBack(w, lt); err != nil || got != lt {
+				t.Fatalf("%s with lock timeout %v: %v (%v) in effect in its transaction, want %v", ways[w].name, lt, got, err, lt)
 			}
 		}
 	}

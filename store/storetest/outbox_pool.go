@@ -65,17 +65,12 @@ func OutboxPoolOfOne[TTx any](t *testing.T, d OutboxDriver[TTx]) {
 		id := fmt.Sprintf("one-%d", i)
 		want = append(want, id)
 		wctx, wcancel := context.WithTimeout(ctx, time.Second)
-		err := func() error {
-			tx, err := d.Begin(wctx, &store.BeginParams{LockTimeout: time.Second})
-			if err != nil {
-				return err
-			}
-			if err := ob.Write(wctx, tx, &outbox.Message{ID: id, Destination: "storetest.one"}); err != nil {
-				_ = d.Rollback(context.Background(), tx)
-				return err
-			}
-			return d.Commit(wctx, tx)
-		}()
+		begin := func(ctx context.Context) (TTx, error) {
+			return d.Begin(ctx, &store.BeginParams{LockTimeout: time.Second})
+		}
+		err := inTx(wctx, d, begin, func(tx TTx) error {
+			return ob.Write(wctx, tx, &outbox.Message{ID: id, Destination: "storetest.one"})
+		})
 		wcancel()
 		if err != nil {
 			t.Fatalf("the application's write %d through the relay's pool of one connection: %v", i, err)

@@ -143,6 +143,21 @@ func newInbox[TTx any](tb testing.TB, env *Env[TTx], cfg inbox.Config) *inbox.In
 	return ib
 }
 
+// inTx runs fn in a transaction that begin opens, and commits it when fn
+// returns nil. The rollback is deferred right after begin: an error or a
+// test's Fatal inside fn leaves nothing open.
+func inTx[TTx any](ctx context.Context, d store.Driver[TTx], begin func(context.Context) (TTx, error), fn func(TTx) error) error {
+	tx, err := begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = d.Rollback(context.WithoutCancel(ctx), tx) }() // nothing to do after Commit
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return d.Commit(ctx, tx)
+}
+
 // key is the ledger key of a message ID (IDs may be any bytes).
 func key(id string) string { return hex.EncodeToString([]byte(id)) }
 

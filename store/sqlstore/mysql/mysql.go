@@ -51,12 +51,15 @@ var migrationsFS embed.FS
 //     least 1 s. Every transaction of the inbox sets it, ProcessTx's in
 //     the caller's transaction included. A connection of Open remembers
 //     its value, and a SET is sent only to change it: Process costs no
-//     extra round trip while the lock timeout stays the same. On another
-//     pool each transaction sends the SET, one round trip more. The value
-//     stays on the connection after the transaction; a transaction that
-//     the application begins on a pool of Open gets Options.LockTimeout
-//     back (one SET, when it differs). A claim that waits longer fails with
-//     the retryable error 1205; a deadlock (1213) is retryable too.
+//     extra round trip while the lock timeout stays the same. After a
+//     statement of the application's that names the variable, the next
+//     transaction sends the SET again; after one prepared, every
+//     transaction does. On another pool each transaction sends the SET,
+//     one round trip more. The value stays on the connection after the
+//     transaction; a transaction that the application begins on a pool
+//     of Open gets Options.LockTimeout back (one SET, when it differs). A
+//     claim that waits longer fails with the retryable error 1205; a
+//     deadlock (1213) is retryable too.
 //   - A handler's own deadlock or lock timeout (a *mysql.MySQLError the
 //     handler returns, wrapped or not) is recognized by the driver
 //     (Driver.Retryable): a transient failure, which does not count towards
@@ -212,20 +215,33 @@ type mysqlDriverConn interface {
 // setting it costs a round trip only when it changes. A transaction
 // begun with sqldialect.WithLockTimeout gets that value, any other
 // transaction base (Options.LockTimeout); SetLockTimeout's statement is
-// skipped when it would change nothing. A SET of the variable by other
-// statements makes the value unknown: the next transaction sets it again.
-// (database/sql uses a connection from one goroutine at a time.)
+// skipped when it would change nothing.
+//
+// Any other statement that names the variable (lockWaitName, anywhere,
+// in any case) makes the value unknown: the next transaction sets it
+// again. One prepared on the connection may run again unseen, so from
+// then on every transaction sets it. A stored routine or a statement
+// that SQL's PREPARE builds is not seen. (database/sql uses a connection
+// from one goroutine at a time.)
 type lockWaitConn struct {
 	mysqlDriverConn
 	// base is the pool's value; cur the session's, 0 when unknown. In
 	// seconds.
 	base, cur int64
+	// prepared: a statement naming the variable was prepared here, and
+	// cur is never trusted again.
+	prepared bool
 }
+
+// lockWaitName is in the names of innodb_lock_wait_timeout and of
+// lock_wait_timeout (metadata locks): forgetting for the latter costs one
+// SET; missing the former would leave the inbox the application's wait.
+const lockWaitName = "lock_wait_timeout"
 
 // setLockWait sets the session's innodb_lock_wait_timeout to s seconds
 // unless it has that value.
 func (c *lockWaitConn) setLockWait(ctx context.Context, s int64) error {
-	if c.cur == s {
+	if c.cur == s && !c.prepared {
 		return nil
 	}
 	c.cur = 0
@@ -266,13 +282,15 @@ func (c *lockWaitConn) QueryContext(ctx context.Context, query string, args []dr
 }
 
 func (c *lockWaitConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
-	c.forget(query)
+	if sqldialect.MentionsName(query, lockWaitName) {
+		c.prepared = true
+	}
 	return c.mysqlDriverConn.PrepareContext(ctx, query)
 }
 
 // forget makes the session's lock wait unknown when query may set it.
 func (c *lockWaitConn) forget(query string) {
-	if len(query) >= 3 && strings.EqualFold(query[:3], "SET") && strings.Contains(strings.ToLower(query), "lock_wait_timeout") {
+	if sqldialect.MentionsName(query, lockWaitName) {
 		c.cur = 0
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/inboxkit/inbox"
 	"github.com/inboxkit/inbox/internal/testenv/mysqlenv"
 	"github.com/inboxkit/inbox/store/sqlstore"
+	"github.com/inboxkit/inbox/store/sqlstore/internal/sqltest"
 	"github.com/inboxkit/inbox/store/sqlstore/mysql"
 )
 
@@ -656,6 +657,48 @@ func TestMySQLLockTimeoutNoRoundTrip(t *testing.T) {
 			if s1-s0 != 0 {
 				t.Fatalf("%d SETs for %d messages after the first, want none", s1-s0, messages)
 			}
+		})
+	}
+}
+
+// A connection of Open that the application's statements gave another
+// innodb_lock_wait_timeout does not skip the next transaction's SET:
+// that transaction, the inbox's or the application's, gets its own
+// value back, however the statement was written or sent.
+func TestMySQLLockWaitSetByApplication(t *testing.T) {
+	t.Parallel()
+	const set = "SET SESSION innodb_lock_wait_timeout = 30"
+	for _, tc := range []struct {
+		name string
+		dsn  string // parameters added to the DSN
+		set  func(context.Context, *sql.DB) error
+	}{
+		{"SET SESSION", "", sqltest.Exec(set)},
+		{"leading blank", "", sqltest.Exec(" \n\t" + set)},
+		{"leading comment", "", sqltest.Exec("/* app */ " + set)},
+		{"@@SESSION", "", sqltest.Exec("SET @@SESSION.innodb_lock_wait_timeout = 30")},
+		{"@@", "", sqltest.Exec("SET @@innodb_lock_wait_timeout = 30")},
+		{"no SESSION", "", sqltest.Exec("SET innodb_lock_wait_timeout = 30")},
+		{"other case", "", sqltest.Exec("set session INNODB_Lock_Wait_Timeout = 30")},
+		{"backticks", "", sqltest.Exec("SET SESSION `innodb_lock_wait_timeout` = 30")},
+		{"with another variable", "", sqltest.Exec("SET SESSION sql_mode = DEFAULT, innodb_lock_wait_timeout = 30")},
+		{"argument, prepared by the driver", "", sqltest.Exec("SET SESSION innodb_lock_wait_timeout = ?", 30)},
+		{"argument, interpolated", "interpolateParams=true", sqltest.Exec("SET SESSION innodb_lock_wait_timeout = ?", 30)},
+		{"prepared statement run again", "", sqltest.PreparedTwice("SET SESSION innodb_lock_wait_timeout = ?", 30)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dsn := mysqlenv.Database(t)
+			if tc.dsn != "" {
+				dsn = withParam(t, dsn, tc.dsn)
+			}
+			db, err := mysql.Open(dsn, &mysql.Options{LockTimeout: 2 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = db.Close() })
+			db.SetMaxOpenConns(1)
+			sqltest.NextTxLockTimeout(t, db, mysql.Dialect, 2*time.Second, tc.set, mysqlLockWait)
 		})
 	}
 }

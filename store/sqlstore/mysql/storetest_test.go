@@ -115,11 +115,7 @@ SELECT ?, CONCAT(?, ? + i), UTC_TIMESTAMP(6) - INTERVAL (? + ? - i) MICROSECOND,
 		return nil
 	}
 	env.LockWaits = func(ctx context.Context) (int, error) { return mysqlLockWaits(ctx, db) }
-	env.LockTimeout = func(ctx context.Context, tx *sql.Tx) (time.Duration, error) {
-		var s int64
-		err := tx.QueryRowContext(ctx, "SELECT @@SESSION.innodb_lock_wait_timeout").Scan(&s)
-		return time.Duration(s) * time.Second, err
-	}
+	env.LockTimeout = mysqlLockWait
 	return env
 }
 
@@ -234,4 +230,11 @@ func TestMySQLClaimBatch(t *testing.T) {
 func TestMySQLProcessTxHandlerEndsTx(t *testing.T) {
 	t.Parallel()
 	sqltest.ProcessTxHandlerEndsTx(t, mysqlPrepared)
+}
+
+// mysqlLockWait reads the session's innodb_lock_wait_timeout in tx.
+func mysqlLockWait(ctx context.Context, tx *sql.Tx) (time.Duration, error) {
+	var s int64
+	err := tx.QueryRowContext(ctx, "SELECT @@SESSION.innodb_lock_wait_timeout").Scan(&s)
+	return time.Duration(s) * time.Second, err
 }

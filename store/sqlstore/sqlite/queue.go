@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -106,7 +105,11 @@ type sqliteConn = sqldialect.DriverConn
 // long for its turn and then for SQLite's lock (busy_timeout, set before
 // BEGIN IMMEDIATE when it differs), any other transaction the busy
 // timeout; SetLockTimeout's PRAGMA is skipped when it would change
-// nothing. (database/sql uses a connection from one goroutine at a time.)
+// nothing. Any other statement that names busy_timeout (anywhere, in any
+// case) makes the value unknown: the next transaction sets it again. One
+// prepared on the connection may run again unseen, so from then on every
+// read-write transaction sets it. (database/sql uses a connection from
+// one goroutine at a time.)
 type queuedConn struct {
 	sqliteConn
 	q    *writeQueue
@@ -114,11 +117,14 @@ type queuedConn struct {
 	// busy is the connection's busy_timeout; -1 when unknown (set by a
 	// statement of the application's).
 	busy time.Duration
+	// prepared: a statement naming busy_timeout was prepared here, and
+	// busy is never trusted again.
+	prepared bool
 }
 
 // setBusy sets the connection's busy_timeout to d unless it has it.
 func (c *queuedConn) setBusy(ctx context.Context, d time.Duration) error {
-	if c.busy == d {
+	if c.busy == d && !c.prepared {
 		return nil
 	}
 	c.busy = -1
@@ -142,9 +148,16 @@ func (c *queuedConn) QueryContext(ctx context.Context, query string, args []driv
 	return c.sqliteConn.QueryContext(ctx, query, args)
 }
 
+func (c *queuedConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
+	if sqldialect.MentionsName(query, "busy_timeout") {
+		c.prepared = true
+	}
+	return c.sqliteConn.PrepareContext(ctx, query)
+}
+
 // forget makes the busy timeout unknown when query may set it.
 func (c *queuedConn) forget(query string) {
-	if q := strings.ToLower(query); strings.Contains(q, "busy_timeout") && strings.ContainsAny(q, "=(") {
+	if sqldialect.MentionsName(query, "busy_timeout") {
 		c.busy = -1
 	}
 }

@@ -6,6 +6,7 @@ package sqlite_test
 
 import (
 	"bytes"
+	"context"
 	"database/sql"
 	"errors"
 	"log/slog"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/inboxkit/inbox/store"
 	"github.com/inboxkit/inbox/store/sqlstore"
+	"github.com/inboxkit/inbox/store/sqlstore/internal/sqltest"
 	"github.com/inboxkit/inbox/store/sqlstore/sqlite"
 )
 
@@ -302,5 +304,33 @@ func TestSQLiteLockTimeoutOtherPool(t *testing.T) {
 		if waited < lt*8/10 || waited > lt+time.Second {
 			t.Fatalf("lock timeout %v: gave up after %v, want about the lock timeout (the pool's busy timeout is 20 s)", lt, waited)
 		}
+	}
+}
+
+// A connection of Open that the application's statements gave another
+// busy_timeout does not skip the next read-write transaction's PRAGMA:
+// that transaction, the inbox's or the application's, gets its own value
+// back, however the statement was written or sent.
+func TestSQLiteBusyTimeoutSetByApplication(t *testing.T) {
+	t.Parallel()
+	const set = "PRAGMA busy_timeout = 30000"
+	for _, tc := range []struct {
+		name string
+		set  func(context.Context, *sql.DB) error
+	}{
+		{"PRAGMA", sqltest.Exec(set)},
+		{"schema", sqltest.Exec("PRAGMA main.busy_timeout = 30000")},
+		{"call form, other case", sqltest.Exec("pragma Busy_Timeout(30000)")},
+		{"leading comment", sqltest.Exec("/* app */ " + set)},
+		{"quoted name", sqltest.Exec(`PRAGMA "busy_timeout" = 30000`)},
+		{"query", func(ctx context.Context, db *sql.DB) error { return db.QueryRowContext(ctx, set).Scan(new(int)) }},
+		{"prepared statement run again", sqltest.PreparedTwice(set)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			db := openSQLite(t, filepath.Join(t.TempDir(), "inbox.db"), &sqlite.Options{BusyTimeout: 2 * time.Second})
+			db.SetMaxOpenConns(1)
+			sqltest.NextTxLockTimeout(t, db, sqlite.Dialect, 2*time.Second, tc.set, sqliteBusyTimeout)
+		})
 	}
 }

@@ -95,13 +95,16 @@ SELECT ?1, CAST(?2 || i AS BLOB), CAST(ROUND(unixepoch('now', 'subsec') * 1000) 
 			}
 			return err
 		}
-		env.LockTimeout = func(ctx context.Context, tx *sql.Tx) (time.Duration, error) {
-			var ms int64
-			err := tx.QueryRowContext(ctx, "PRAGMA busy_timeout").Scan(&ms)
-			return time.Duration(ms) * time.Millisecond, err
-		}
+		env.LockTimeout = sqliteBusyTimeout
 		return env, nil
 	}
+}
+
+// sqliteBusyTimeout reads the connection's busy_timeout in tx.
+func sqliteBusyTimeout(ctx context.Context, tx *sql.Tx) (time.Duration, error) {
+	var ms int64
+	err := tx.QueryRowContext(ctx, "PRAGMA busy_timeout").Scan(&ms)
+	return time.Duration(ms) * time.Millisecond, err
 }
 
 func TestSQLiteStore(t *testing.T) { storetest.Run(t, sqliteHarness) }

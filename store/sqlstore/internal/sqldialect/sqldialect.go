@@ -138,6 +138,50 @@ func LockTimeoutOf(ctx context.Context) (time.Duration, bool) {
 	return d, ok
 }
 
+// MentionsName reports whether query contains name, ASCII letters in
+// either case, without allocating: the wrapping connections look for a
+// session variable's name in every statement, large batches included.
+// name is in lower case. When it has a '_', which has no case, IndexByte
+// finds each '_' of query fast, and only a window around it is compared.
+func MentionsName(query, name string) bool {
+	pivot := strings.IndexByte(name, '_')
+	if pivot < 0 {
+		for i := 0; i+len(name) <= len(query); i++ {
+			if lowerEqual(query[i:i+len(name)], name) {
+				return true
+			}
+		}
+		return false
+	}
+	for off := 0; ; {
+		i := strings.IndexByte(query[off:], '_')
+		if i < 0 {
+			return false
+		}
+		start := off + i - pivot
+		if start >= 0 && start+len(name) <= len(query) && lowerEqual(query[start:start+len(name)], name) {
+			return true
+		}
+		off += i + 1
+	}
+}
+
+// lowerEqual reports whether s, ASCII letters lowered, is lower. SQL's
+// names fold only ASCII: MariaDB refuses innodb_locK_wait_timeout with
+// the Kelvin sign, which strings.EqualFold would take for a k.
+func lowerEqual(s, lower string) bool {
+	for i := range len(lower) {
+		b := s[i]
+		if 'A' <= b && b <= 'Z' {
+			b += 'a' - 'A'
+		}
+		if b != lower[i] {
+			return false
+		}
+	}
+	return true
+}
+
 // Queries are a dialect's statements. Each comment lists the arguments in
 // order: IDs and consumers are always bound as []byte, times are computed
 // by the database (unix milliseconds on SQLite).

@@ -126,6 +126,85 @@ func HandBatch(db *sql.DB, q LedgerSQL, claim func(ctx context.Context, tx *sql.
 	}
 }
 
+// Exec returns a function that runs query with args on db: a way for an
+// application to set its session's lock timeout, for NextTxLockTimeout.
+func Exec(query string, args ...any) func(ctx context.Context, db *sql.DB) error {
+	return func(ctx context.Context, db *sql.DB) error {
+		_, err := db.ExecContext(ctx, query, args...)
+		return err
+	}
+}
+
+// PreparedTwice returns a function that prepares query on db, runs it
+// with args, lets a transaction of db's set the pool's lock timeout
+// again, and runs the prepared statement once more: no prepare tells a
+// connection of that second run.
+func PreparedTwice(query string, args ...any) func(ctx context.Context, db *sql.DB) error {
+	return func(ctx context.Context, db *sql.DB) error {
+		st, err := db.PrepareContext(ctx, query)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		if _, err := st.ExecContext(ctx, args...); err != nil {
+			return err
+		}
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		if err := tx.Rollback(); err != nil {
+			return err
+		}
+		_, err = st.ExecContext(ctx, args...)
+		return err
+	}
+}
+
+// NextTxLockTimeout checks that after set, the application's statement
+// that gives the session another lock timeout, the next transaction has
+// lt in effect again: the inbox's (Driver.Begin with lt) and then the
+// application's (db.BeginTx). db has one connection, and its pool's lock
+// timeout is lt, so that a connection that took set's value for its own
+// would skip its SET. read reads the lock timeout in effect in tx.
+func NextTxLockTimeout(t *testing.T, db *sql.DB, dialect sqlstore.Dialect, lt time.Duration,
+	set func(ctx context.Context, db *sql.DB) error, read func(ctx context.Context, tx *sql.Tx) (time.Duration, error)) {
+	t.Helper()
+	ctx := t.Context()
+	d, err := sqlstore.New(db, &sqlstore.Config{Dialect: dialect})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := []struct {
+		name  string
+		begin func() (*sql.Tx, error)
+	}{
+		{"the inbox's transaction", func() (*sql.Tx, error) { return d.Begin(ctx, &store.BeginParams{LockTimeout: lt}) }},
+		{"the application's transaction", func() (*sql.Tx, error) { return db.BeginTx(ctx, nil) }},
+	}
+	// after returns the lock timeout in effect in the transaction of next[i].
+	after := func(i int) (time.Duration, error) {
+		if err := set(ctx, db); err != nil {
+			return 0, fmt.Errorf("the application's statement: %w", err)
+		}
+		tx, err := next[i].begin()
+		if err != nil {
+			return 0, err
+		}
+		defer func() { _ = tx.Rollback() }()
+		return read(ctx, tx)
+	}
+	for i := range next {
+		got, err := after(i)
+		if err != nil {
+			t.Fatalf("%s: %v", next[i].name, err)
+		}
+		if got != lt {
+			t.Errorf("%s after the application's statement: lock timeout %v, want %v (its SET was skipped)", next[i].name, got, lt)
+		}
+	}
+}
+
 // IdleConns checks that a pool opened by open with MaxIdleConns idle keeps
 // the connections of a burst of 8 (sqlstore.DefaultMaxIdleConns for 0),
 // where database/sql would close all but 2; negative keeps none.
