@@ -73,6 +73,10 @@ type Env struct {
 	// process would make: it shares the broker's state of the messages
 	// (what is acked, what is in flight) with the earlier ones.
 	Source func(tb testing.TB) broker.Source
+	// PrefetchSource, when set, returns a new consumer like Source's that
+	// holds n deliveries ahead (RabbitMQ's prefetch, JetStream's pull
+	// batch). Nil: the suite uses Source.
+	PrefetchSource func(tb testing.TB, n int) broker.Source
 	// Publisher publishes to the destination; Subject is where.
 	Publisher broker.Publisher
 	Subject   string
@@ -134,6 +138,7 @@ func Run(t *testing.T, h Harness) {
 		{"CrashMidHandlerLosesNothing", testCrashMidHandler, nil},
 		{"LongHandlerKeepsLease", testLongHandler, nil},
 		{"ShutdownGraceCommitsAndAcks", testShutdownGrace, nil},
+		{"ShutdownAcksEveryCommit", testShutdownAcks, nil},
 		{"BrokerRestart", testRestart, func(f Features) bool { return f.Restart }},
 		{"LogsAtDefaultLevel", testLogsAtDefaultLevel, nil},
 		{"UnrecoverableStopsConsume", testUnrecoverableStopsConsume, nil},

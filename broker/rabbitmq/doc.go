@@ -47,7 +47,10 @@
 // redelivery, which the inbox skips as a duplicate. Deliveries belong to
 // the channel that delivered them: after a reconnect, an Ack or Nack of a
 // delivery from the old channel returns an error (ErrChannelClosed), and
-// RabbitMQ redelivers the message on the new channel.
+// RabbitMQ redelivers the message on the new channel. [Source.Close]
+// cancels the consumer and waits for the broker's reply before it closes
+// the connection: a quorum queue's channel drops the acks it still holds
+// back when it closes, and those messages would come back.
 //
 // # Retries with a delay
 //

@@ -50,6 +50,31 @@ type session struct {
 
 func (s *session) close() { _ = s.conn.Close() }
 
+// consumerTag is the Source's consumer on its channel, the only one there.
+const consumerTag = "inbox"
+
+// cancelTimeout bounds the basic.cancel that Close waits for.
+const cancelTimeout = 5 * time.Second
+
+// stop cancels the consumer and waits for the broker's cancel-ok, at most
+// cancelTimeout, so that the acks sent before reach the queue. A quorum
+// queue's channel holds back its settlements while 32 commands to the
+// queue are in flight, and drops them if the channel closes meanwhile:
+// the acked messages come back (rabbitmq-server issue 10327). The
+// synchronous cancel waits for the queue to apply what was sent before
+// it; the channel then sends what it held back, before the close.
+func (s *session) stop() {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = s.ch.Cancel(consumerTag, false)
+	}()
+	select {
+	case <-done:
+	case <-time.After(cancelTimeout): // the close that follows ends it
+	}
+}
+
 // NewSource connects, declares the queue (unless Config.NoDeclare) and
 // starts consuming.
 func NewSource(ctx context.Context, cfg *Config) (*Source, error) {
@@ -247,7 +272,7 @@ func (s *Source) open(ctx context.Context, declare bool) (_ *session, err error)
 		return nil, fmt.Errorf("rabbitmq: open confirm channel: %w", err)
 	}
 	// Not ConsumeWithContext: its ctx would cancel the consumer.
-	sess.deliveries, err = ch.Consume(s.cfg.Queue, "", false, false, false, false, nil)
+	sess.deliveries, err = ch.Consume(s.cfg.Queue, consumerTag, false, false, false, false, nil)
 	if err != nil {
 		if ae := (*amqp.Error)(nil); errors.As(err, &ae) && ae.Code == amqp.NotFound {
 			return nil, fmt.Errorf("%w: %q: %v", ErrQueueNotFound, s.cfg.Queue, err)
@@ -298,6 +323,11 @@ func (s *Source) pump(sess *session) string {
 		select {
 		case d, ok := <-sess.deliveries:
 			if !ok {
+				select {
+				case <-s.stopped: // Close canceled the consumer
+					return "closed"
+				default:
+				}
 				return sess.reason()
 			}
 			if sess.ch.IsClosed() {
@@ -398,13 +428,16 @@ func (s *Source) Next(ctx context.Context) (broker.Delivery, error) {
 	}
 }
 
-// Close closes the connection; RabbitMQ requeues the deliveries not acked.
+// Close cancels the consumer, waiting for the broker to take the acks
+// sent before, then closes the connection; RabbitMQ requeues the
+// deliveries not acked.
 func (s *Source) Close() error {
 	s.stopOnce.Do(func() {
 		close(s.stopped)
 		s.cancel()
 		s.mu.Lock()
 		if s.sess != nil {
+			s.sess.stop()
 			s.sess.close() // ends pump, and its deliveries
 		}
 		s.mu.Unlock()

@@ -50,17 +50,19 @@ func openOn(tb testing.TB, js jetstream.JetStream, ackWait time.Duration) *broke
 	if err != nil {
 		tb.Fatal(err)
 	}
+	source := func(tb testing.TB, pull int) broker.Source {
+		src, err := natsjs.NewSource(ctx, js, &natsjs.Config{Stream: name, Durable: "consumer", AckWait: ackWait, PullBatch: pull})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(func() { src.Close() })
+		return src
+	}
 	return &brokertest.Env{
-		Source: func(tb testing.TB) broker.Source {
-			src, err := natsjs.NewSource(ctx, js, &natsjs.Config{Stream: name, Durable: "consumer", AckWait: ackWait, PullBatch: pullBatch(tb)})
-			if err != nil {
-				tb.Fatal(err)
-			}
-			tb.Cleanup(func() { src.Close() })
-			return src
-		},
-		Publisher: pub,
-		Subject:   subject,
+		Source:         func(tb testing.TB) broker.Source { return source(tb, pullBatch(tb)) },
+		PrefetchSource: source,
+		Publisher:      pub,
+		Subject:        subject,
 		PublishNoID: func(ctx context.Context, payload []byte) error {
 			_, err := js.Publish(ctx, subject, payload)
 			return err

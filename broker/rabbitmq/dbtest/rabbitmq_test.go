@@ -67,17 +67,21 @@ func open(tb testing.TB, qt rabbitmq.QueueType) *env {
 	}
 	tb.Cleanup(func() { _ = pub.Close() })
 	e := &env{conn: conn, queue: queue, cfg: cfg}
+	source := func(tb testing.TB, prefetch int) broker.Source {
+		c := cfg
+		c.Prefetch = prefetch
+		src, err := rabbitmq.NewSource(context.Background(), &c)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(func() { _ = src.Close() })
+		return src
+	}
 	e.Env = &brokertest.Env{
-		Source: func(tb testing.TB) broker.Source {
-			src, err := rabbitmq.NewSource(context.Background(), &cfg)
-			if err != nil {
-				tb.Fatal(err)
-			}
-			tb.Cleanup(func() { _ = src.Close() })
-			return src
-		},
-		Publisher: pub,
-		Subject:   queue,
+		Source:         func(tb testing.TB) broker.Source { return source(tb, 0) },
+		PrefetchSource: source,
+		Publisher:      pub,
+		Subject:        queue,
 		PublishNoID: func(ctx context.Context, payload []byte) error {
 			return publishRaw(ctx, conn, "", queue, amqp.Publishing{Body: payload})
 		},

@@ -357,3 +357,57 @@ func publishID(t *testing.T, e *env, id string) {
 		t.Fatalf("publish %s: %v", id, err)
 	}
 }
+
+// Close right after a burst of acks keeps every one of them: the queue is
+// empty once the Source is closed. A quorum queue's channel holds back
+// settlements while many are in flight, and drops them if it closes
+// meanwhile (rabbitmq-server issue 10327), so Close cancels the consumer
+// and waits for the broker first. Several rounds, since the loss needs
+// the close to come while settlements are held back.
+func TestCloseKeepsAcks(t *testing.T) {
+	t.Parallel()
+	const rounds, n = 5, 200
+	for _, qt := range []rabbitmq.QueueType{rabbitmq.Quorum, rabbitmq.Classic} {
+		t.Run(string(qt), func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			e := open(t, qt)
+			ch, err := e.conn.Channel()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for round := range rounds {
+				for i := range n {
+					if err := ch.PublishWithContext(ctx, "", e.queue, false, false, amqp.Publishing{
+						MessageId: fmt.Sprintf("r%d-%d", round, i), DeliveryMode: amqp.Persistent}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				src := e.PrefetchSource(t, n)
+				ds := make([]broker.Delivery, n)
+				for i := range ds {
+					ds[i] = next(t, src, 10*time.Second)
+				}
+				var wg sync.WaitGroup
+				for _, d := range ds {
+					wg.Go(func() {
+						if err := d.Ack(ctx); err != nil {
+							t.Errorf("ack: %v", err)
+						}
+					})
+				}
+				wg.Wait()
+				if err := src.Close(); err != nil {
+					t.Fatal(err)
+				}
+				q, err := ch.QueueDeclarePassive(e.queue, true, false, false, false, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if q.Messages != 0 {
+					t.Fatalf("round %d: %d of %d acked messages back in the queue after Close, want 0", round+1, q.Messages, n)
+				}
+			}
+		})
+	}
+}
