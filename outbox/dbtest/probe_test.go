@@ -14,12 +14,9 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/inboxkit/inbox"
 	"github.com/inboxkit/inbox/broker"
-	"github.com/inboxkit/inbox/broker/kafka"
 	"github.com/inboxkit/inbox/broker/natsjs"
 	"github.com/inboxkit/inbox/broker/rabbitmq"
 	"github.com/inboxkit/inbox/broker/sqs"
@@ -190,20 +187,7 @@ func kafkaRefused(t *testing.T) (broker.Publisher, string) {
 
 func kafkaOutage(t *testing.T) (broker.Publisher, string, func()) {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "probe"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	pub, err := kafka.NewPublisher(cl, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, pub := kafkaCluster(t, "probe", 1)
 	return pub, "probe", c.Close
 }
 

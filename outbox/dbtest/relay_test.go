@@ -164,7 +164,22 @@ func rabbitTarget(tb testing.TB) target {
 func kafkaTarget(tb testing.TB) target {
 	tb.Helper()
 	topic := "outbox-events"
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, topic))
+	c, pub := kafkaCluster(tb, topic, 4)
+	return target{pub: pub, subject: topic, source: func(tb testing.TB) broker.Source {
+		src, err := kafka.NewSource(context.Background(), &kafka.Config{Brokers: c.ListenAddrs(), Topic: topic, Group: "reader"})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(func() { _ = src.Close() })
+		return src
+	}}
+}
+
+// kafkaCluster starts a kfake cluster of one broker with topic in
+// partitions, and a Publisher to it; both end with tb.
+func kafkaCluster(tb testing.TB, topic string, partitions int32) (*kfake.Cluster, broker.Publisher) {
+	tb.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, topic))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -178,14 +193,7 @@ func kafkaTarget(tb testing.TB) target {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return target{pub: pub, subject: topic, source: func(tb testing.TB) broker.Source {
-		src, err := kafka.NewSource(context.Background(), &kafka.Config{Brokers: c.ListenAddrs(), Topic: topic, Group: "reader"})
-		if err != nil {
-			tb.Fatal(err)
-		}
-		tb.Cleanup(func() { _ = src.Close() })
-		return src
-	}}
+	return c, pub
 }
 
 // latencyRate is BenchmarkRelayLatency's writes per second.
