@@ -24,14 +24,7 @@ func TestForgedRoutingKey(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := open(t, rabbitmq.Quorum)
-	ch, err := e.conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rk := "rk." + e.queue
-	if err := ch.QueueBind(e.queue, rk, "amq.direct", false, nil); err != nil {
-		t.Fatal(err)
-	}
+	_, rk := e.bindDirect(t, e.conn)
 	delay := rabbitmq.DelayQueue(e.queue, time.Second)
 	death := []any{amqp.Table{"queue": delay, "reason": "expired", "count": int64(1), "exchange": "",
 		"routing-keys": []any{delay}, "time": time.Now()}}
@@ -121,14 +114,7 @@ func TestForgedRetryAnotherUser(t *testing.T) {
 			ctx := context.Background()
 			e := open(t, qt)
 			prod := dialURL(t, producerURL)
-			ch, err := prod.Channel()
-			if err != nil {
-				t.Fatal(err)
-			}
-			rk := "rk." + e.queue
-			if err := ch.QueueBind(e.queue, rk, "amq.direct", false, nil); err != nil {
-				t.Fatal(err)
-			}
+			_, rk := e.bindDirect(t, prod)
 			src := e.Source(t)
 			want := func(what, id, subject string) broker.Delivery {
 				t.Helper()

@@ -43,6 +43,21 @@ type env struct {
 	cfg   rabbitmq.Config
 }
 
+// bindDirect opens a channel on conn and binds the env's queue to
+// amq.direct with the routing key "rk." + queue, which it returns.
+func (e *env) bindDirect(tb testing.TB, conn *amqp.Connection) (*amqp.Channel, string) {
+	tb.Helper()
+	ch, err := conn.Channel()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	rk := "rk." + e.queue
+	if err := ch.QueueBind(e.queue, rk, "amq.direct", false, nil); err != nil {
+		tb.Fatal(err)
+	}
+	return ch, rk
+}
+
 func open(tb testing.TB, qt rabbitmq.QueueType) *env {
 	tb.Helper()
 	conn := connect(tb)

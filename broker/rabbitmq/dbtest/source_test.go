@@ -40,15 +40,8 @@ func TestMessageFields(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := open(t, rabbitmq.Quorum)
-	ch, err := e.conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rk := "rk." + e.queue
-	if err := ch.QueueBind(e.queue, rk, "amq.direct", false, nil); err != nil {
-		t.Fatal(err)
-	}
-	err = ch.PublishWithContext(ctx, "amq.direct", rk, false, false, amqp.Publishing{
+	ch, rk := e.bindDirect(t, e.conn)
+	err := ch.PublishWithContext(ctx, "amq.direct", rk, false, false, amqp.Publishing{
 		MessageId: "id-1", Type: "order.created", Body: []byte("body"), DeliveryMode: amqp.Persistent,
 		Headers: amqp.Table{"s": "text", "n": int32(7), "b": true, "bytes": []byte("raw")},
 	})
