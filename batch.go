@@ -63,7 +63,12 @@ func (ib *Inbox[TTx]) ProcessBatch(ctx context.Context, msgs []Message, h Handle
 	if err := checkArgs(ib, h); err != nil {
 		return retryAll(len(msgs)), err
 	}
-	return ib.processBatch(ctx, msgs, func(ctx context.Context, tx TTx, ms []*Message) (int, error) {
+	return ib.processBatch(ctx, msgs, ib.eachRun(h), nil)
+}
+
+// eachRun runs h for each message, in order.
+func (ib *Inbox[TTx]) eachRun(h Handler[TTx]) batchRun[TTx] {
+	return func(ctx context.Context, tx TTx, ms []*Message) (int, error) {
 		for i, m := range ms {
 			hctx := ctx
 			if len(ib.hooks.start) > 0 {
@@ -74,7 +79,7 @@ func (ib *Inbox[TTx]) ProcessBatch(ctx context.Context, msgs []Message, h Handle
 			}
 		}
 		return len(ms), nil
-	})
+	}
 }
 
 // ProcessBatchFunc is ProcessBatch with one handler for all the new
@@ -86,17 +91,43 @@ func (ib *Inbox[TTx]) ProcessBatchFunc(ctx context.Context, msgs []Message, h Ba
 	if ib == nil || h == nil {
 		return retryAll(len(msgs)), fmt.Errorf("%w: nil *Inbox or handler", ErrInvalidConfig)
 	}
-	return ib.processBatch(ctx, msgs, func(ctx context.Context, tx TTx, ms []*Message) (int, error) {
+	return ib.processBatch(ctx, msgs, ib.batchFuncRun(h), nil)
+}
+
+// batchFuncRun runs h for all the messages at once.
+func (ib *Inbox[TTx]) batchFuncRun(h BatchHandler[TTx]) batchRun[TTx] {
+	return func(ctx context.Context, tx TTx, ms []*Message) (int, error) {
 		if len(ms) == 1 && len(ib.hooks.start) > 0 {
 			ctx = messageCtx(ctx, ms[0])
 		}
 		return len(ms), callBatch(ctx, tx, ms, h) // which messages it finished, it cannot tell
-	})
+	}
 }
 
 // batchRun runs the handler for ms in tx and returns how many of ms it
 // finished before its error (all when it cannot tell).
 type batchRun[TTx any] func(ctx context.Context, tx TTx, ms []*Message) (int, error)
+
+// splitFunc is told that n messages run together met a lock conflict,
+// err, and returns how many to run together from then on (at least 1).
+type splitFunc func(ctx context.Context, n int, err error) int
+
+// conflictError: a pass without savepoints met a lock conflict, and
+// nothing of it committed.
+type conflictError struct{ err error }
+
+func (e *conflictError) Error() string { return "inbox: lock conflict in a batch: " + e.err.Error() }
+func (e *conflictError) Unwrap() error { return e.err }
+
+// conflict reports whether err is a lock conflict with another
+// transaction (store.ConflictReporter), or else any transient database
+// error.
+func (ib *Inbox[TTx]) conflict(err error) bool {
+	if c, ok := ib.driver.(store.ConflictReporter); ok {
+		return c.Conflict(err)
+	}
+	return ib.driver.Retryable(err)
+}
 
 // messageCtxKey carries, in a batch's context, the context that the start
 // hooks made for each message.
@@ -143,7 +174,10 @@ type batchItem struct {
 	settled bool
 }
 
-func (ib *Inbox[TTx]) processBatch(ctx context.Context, msgs []Message, run batchRun[TTx]) ([]Outcome, error) {
+// processBatch is ProcessBatch with run for the handler. With split, a
+// batch that meets a lock conflict runs again in parts of the size split
+// returns (see runBatch).
+func (ib *Inbox[TTx]) processBatch(ctx context.Context, msgs []Message, run batchRun[TTx], split splitFunc) ([]Outcome, error) {
 	bc, ok := ib.driver.(store.BatchClaimer[TTx])
 	if !ok {
 		return retryAll(len(msgs)), fmt.Errorf("%w (%T)", ErrNoBatch, ib.driver)
@@ -201,16 +235,7 @@ func (ib *Inbox[TTx]) processBatch(ctx context.Context, msgs []Message, run batc
 	items = kept
 	var batchErr error
 	if len(items) > 0 {
-		ok, err := ib.batchPass(ctx, bc, items, run, false)
-		// A pass with savepoints that returns false settled the handler
-		// that ended its transaction: the next goes on without it.
-		for pass := slices.Clone(items); err == nil && !ok; {
-			if pass = slices.DeleteFunc(pass, func(it *batchItem) bool { return it.settled }); len(pass) == 0 {
-				break
-			}
-			ok, err = ib.batchPass(ctx, bc, pass, run, true)
-		}
-		batchErr = err
+		batchErr = ib.runBatch(ctx, bc, items, run, split)
 	}
 	byIdx := make([]*batchItem, len(msgs))
 	for _, it := range items {
@@ -234,12 +259,78 @@ func (ib *Inbox[TTx]) processBatch(ctx context.Context, msgs []Message, run batc
 	return outs, batchErr
 }
 
+// runBatch runs items, sorted by key, in one transaction. With split, a
+// transaction of several items that meets a lock conflict is rolled back
+// and its items run again in parts of the size split returns, in msgs'
+// order, each part in a transaction of its own; nothing counts as failed.
+// The items of parts not run after a part's error get that error.
+func (ib *Inbox[TTx]) runBatch(ctx context.Context, bc store.BatchClaimer[TTx], items []*batchItem, run batchRun[TTx], split splitFunc) error {
+	if split == nil {
+		return ib.runPart(ctx, bc, items, run, false)
+	}
+	inOrder := slices.Clone(items)
+	slices.SortFunc(inOrder, func(a, b *batchItem) int { return a.idx - b.idx })
+	size := len(items)
+	for rest := inOrder; len(rest) > 0; {
+		part := items // in key order already
+		if size < len(items) {
+			part = slices.Clone(rest[:min(size, len(rest))])
+			slices.SortFunc(part, func(a, b *batchItem) int { return bytes.Compare(a.p.MessageID, b.p.MessageID) })
+		}
+		err := ib.runPart(ctx, bc, part, run, len(part) > 1)
+		if c := (*conflictError)(nil); errors.As(err, &c) {
+			size = split(ctx, len(part), c.err)
+			continue
+		}
+		rest = rest[len(part):]
+		if err != nil {
+			out := Outcome{Status: Retry, Delay: ib.cfg.Backoff.Delay(1)}
+			for _, it := range part {
+				if it.err == err {
+					out = it.out
+					break
+				}
+			}
+			for _, it := range rest {
+				it.out, it.err = out, err
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// runPart runs items in one transaction, then, if a message failed, in
+// passes with a savepoint before each message, to find the failing ones.
+// With mayConflict, a lock conflict in the first pass returns a
+// *conflictError and nothing else (see batchPass).
+func (ib *Inbox[TTx]) runPart(ctx context.Context, bc store.BatchClaimer[TTx], items []*batchItem, run batchRun[TTx], mayConflict bool) error {
+	ok, err := ib.batchPass(ctx, bc, items, run, false, mayConflict)
+	if c := (*conflictError)(nil); errors.As(err, &c) {
+		return err
+	}
+	// A pass with savepoints that returns false settled the handler that
+	// ended its transaction: the next goes on without it.
+	for pass := slices.Clone(items); err == nil && !ok; {
+		if pass = slices.DeleteFunc(pass, func(it *batchItem) bool { return it.settled }); len(pass) == 0 {
+			break
+		}
+		ok, err = ib.batchPass(ctx, bc, pass, run, true, false)
+	}
+	return err
+}
+
 // batchPass runs the batch in one transaction: without savepoints (the
 // first pass; false when a message failed, nothing committed), or with one
 // before each message (the second), whose failures it records (false when
 // a handler ended the transaction: see handlerEnded). It sets each item's
 // outcome; an error fails the whole batch (every item Retry).
-func (ib *Inbox[TTx]) batchPass(ctx context.Context, bc store.BatchClaimer[TTx], items []*batchItem, run batchRun[TTx], isolate bool) (bool, error) {
+//
+// With mayConflict (a first pass only), a lock conflict of a handler or
+// of the COMMIT rolls back and returns a *conflictError, setting no
+// outcome. Without, a handler's is the failure of its message, which the
+// pass with savepoints finds, and the COMMIT's fails the batch.
+func (ib *Inbox[TTx]) batchPass(ctx context.Context, bc store.BatchClaimer[TTx], items []*batchItem, run batchRun[TTx], isolate, mayConflict bool) (bool, error) {
 	for _, it := range items { // what an earlier pass settled, this one settles again
 		it.done = false
 	}
@@ -308,6 +399,10 @@ func (ib *Inbox[TTx]) batchPass(ctx context.Context, bc store.BatchClaimer[TTx],
 				if err := ib.unclaim(ctx, bc, notRun(fresh, n, herr, cerr)); err != nil {
 					return fail("batch: unclaim", err)
 				}
+				return false, nil
+			}
+			if mayConflict && herr != nil && ib.conflict(herr) {
+				return false, &conflictError{herr}
 			}
 			return false, nil // find the failing messages with savepoints
 		}
@@ -378,6 +473,9 @@ func (ib *Inbox[TTx]) batchPass(ctx context.Context, bc store.BatchClaimer[TTx],
 	}
 	if err := ib.driver.Commit(ctx, tx); err != nil {
 		_ = ib.driver.Rollback(ctx, tx)
+		if mayConflict && ib.conflict(err) { // a serialization failure
+			return false, &conflictError{err}
+		}
 		if IsRetryable(err) || isolate {
 			for _, it := range fresh {
 				it.done = false

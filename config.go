@@ -91,12 +91,12 @@ type Config struct {
 	// fingerprint is stored and compared.
 	NoFingerprint bool
 
-	// Hooks receive outcomes; each may implement any of ProcessedHook,
-	// DuplicateHook, RetryHook, DeadLetteredHook, FingerprintConflictHook,
-	// and must implement one of them: New rejects a value that implements
-	// none (a method with a wrong signature). A panic in a hook is
-	// recovered and logged at ERROR; the outcome and the ack stand.
-	// Default none.
+	// Hooks receive outcomes. Each may implement any of [ProcessedHook],
+	// [DuplicateHook], [RetryHook], [DeadLetteredHook],
+	// [FingerprintConflictHook], [StartHook] and [BatchSplitHook], and must
+	// implement one: New rejects a value that implements none (a method
+	// with a wrong signature). A panic in a hook is recovered and logged
+	// at ERROR; the outcome and the ack stand. Default none.
 	Hooks []any
 
 	// Logger receives what a consumer does, at the default level: dead
@@ -104,7 +104,8 @@ type Config struct {
 	// number left out), database failures (WARN, ERROR for one no retry
 	// fixes, at most one line per 10 s with the number left out; INFO when
 	// the database answers again after a logged failure), reused IDs
-	// (WARN). Default slog.Default().
+	// (WARN), batches split after a lock conflict (WARN, at most one line
+	// per 10 s). Default slog.Default().
 	Logger *slog.Logger
 }
 

@@ -61,6 +61,22 @@ type ConsumerConfig struct {
 	// BatchLinger is how long a worker waits for a batch to fill, unless
 	// the source is a broker.BatchSource. Default DefaultBatchLinger (5 ms).
 	BatchLinger time.Duration
+	// FixedBatchSize, when true, keeps every batch at BatchSize, run by
+	// every worker at once. By default batches adapt to lock conflicts:
+	// a batch whose handlers or COMMIT meet a deadlock, a serialization
+	// failure or a lock timeout is rolled back, and its messages run
+	// again in halves, each in a transaction of its own. None of them
+	// counts as failed. The consumer then runs fewer batches at once,
+	// down to one; if conflicts go on (with other processes), smaller
+	// ones, down to one message per transaction. After a second without
+	// conflicts it steps back up, and waits four times as long before the
+	// next step each time a step up meets conflicts again (up to five
+	// minutes). A consumer also starts with one batch at a time, and
+	// reaches Workers batches within a few seconds. Each split is logged
+	// (WARN, at most one line per 10 s) and told to a [BatchSplitHook].
+	// A [BatchHandler] that updates shared rows in a stable order (sorted
+	// by key) does not deadlock, and keeps its batches. Default false.
+	FixedBatchSize bool
 
 	// Retention is how long the inbox keeps processed IDs: the pruner's
 	// PrunerConfig.Retention. Consume compares it at start with the
@@ -193,12 +209,13 @@ func Consume[TTx any](ctx context.Context, ib *Inbox[TTx], src broker.Source, h 
 	if err := checkArgs(ib, h); err != nil {
 		return err
 	}
-	return consume(ctx, ib, src, cfg, 1, func(ctx context.Context, ds []broker.Delivery, c *ConsumerConfig) error {
+	run := ib.eachRun(h)
+	return consume(ctx, ib, src, cfg, 1, func(ctx context.Context, ds []broker.Delivery, c *ConsumerConfig, split splitFunc) error {
 		if len(ds) == 1 {
 			return deliver(ctx, ib, ds[0], h, c)
 		}
 		return deliverBatch(ctx, ib, ds, c, func(ctx context.Context, msgs []Message) ([]Outcome, error) {
-			return ib.ProcessBatch(ctx, msgs, h)
+			return ib.processBatch(ctx, msgs, run, split)
 		})
 	})
 }
@@ -210,16 +227,18 @@ func ConsumeBatch[TTx any](ctx context.Context, ib *Inbox[TTx], src broker.Sourc
 	if ib == nil || h == nil {
 		return fmt.Errorf("%w: nil *Inbox or handler", ErrInvalidConfig)
 	}
-	return consume(ctx, ib, src, cfg, DefaultBatchSize, func(ctx context.Context, ds []broker.Delivery, c *ConsumerConfig) error {
+	run := ib.batchFuncRun(h)
+	return consume(ctx, ib, src, cfg, DefaultBatchSize, func(ctx context.Context, ds []broker.Delivery, c *ConsumerConfig, split splitFunc) error {
 		return deliverBatch(ctx, ib, ds, c, func(ctx context.Context, msgs []Message) ([]Outcome, error) {
-			return ib.ProcessBatchFunc(ctx, msgs, h)
+			return ib.processBatch(ctx, msgs, run, split)
 		})
 	})
 }
 
-// consume runs the workers; each hands process the deliveries it took.
+// consume runs the workers; each hands process the deliveries it took,
+// and the splitFunc of the consumer's batch size (nil when it is fixed).
 func consume[TTx any](ctx context.Context, ib *Inbox[TTx], src broker.Source, cfg *ConsumerConfig, batchSize int,
-	process func(ctx context.Context, ds []broker.Delivery, c *ConsumerConfig) error) error {
+	process func(ctx context.Context, ds []broker.Delivery, c *ConsumerConfig, split splitFunc) error) error {
 	if isNil(src) {
 		return fmt.Errorf("%w: nil source (%T)", ErrInvalidConfig, src)
 	}
@@ -239,6 +258,10 @@ func consume[TTx any](ctx context.Context, ib *Inbox[TTx], src broker.Source, cf
 		logRetention(ctx, c.Logger, ib.Consumer(), src, c.Retention)
 	}
 	logPrefetch(ctx, c.Logger, ib.Consumer(), src, &c)
+	var limit *batchLimit
+	if c.BatchSize > 1 && !c.FixedBatchSize {
+		limit = newBatchLimit(c.Workers, c.BatchSize)
+	}
 	// Work outlives ctx by ShutdownTimeout, so that a commit in progress
 	// can finish and be acked.
 	work, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
@@ -265,14 +288,21 @@ func consume[TTx any](ctx context.Context, ib *Inbox[TTx], src broker.Source, cf
 	for range c.Workers {
 		wg.Go(func() {
 			for {
-				ds, serr := gather(fetch, src, &c)
+				size := c.BatchSize
+				if limit != nil {
+					size = limit.next()
+				}
+				ds, serr := gather(fetch, src, &c, size)
 				if len(ds) == 0 {
 					if fetch.Err() == nil { // the source failed for good
 						stop(serr, "inbox: the message source failed; stopping")
 					}
 					return
 				}
-				if err := process(work, ds, &c); err != nil {
+				split, end := startBatch(ib, limit, len(ds))
+				err := process(work, ds, &c, split)
+				end()
+				if err != nil {
 					stop(err, "inbox: the database cannot be used; stopping")
 					return
 				}
@@ -287,14 +317,34 @@ func consume[TTx any](ctx context.Context, ib *Inbox[TTx], src broker.Source, cf
 	return terminal
 }
 
-// gather waits for a delivery, then takes up to c.BatchSize in all,
-// waiting at most c.BatchLinger after the first for more; the source's
-// error, if it failed for good meanwhile, comes back with the deliveries
-// taken before. A broker.BatchSource makes the batch itself, in the order
-// its broker keeps (a Kafka partition's).
-func gather(fetch context.Context, src broker.Source, c *ConsumerConfig) ([]broker.Delivery, error) {
+// startBatch waits until limit lets a batch of n messages run, and
+// returns the batch's splitFunc and the function that ends it. A nil
+// limit (a fixed batch size) does not wait, nor split.
+func startBatch[TTx any](ib *Inbox[TTx], limit *batchLimit, n int) (splitFunc, func()) {
+	if limit == nil {
+		return nil, func() {}
+	}
+	epoch, end := limit.start(n)
+	return func(ctx context.Context, n int, err error) int {
+		next := limit.conflicted(&epoch, n)
+		width, size := limit.current()
+		ib.split(ctx, &SplitEvent{Consumer: ib.Consumer(), Size: n, Next: next, Width: width, Limit: size, Err: err})
+		// Wait again, under the new width: the batches that met the
+		// conflict must not go on side by side.
+		end()
+		epoch, end = limit.start(next)
+		return next
+	}, func() { end() }
+}
+
+// gather waits for a delivery, then takes up to n in all, waiting at most
+// c.BatchLinger after the first for more; the source's error, if it failed
+// for good meanwhile, comes back with the deliveries taken before. A
+// broker.BatchSource makes the batch itself, in the order its broker
+// keeps (a Kafka partition's).
+func gather(fetch context.Context, src broker.Source, c *ConsumerConfig, n int) ([]broker.Delivery, error) {
 	if bs, ok := src.(broker.BatchSource); ok && c.BatchSize > 1 {
-		ds, err := bs.NextBatch(fetch, c.BatchSize)
+		ds, err := bs.NextBatch(fetch, n)
 		if len(ds) == 0 && err == nil { // against the contract: do not spin on it
 			err = fmt.Errorf("inbox: %T.NextBatch returned no delivery and no error", src)
 		}
@@ -305,12 +355,12 @@ func gather(fetch context.Context, src broker.Source, c *ConsumerConfig) ([]brok
 		return nil, err
 	}
 	ds := []broker.Delivery{first}
-	if c.BatchSize <= 1 {
+	if n <= 1 {
 		return ds, nil
 	}
 	lctx, cancel := context.WithTimeout(fetch, c.BatchLinger)
 	defer cancel()
-	for len(ds) < c.BatchSize {
+	for len(ds) < n {
 		d, err := src.Next(lctx)
 		if err != nil {
 			if lctx.Err() == nil { // not the linger's end: the source failed

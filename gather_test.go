@@ -71,7 +71,7 @@ func TestGather(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			c := (&ConsumerConfig{BatchSize: tc.batchSize}).withDefaults(tc.src)
-			ds, err := gather(context.Background(), tc.src, &c)
+			ds, err := gather(context.Background(), tc.src, &c, c.BatchSize)
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("gather: error %v, want an error: %v", err, tc.wantErr)
 			}

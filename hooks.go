@@ -97,9 +97,12 @@ type (
 // programs that print a summary: put a *Counts in Config.Hooks (one Counts
 // may serve several inboxes) and read its fields at any time. A fingerprint
 // conflict is counted in FingerprintConflicts and, being a duplicate, in
-// Duplicates too. For metrics, see the OpenTelemetry package.
+// Duplicates too. BatchSplits counts the batches split after a lock
+// conflict (see [BatchSplitHook]). For metrics, see the OpenTelemetry
+// package.
 type Counts struct {
 	Processed, Duplicates, Retries, DeadLettered, FingerprintConflicts atomic.Int64
+	BatchSplits                                                        atomic.Int64
 }
 
 func (c *Counts) OnProcessed(context.Context, *Event)    { c.Processed.Add(1) }
@@ -109,6 +112,7 @@ func (c *Counts) OnDeadLettered(context.Context, *Event) { c.DeadLettered.Add(1)
 func (c *Counts) OnFingerprintConflict(context.Context, *Event) {
 	c.FingerprintConflicts.Add(1)
 }
+func (c *Counts) OnBatchSplit(context.Context, *SplitEvent) { c.BatchSplits.Add(1) }
 
 // Outcomes is the number of outcomes counted: processed, duplicates,
 // retries and dead letters.
@@ -117,12 +121,16 @@ func (c *Counts) Outcomes() int64 {
 }
 
 // String reads "processed 3, duplicates 1, retries 0, dead-lettered 0",
-// with ", fingerprint conflicts N" when there were any.
+// with ", fingerprint conflicts N" and ", batch splits N" when there were
+// any.
 func (c *Counts) String() string {
 	s := fmt.Sprintf("processed %d, duplicates %d, retries %d, dead-lettered %d",
 		c.Processed.Load(), c.Duplicates.Load(), c.Retries.Load(), c.DeadLettered.Load())
 	if n := c.FingerprintConflicts.Load(); n > 0 {
 		s += fmt.Sprintf(", fingerprint conflicts %d", n)
+	}
+	if n := c.BatchSplits.Load(); n > 0 {
+		s += fmt.Sprintf(", batch splits %d", n)
 	}
 	return s
 }
@@ -135,6 +143,7 @@ type hookSet struct {
 	dead      []DeadLetteredHook
 	conflict  []FingerprintConflictHook
 	pruned    []PrunedHook
+	split     []BatchSplitHook
 	any       bool // an outcome hook is set
 	logger    *slog.Logger
 	// detachWarned: a StartHook returned a context that does not derive
@@ -150,7 +159,7 @@ func validateHooks(field string, hooks []any, outcome bool) error {
 		s := newHookSet([]any{h}, nil)
 		ok := len(s.pruned) > 0
 		if outcome {
-			ok = s.any || len(s.conflict) > 0 || len(s.start) > 0
+			ok = s.any || len(s.conflict) > 0 || len(s.start) > 0 || len(s.split) > 0
 		}
 		if !ok {
 			return fmt.Errorf("%w: %s[%d] (%T) implements no hook interface of %s", ErrInvalidConfig, field, i, h, field)
@@ -182,6 +191,9 @@ func newHookSet(hooks []any, logger *slog.Logger) hookSet {
 		}
 		if x, ok := h.(PrunedHook); ok {
 			s.pruned = append(s.pruned, x)
+		}
+		if x, ok := h.(BatchSplitHook); ok {
+			s.split = append(s.split, x)
 		}
 	}
 	s.any = len(s.processed)+len(s.duplicate)+len(s.retry)+len(s.dead) > 0

@@ -31,6 +31,7 @@ type Inbox[TTx any] struct {
 	hooks    hookSet
 	health   health    // the database's consecutive failures
 	retryLog sometimes // rate-limits the log lines of retries
+	splitLog sometimes // and of batches split after a lock conflict
 }
 
 // New returns an Inbox on driver. It checks that the tables are migrated
@@ -50,6 +51,7 @@ func New[TTx any](ctx context.Context, driver store.Driver[TTx], cfg *Config) (*
 	ib := &Inbox[TTx]{driver: driver, cfg: c, consumer: []byte(c.Consumer), hooks: newHookSet(c.Hooks, c.Logger)}
 	ib.health.init(c.Logger, c.Consumer)
 	ib.retryLog.interval = retryLogInterval
+	ib.splitLog.interval = retryLogInterval
 	if err := ib.checkSchema(ctx); err != nil {
 		return nil, err
 	}

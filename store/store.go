@@ -409,6 +409,18 @@ func (e *StatementError) Error() string {
 }
 func (e *StatementError) Unwrap() error { return e.Err }
 
+// ConflictReporter is implemented by drivers that can tell a lock conflict
+// from the other transient errors of Driver.Retryable. Consume splits a
+// batch that meets a conflict, so that its messages stop taking their
+// locks together; a driver without it has every error of Retryable count.
+type ConflictReporter interface {
+	// Conflict reports whether err, returned by a handler or a COMMIT,
+	// is a lock conflict with another transaction: a deadlock, a
+	// serialization failure or a lock wait timeout. A lost connection or
+	// a busy single-writer database is not one.
+	Conflict(err error) bool
+}
+
 // BatchClaimer is implemented by drivers that claim a batch of messages in
 // one statement.
 type BatchClaimer[TTx any] interface {

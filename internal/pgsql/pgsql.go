@@ -422,6 +422,21 @@ func Transient(err error) bool {
 	return errors.As(err, &ce) && !Unrecoverable(err)
 }
 
+// Conflict reports whether err carries a PostgreSQL lock conflict: a
+// serialization failure (40001), a deadlock (40P01) or a lock timeout
+// (55P03).
+func Conflict(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return false
+	}
+	switch pgErr.Code {
+	case "40001", "40P01", "55P03":
+		return true
+	}
+	return false
+}
+
 // Unrecoverable reports whether err is a PostgreSQL error that no retry
 // fixes: a missing table, column or function (42P01, 42703, 42883), a
 // missing schema (3F000) or database (3D000), permission denied (42501),

@@ -111,6 +111,10 @@ func (d *Driver) Dialect() string { return "postgres" }
 // connection), recognized by its SQLSTATE.
 func (d *Driver) Retryable(err error) bool { return pgsql.Transient(err) }
 
+// Conflict reports whether err is a lock conflict: a deadlock, a
+// serialization failure or a lock timeout (store.ConflictReporter).
+func (d *Driver) Conflict(err error) bool { return pgsql.Conflict(err) }
+
 // Unrecoverable reports whether err is a PostgreSQL error that no retry
 // fixes (missing tables, permission denied, credentials refused).
 func (d *Driver) Unrecoverable(err error) bool { return pgsql.Unrecoverable(err) }

@@ -171,6 +171,12 @@ func (d *Driver) Dialect() string { return d.dialect.Name() }
 // (PostgreSQL: a failure to connect).
 func (d *Driver) Retryable(err error) bool { return err != nil && d.dialect.Transient(err) }
 
+// Conflict reports whether err is a lock conflict with another
+// transaction (store.ConflictReporter): a deadlock, a serialization
+// failure or a lock wait timeout on PostgreSQL and MySQL; never on SQLite,
+// whose one writer at a time conflicts with no one.
+func (d *Driver) Conflict(err error) bool { return err != nil && d.dialect.Conflict(err) }
+
 // Unrecoverable reports whether err is one of the dialect's errors that no
 // retry fixes: a missing table or column, permission denied, an unknown
 // database, refused credentials, a read-only or unopenable SQLite file.

@@ -96,6 +96,9 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"BatchFunc", testBatchFunc[TTx]},
 		{"BatchTransient", testBatchTransient[TTx]},
 		{"BatchHandlerEndsTx", testBatchHandlerEndsTx[TTx]},
+		{"ConflictReported", testConflictReported[TTx]},
+		{"BatchSplitOnConflict", testBatchSplitOnConflict[TTx]},
+		{"BatchHotRows", testBatchHotRows[TTx]},
 		// pipeline.go: ProcessQueued, where the store pipelines
 		{"QueuedThenDuplicate", testQueuedThenDuplicate[TTx]},
 		{"QueuedFailures", testQueuedFailures[TTx]},

@@ -612,6 +612,14 @@ func (mysqlDialect) PrepareRefused(err error) bool {
 
 func (d mysqlDialect) Transient(err error) bool { return d.Retryable(err) }
 
+func (mysqlDialect) Conflict(err error) bool {
+	switch mysqlNumber(err) {
+	case mysqlErrCheckRead, mysqlErrLockWaitTimeout, mysqlErrDeadlock:
+		return true
+	}
+	return false
+}
+
 // MySQL error numbers that no retry fixes.
 const (
 	mysqlErrDBAccessDenied     = 1044

@@ -336,6 +336,10 @@ func (d sqliteDialect) Retryable(err error) bool {
 
 func (d sqliteDialect) Transient(err error) bool { return d.Retryable(err) }
 
+// Conflict: SQLite has one writer at a time, which waits for the write
+// lock (BUSY) instead of deadlocking; splitting a batch would not help.
+func (sqliteDialect) Conflict(error) bool { return false }
+
 // unrecoverable: a missing table or column, a read-only, unopenable,
 // corrupt or foreign file, permission denied.
 func (d sqliteDialect) Unrecoverable(err error) bool {

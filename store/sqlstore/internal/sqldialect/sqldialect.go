@@ -56,6 +56,9 @@ type Dialect interface {
 	// Transient reports whether err, a handler's error, carries an error
 	// of the database that a later attempt may not hit (Driver.Retryable).
 	Transient(err error) bool
+	// Conflict reports whether err is a lock conflict with another
+	// transaction (Driver.Conflict).
+	Conflict(err error) bool
 	// Unrecoverable reports whether no retry fixes err (Driver.Unrecoverable).
 	Unrecoverable(err error) bool
 	// MissingTable reports whether err says that a table does not exist.

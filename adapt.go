@@ -1,0 +1,171 @@
+package inbox
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// How long a lowered batch limit stays before it steps up: the least, and
+// the most after repeated conflicts; and how much longer it stays after a
+// step up that met conflicts.
+const (
+	minBatchHold = time.Second
+	maxBatchHold = 5 * time.Minute
+	holdFactor   = 4
+)
+
+// batchLimit adapts one Consume's batches to lock conflicts, for all its
+// workers. It bounds how many batches of several messages run at once
+// (width, up to Workers) and how many messages a batch takes (size, up to
+// BatchSize). A batch of one message runs whatever the width.
+//
+// It starts slowly, one batch at a time, and steps up after each hold
+// without a conflict: size doubles back first, then width. A conflict
+// steps down: width halves, down to 1, which leaves the consumer's own
+// batches no one to deadlock with; then size halves, down to 1, against
+// conflicts with other processes. A conflict in a batch that started
+// before the last step down steps no further: that step answered the same
+// wave. Any conflict delays the next step up by a hold.
+//
+// A step up that meets a conflict within two holds makes hold four times
+// as long, up to maxBatchHold: that limit is tried less often. A step up
+// that lasts a whole hold halves it, down to minBatchHold. Five minutes
+// without a conflict start over at minBatchHold.
+type batchLimit struct {
+	maxWidth, maxSize int
+	now               func() time.Time
+
+	mu      sync.Mutex
+	free    *sync.Cond // signalled when a batch ends or width grows
+	width   int
+	size    int
+	running int           // batches of several messages running
+	epoch   int           // counts the steps, so that one wave of conflicts steps once
+	down    int           // the epoch of the last step down
+	up      int           // and of the last step up
+	hold    time.Duration // how long a lowered limit stays
+	changed time.Time     // when the limit last stepped
+	grew    bool          // the last step was up
+}
+
+func newBatchLimit(workers, size int) *batchLimit {
+	l := &batchLimit{maxWidth: workers, maxSize: size, width: 1, size: size, hold: minBatchHold, now: time.Now}
+	l.free = sync.NewCond(&l.mu)
+	l.changed, l.grew = l.now(), true // a slow start: one batch at a time, then two, ...
+	return l
+}
+
+// next returns how many messages the next batch may take, stepping up
+// first when the limit has held long enough.
+func (l *batchLimit) next() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	if (l.size < l.maxSize || l.width < l.maxWidth) && now.Sub(l.changed) >= l.hold {
+		if l.grew { // the last step up met no conflict for a whole hold
+			l.hold = max(l.hold/2, minBatchHold)
+		}
+		if l.size < l.maxSize {
+			l.size = min(2*l.size, l.maxSize)
+		} else {
+			l.width = min(2*l.width, l.maxWidth)
+			l.free.Broadcast()
+		}
+		l.epoch++
+		l.up = l.epoch
+		l.changed, l.grew = now, true
+	}
+	return l.size
+}
+
+// start waits until a batch of n messages may run, and returns the
+// epoch it starts in and the function that ends it. A batch of one
+// message does not wait.
+func (l *batchLimit) start(n int) (epoch int, end func()) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if n <= 1 {
+		return l.epoch, func() {}
+	}
+	for l.running >= l.width {
+		l.free.Wait()
+	}
+	l.running++
+	return l.epoch, func() {
+		l.mu.Lock()
+		l.running--
+		l.mu.Unlock()
+		l.free.Signal()
+	}
+}
+
+// conflicted steps the limit down after a lock conflict in n messages
+// run together by a batch that started in *epoch. A batch that started
+// before the last step down does not step again: that step answered the
+// same wave of conflicts. It returns how many of the batch's messages to
+// run together next: fewer than n, so that the batch ends.
+func (l *batchLimit) conflicted(epoch *int, n int) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	if *epoch >= l.down {
+		switch since := now.Sub(l.changed); {
+		case since > maxBatchHold: // calm for long: start over
+			l.hold = minBatchHold
+		case l.grew && *epoch >= l.up && since < 2*l.hold: // the step up met conflicts
+			l.hold = min(holdFactor*l.hold, maxBatchHold)
+		}
+		if l.width > 1 {
+			l.width = max(l.width/2, 1)
+		} else {
+			l.size = max(min(l.size, n/2), 1)
+		}
+		l.epoch++
+		l.down = l.epoch
+		l.grew = false
+	}
+	l.changed = now // no step up while conflicts go on
+	*epoch = l.epoch
+	return max(min(l.size, n/2), 1)
+}
+
+// current returns the width and the size.
+func (l *batchLimit) current() (width, size int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.width, l.size
+}
+
+// SplitEvent describes a batch that met a lock conflict, for
+// [BatchSplitHook].
+type SplitEvent struct {
+	Consumer string
+	// Size is how many messages ran together and met the conflict.
+	Size int
+	// Next is how many of the batch's messages run together next.
+	Next int
+	// Width and Limit are how many batches of several messages the
+	// consumer runs at once from now on, and how many messages each takes,
+	// until the limits grow back.
+	Width, Limit int
+	// Err is the database's error: a deadlock, a serialization failure or
+	// a lock timeout.
+	Err error
+}
+
+// BatchSplitHook is told of every batch that [Consume] or [ConsumeBatch]
+// split after a lock conflict. Nothing of such a batch committed, and no
+// attempt was counted: its messages run again in smaller parts.
+type BatchSplitHook interface {
+	OnBatchSplit(ctx context.Context, e *SplitEvent)
+}
+
+// split tells the hooks and the log of a batch split after a conflict.
+func (ib *Inbox[TTx]) split(ctx context.Context, e *SplitEvent) {
+	call(ctx, &ib.hooks, "OnBatchSplit", nil, ib.hooks.split, func(h BatchSplitHook) { h.OnBatchSplit(ctx, e) })
+	if ok, held := ib.splitLog.allow(); ok {
+		ib.cfg.Logger.WarnContext(ctx, "inbox: lock conflict in a batch; it runs again in smaller parts, and the batch size grows back once conflicts stop. A handler that updates shared rows should update them in a stable order (sorted by key)",
+			heldBack([]any{"consumer", ib.cfg.Consumer, "size", e.Size, "next", e.Next, "width", e.Width, "limit", e.Limit, "error", e.Err}, "splits_not_logged", held)...)
+	}
+}

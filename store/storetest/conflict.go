@@ -1,0 +1,202 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/inboxkit/inbox"
+	"github.com/inboxkit/inbox/broker"
+	"github.com/inboxkit/inbox/internal/memsource"
+	"github.com/inboxkit/inbox/store"
+)
+
+// A store that reports lock conflicts (store.ConflictReporter) says yes
+// to the database's deadlock, and no to another error; SQLite, whose one
+// writer deadlocks with no one, says no to its busy error too.
+func testConflictReported[TTx any](t *testing.T, h Harness[TTx]) {
+	env := open(t, h)
+	cr, ok := any(env.Driver).(store.ConflictReporter)
+	if !ok {
+		t.Skipf("%T does not report conflicts: Consume splits on every transient error", env.Driver)
+	}
+	ctx := context.Background()
+	tx, err := env.BeginPlain(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = env.Driver.Rollback(ctx, tx) }()
+	deadlock := env.Transient(ctx, tx)
+	if deadlock == nil {
+		t.Fatal("Transient returned no error")
+	}
+	if got, want := cr.Conflict(deadlock), !env.SingleWriter; got != want {
+		t.Fatalf("Conflict(%v) = %v, want %v", deadlock, got, want)
+	}
+	if !env.Driver.Retryable(deadlock) {
+		t.Fatalf("Retryable(%v) = false: a conflict must be transient too", deadlock)
+	}
+	for _, err := range []error{errors.New("deadlock detected"), context.DeadlineExceeded, nil} {
+		if cr.Conflict(err) {
+			t.Fatalf("Conflict(%v) = true, want false", err)
+		}
+	}
+}
+
+// splits records the batch splits a consumer reports.
+type splits struct {
+	mu     sync.Mutex
+	events []inbox.SplitEvent
+}
+
+func (s *splits) OnBatchSplit(_ context.Context, e *inbox.SplitEvent) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.events = append(s.events, *e)
+}
+
+func (s *splits) all() []inbox.SplitEvent {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]inbox.SplitEvent(nil), s.events...)
+}
+
+// consumeAll runs inbox.Consume on a memory source holding ids until
+// every one is acked, then stops it and returns the source.
+func consumeAll[TTx any](t *testing.T, ib *inbox.Inbox[TTx], ids []string, h inbox.Handler[TTx], cfg *inbox.ConsumerConfig) *memsource.Source {
+	t.Helper()
+	src := memsource.New(len(ids))
+	for _, id := range ids {
+		src.Add(&broker.Message{ID: id, Payload: []byte("payload of " + id)})
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- inbox.Consume(ctx, ib, src, h, cfg) }()
+	deadline := time.Now().Add(90 * time.Second)
+	for src.Acks() < int64(len(ids)) && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Consume: %v", err)
+	}
+	if n := src.Acks(); n != int64(len(ids)) {
+		t.Fatalf("%d of %d messages acked within 90 s", n, len(ids))
+	}
+	return src
+}
+
+// A batch whose handler meets a lock conflict is split by Consume: it is
+// rolled back and its messages run again in halves, none counted as
+// failed. FixedBatchSize keeps ProcessBatch's way: the batch runs again
+// with a savepoint before each message, in one transaction. So does a
+// store whose conflicts are none (SQLite's busy error).
+func testBatchSplitOnConflict[TTx any](t *testing.T, h Harness[TTx]) {
+	for _, fixed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("fixed=%v", fixed), func(t *testing.T) {
+			t.Parallel()
+			env, _ := openBatch(t, h, inbox.Config{})
+			var counts inbox.Counts
+			var split splits
+			ib := newInbox(t, env, inbox.Config{Hooks: []any{&counts, &split},
+				Backoff: inbox.Backoff{Initial: time.Millisecond, Max: time.Millisecond}})
+			var ids []string
+			for i := range 8 {
+				ids = append(ids, fmt.Sprintf("split-%d", i))
+			}
+			var raised atomic.Bool
+			hd := func(ctx context.Context, tx TTx, m *inbox.Message) error {
+				if err := env.Write(ctx, tx, key(m.ID)); err != nil {
+					return err
+				}
+				if m.ID == "split-5" && raised.CompareAndSwap(false, true) {
+					return env.Transient(ctx, tx)
+				}
+				return nil
+			}
+			consumeAll(t, ib, ids, hd, &inbox.ConsumerConfig{Workers: 1, BatchSize: 8, BatchLinger: time.Second, FixedBatchSize: fixed})
+			for _, id := range ids {
+				if n := count(t, env, id); n != 1 {
+					t.Fatalf("%s: %d effects, want 1", id, n)
+				}
+			}
+			wantSplit := !fixed && !env.SingleWriter
+			got := split.all()
+			switch {
+			case wantSplit && (len(got) != 1 || got[0].Size != 8 || got[0].Next != 4 || got[0].Consumer != "storetest" || got[0].Err == nil):
+				t.Fatalf("splits %+v, want one of 8 messages into halves of 4, with the error", got)
+			case !wantSplit && len(got) != 0:
+				t.Fatalf("splits %+v, want none", got)
+			case counts.Retries.Load() != 0 || counts.Processed.Load() != 8 || counts.BatchSplits.Load() != int64(len(got)):
+				t.Fatalf("%s, splits %+v; want 8 processed, no retry, each split counted", &counts, got)
+			}
+		})
+	}
+}
+
+// Batches whose handlers update a few shared rows in the order of their
+// messages deadlock with each other. Consume then runs fewer of them at
+// once, or smaller ones: every message commits once, none fails (no
+// Retry), and the splits are reported. With FixedBatchSize the same work
+// retries the deadlocked messages over and over.
+func testBatchHotRows[TTx any](t *testing.T, h Harness[TTx]) {
+	env, _ := openBatch(t, h, inbox.Config{})
+	ctx := context.Background()
+	quote := store.QuoteDouble
+	if env.Driver.Dialect() == "mysql" {
+		quote = store.QuoteBacktick
+	}
+	const rows = 8
+	hot := env.Tables.Name("hot", quote)
+	values := make([]string, rows)
+	for i := range values {
+		values[i] = fmt.Sprintf("(%d, 0)", i)
+	}
+	if err := inTx(ctx, env.Driver, env.BeginPlain, func(tx TTx) error {
+		if err := env.Exec(ctx, tx, "CREATE TABLE "+hot+" (id INT PRIMARY KEY, n INT NOT NULL)"); err != nil {
+			return err
+		}
+		return env.Exec(ctx, tx, "INSERT INTO "+hot+" (id, n) VALUES "+strings.Join(values, ", "))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var counts inbox.Counts
+	var split splits
+	ib := newInbox(t, env, inbox.Config{Hooks: []any{&counts, &split}})
+	var ids []string
+	for i := range 2000 {
+		ids = append(ids, fmt.Sprintf("hot-%d", i))
+	}
+	row := map[string]int{}
+	for i, id := range ids {
+		row[id] = (i * 7) % rows // neighbours in a batch hit different rows, in no stable order
+	}
+	hd := func(ctx context.Context, tx TTx, m *inbox.Message) error {
+		if err := env.Write(ctx, tx, key(m.ID)); err != nil {
+			return err
+		}
+		if err := env.Exec(ctx, tx, fmt.Sprintf("UPDATE %s SET n = n + 1 WHERE id = %d", hot, row[m.ID])); err != nil {
+			return err
+		}
+		time.Sleep(time.Millisecond) // a handler that takes its time, so that batches overlap
+		return nil
+	}
+	consumeAll(t, ib, ids, hd, &inbox.ConsumerConfig{Workers: 4, BatchSize: 20})
+	for _, id := range ids {
+		if n := count(t, env, id); n != 1 {
+			t.Fatalf("%s: %d effects, want 1", id, n)
+		}
+	}
+	if counts.Retries.Load() != 0 || counts.DeadLettered.Load() != 0 || counts.Processed.Load() != int64(len(ids)) {
+		t.Fatalf("%s; want every message processed, none retried", &counts)
+	}
+	if got := split.all(); !env.SingleWriter && len(got) == 0 {
+		t.Fatalf("no split reported (%s): the batches should have deadlocked", &counts)
+	}
+	t.Logf("%s; splits %+v", &counts, split.all())
+}
