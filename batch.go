@@ -15,7 +15,10 @@ import (
 // BatchHandler handles the new messages of a batch together in tx: one
 // multi-row write for all of them. Its error fails every message it was
 // given; ProcessBatchFunc then calls it again one message at a time to
-// find the ones that fail.
+// find the ones that fail. A handler that updates rows that other
+// batches update too (an account's balance, a counter) should update
+// them in a stable order, sorted by key: two batches then wait for each
+// other instead of deadlocking.
 type BatchHandler[TTx any] func(ctx context.Context, tx TTx, msgs []*Message) error
 
 // ErrNoBatch is returned by ProcessBatch for a store that cannot claim a

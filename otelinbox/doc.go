@@ -66,6 +66,11 @@
 //	                            their outcome; attribute messaging.consumer.group.name only.
 //	inbox.pruned                counter, {row}: inbox rows the pruner deleted; attribute
 //	                            inbox.prune.failed (true for a Prune call that failed part way).
+//	inbox.batch.splits          counter, {batch}: batches of Consume or ConsumeBatch rolled
+//	                            back after a lock conflict and run again in smaller parts;
+//	                            attribute messaging.consumer.group.name only. A rate that
+//	                            stays above zero: handlers that lock shared rows in no
+//	                            stable order.
 //
 // The instrumentation scope is ScopeName for both the meter and the
 // tracer.

@@ -32,6 +32,7 @@ const (
 	MetricAttempts        = "inbox.attempts"
 	MetricInFlight        = "inbox.in_flight"
 	MetricPruned          = "inbox.pruned"
+	MetricBatchSplits     = "inbox.batch.splits"
 )
 
 // The attributes' keys: OpenTelemetry's messaging conventions where they
@@ -91,6 +92,7 @@ type Hooks struct {
 	attempts  metric.Int64Histogram
 	inFlight  metric.Int64UpDownCounter
 	pruned    metric.Int64Counter
+	splits    metric.Int64Counter
 }
 
 var (
@@ -101,6 +103,7 @@ var (
 	_ inbox.DeadLetteredHook        = (*Hooks)(nil)
 	_ inbox.FingerprintConflictHook = (*Hooks)(nil)
 	_ inbox.PrunedHook              = (*Hooks)(nil)
+	_ inbox.BatchSplitHook          = (*Hooks)(nil)
 	_ outbox.WriteHook              = (*Hooks)(nil)
 	_ outbox.PublishHook            = (*Hooks)(nil)
 )
@@ -164,6 +167,9 @@ func New(cfg *Config) (*Hooks, error) {
 	add(err)
 	h.pruned, err = m.Int64Counter(MetricPruned, metric.WithUnit("{row}"),
 		metric.WithDescription("Inbox rows deleted by the pruner."))
+	add(err)
+	h.splits, err = m.Int64Counter(MetricBatchSplits, metric.WithUnit("{batch}"),
+		metric.WithDescription("Batches rolled back after a lock conflict (a deadlock, a serialization failure, a lock timeout) and run again in smaller parts."))
 	add(err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("otelinbox: creating the instruments: %w", err)
@@ -306,6 +312,11 @@ func (h *Hooks) outcome(ctx context.Context, e *inbox.Event, outcome string) {
 // OnPruned counts the rows a pruner deleted.
 func (h *Hooks) OnPruned(ctx context.Context, e *inbox.PruneEvent) {
 	h.pruned.Add(ctx, int64(e.Deleted), metric.WithAttributes(AttrPruneFailed.Bool(e.Err != nil)))
+}
+
+// OnBatchSplit counts a batch split after a lock conflict.
+func (h *Hooks) OnBatchSplit(ctx context.Context, e *inbox.SplitEvent) {
+	h.splits.Add(ctx, 1, metric.WithAttributes(AttrConsumerGroup.String(e.Consumer)))
 }
 
 // OnWrite writes the trace context of ctx (the writer's span) into the

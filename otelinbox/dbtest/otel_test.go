@@ -460,3 +460,15 @@ func TestTwoHooksInstancesNested(t *testing.T) {
 		})
 	}
 }
+
+// A batch split is counted per consumer.
+func TestBatchSplitsCounted(t *testing.T) {
+	t.Parallel()
+	tm := newTelemetry(t)
+	for _, c := range []string{"a", "a", "b"} {
+		tm.hooks.OnBatchSplit(context.Background(), &inbox.SplitEvent{Consumer: c, Size: 8, Next: 4, Width: 1, Limit: 8})
+	}
+	if got := tm.sums(t, otelinbox.MetricBatchSplits, otelinbox.AttrConsumerGroup); got["a"] != 2 || got["b"] != 1 || len(got) != 2 {
+		t.Fatalf("%s: %v, want a: 2, b: 1", otelinbox.MetricBatchSplits, got)
+	}
+}
