@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -66,24 +67,29 @@ func (s *splits) all() []inbox.SplitEvent {
 	return append([]inbox.SplitEvent(nil), s.events...)
 }
 
-// consumeAll runs inbox.Consume on a memory source holding ids until
-// every one is acked, then stops it and returns the source.
-func consumeAll[TTx any](t *testing.T, ib *inbox.Inbox[TTx], ids []string, h inbox.Handler[TTx], cfg *inbox.ConsumerConfig) *memsource.Source {
+// consumeAll runs consumers copies of inbox.Consume (processes of one
+// consumer) on a memory source holding ids until every one is acked, then
+// stops them and returns the source.
+func consumeAll[TTx any](t *testing.T, ib *inbox.Inbox[TTx], consumers int, ids []string, h inbox.Handler[TTx], cfg *inbox.ConsumerConfig) *memsource.Source {
 	t.Helper()
 	src := memsource.New(len(ids))
 	for _, id := range ids {
 		src.Add(&broker.Message{ID: id, Payload: []byte("payload of " + id)})
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- inbox.Consume(ctx, ib, src, h, cfg) }()
+	done := make(chan error, consumers)
+	for range consumers {
+		go func() { done <- inbox.Consume(ctx, ib, src, h, cfg) }()
+	}
 	deadline := time.Now().Add(90 * time.Second)
 	for src.Acks() < int64(len(ids)) && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("Consume: %v", err)
+	for range consumers {
+		if err := <-done; err != nil {
+			t.Fatalf("Consume: %v", err)
+		}
 	}
 	if n := src.Acks(); n != int64(len(ids)) {
 		t.Fatalf("%d of %d messages acked within 90 s", n, len(ids))
@@ -119,7 +125,7 @@ func testBatchSplitOnConflict[TTx any](t *testing.T, h Harness[TTx]) {
 				}
 				return nil
 			}
-			consumeAll(t, ib, ids, hd, &inbox.ConsumerConfig{Workers: 1, BatchSize: 8, BatchLinger: time.Second, FixedBatchSize: fixed})
+			consumeAll(t, ib, 1, ids, hd, &inbox.ConsumerConfig{Workers: 1, BatchSize: 8, BatchLinger: time.Second, FixedBatchSize: fixed})
 			for _, id := range ids {
 				if n := count(t, env, id); n != 1 {
 					t.Fatalf("%s: %d effects, want 1", id, n)
@@ -141,17 +147,33 @@ func testBatchSplitOnConflict[TTx any](t *testing.T, h Harness[TTx]) {
 
 // Batches whose handlers update a few shared rows in the order of their
 // messages deadlock with each other. Consume then runs fewer of them at
-// once, or smaller ones: every message commits once, none fails (no
-// Retry), and the splits are reported. With FixedBatchSize the same work
-// retries the deadlocked messages over and over.
+// once, or smaller ones when two consumers conflict: every message commits
+// once, none fails (no Retry), and the splits are reported. With
+// FixedBatchSize the same work retries the deadlocked messages over and
+// over.
 func testBatchHotRows[TTx any](t *testing.T, h Harness[TTx]) {
+	for _, tc := range []struct {
+		name               string
+		consumers, workers int
+	}{
+		{"one consumer", 1, 4},
+		{"two consumers", 2, 2}, // each alone would run one batch at a time: the batches must shrink
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			testHotRows(t, h, tc.consumers, tc.workers)
+		})
+	}
+}
+
+func testHotRows[TTx any](t *testing.T, h Harness[TTx], consumers, workers int) {
 	env, _ := openBatch(t, h, inbox.Config{})
 	ctx := context.Background()
 	quote := store.QuoteDouble
 	if env.Driver.Dialect() == "mysql" {
 		quote = store.QuoteBacktick
 	}
-	const rows = 8
+	const rows, batch = 8, 20
 	hot := env.Tables.Name("hot", quote)
 	values := make([]string, rows)
 	for i := range values {
@@ -186,7 +208,7 @@ func testBatchHotRows[TTx any](t *testing.T, h Harness[TTx]) {
 		time.Sleep(time.Millisecond) // a handler that takes its time, so that batches overlap
 		return nil
 	}
-	consumeAll(t, ib, ids, hd, &inbox.ConsumerConfig{Workers: 4, BatchSize: 20})
+	consumeAll(t, ib, consumers, ids, hd, &inbox.ConsumerConfig{Workers: workers, BatchSize: batch})
 	for _, id := range ids {
 		if n := count(t, env, id); n != 1 {
 			t.Fatalf("%s: %d effects, want 1", id, n)
@@ -195,8 +217,12 @@ func testBatchHotRows[TTx any](t *testing.T, h Harness[TTx]) {
 	if counts.Retries.Load() != 0 || counts.DeadLettered.Load() != 0 || counts.Processed.Load() != int64(len(ids)) {
 		t.Fatalf("%s; want every message processed, none retried", &counts)
 	}
-	if got := split.all(); !env.SingleWriter && len(got) == 0 {
+	got := split.all()
+	if !env.SingleWriter && len(got) == 0 {
 		t.Fatalf("no split reported (%s): the batches should have deadlocked", &counts)
 	}
-	t.Logf("%s; splits %+v", &counts, split.all())
+	if consumers > 1 && !env.SingleWriter && !slices.ContainsFunc(got, func(e inbox.SplitEvent) bool { return e.Width == 1 && e.Limit < batch }) {
+		t.Fatalf("splits %+v: want the batch size lowered once one batch at a time still met conflicts", got)
+	}
+	t.Logf("%s; splits %+v", &counts, got)
 }
