@@ -286,10 +286,10 @@ func (ib *Inbox[TTx]) runBatch(ctx context.Context, bc store.BatchClaimer[TTx], 
 			continue
 		}
 		rest = rest[len(part):]
-		if err != nil {
-			out := Outcome{Status: Retry, Delay: ib.cfg.Backoff.Delay(1)}
+		if err != nil { // the rest gets the part's delay
+			out := ib.retryNow()
 			for _, it := range part {
-				if it.err == err {
+				if it.out.Status == Retry {
 					out = it.out
 					break
 				}
