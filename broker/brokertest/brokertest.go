@@ -158,6 +158,7 @@ func Run(t *testing.T, h Harness) {
 		{"PublishRefusesBadHeaders", testPublishBadHeaders, nil},
 		{"PublishHonoursCanceledContext", testPublishCanceled, nil},
 		{"Queued/EffectOnceAfterCrash", testQueuedEffectOnce, nil},
+		{"Queued/RedeliveryAfterCommitIsDuplicate", testQueuedRedeliveryIsDuplicate, nil},
 		{"Queued/RetryThenSuccess", testQueuedRetryThenSuccess, nil},
 		{"Queued/FailedStatementIsHandlerFailure", testQueuedFailedStatement, nil},
 		{"Queued/ShutdownAcksEveryCommit", testQueuedShutdownAcks, nil},

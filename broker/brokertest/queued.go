@@ -183,6 +183,46 @@ func testQueuedEffectOnce(t *testing.T, h Harness) {
 	}
 }
 
+// A consumer that dies after its commit, before its ack: the broker
+// redelivers the message, ConsumeQueued skips it as a duplicate and acks
+// it, and its statements apply nothing.
+func testQueuedRedeliveryIsDuplicate(t *testing.T, h Harness) {
+	ctx := context.Background()
+	env := h.Open(t, time.Second)
+	hooks := &inbox.Counts{}
+	f := newQueuedFixture(t, inbox.Config{Hooks: []any{hooks}})
+	publish(t, env, "q-dup")
+
+	first := env.Source(t)
+	nctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	d, err := first.Next(nctx)
+	cancel()
+	if err != nil {
+		t.Fatalf("first delivery: %v", err)
+	}
+	out, err := f.Inbox.ProcessQueued(ctx, inbox.Message{ID: d.Message().ID, Payload: d.Message().Payload}, f.Write)
+	if err != nil || out.Status != inbox.Processed {
+		t.Fatalf("first processing: %v %v", out.Status, err)
+	}
+	first.Close() // dies before its ack
+
+	var calls atomic.Int32
+	counting := func(ctx context.Context, q *inbox.Queue, m *inbox.Message) error {
+		calls.Add(1)
+		return f.Write(ctx, q, m)
+	}
+	stop := f.Consume(t, env.Source(t), counting, nil)
+	Eventually(t, 15*time.Second, "the redelivery was not skipped as a duplicate", func() bool { return hooks.Duplicates.Load() >= 1 })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	requireAcked(t, h, env, time.Second) // the duplicate
+	if n := f.Effects(t, "q-dup"); n != 1 || hooks.Duplicates.Load() != 1 || calls.Load() != 1 {
+		t.Fatalf("%d effects, %d duplicates, the handler ran %d times for the redelivery; want 1, 1 and 1 (it runs before the claim)",
+			n, hooks.Duplicates.Load(), calls.Load())
+	}
+}
+
 // A QueuedHandler that fails is retried after the backoff's delay, and
 // then succeeds; its effect applies once.
 func testQueuedRetryThenSuccess(t *testing.T, h Harness) {
