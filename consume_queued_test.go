@@ -76,9 +76,10 @@ type settlement struct {
 
 // queueSource hands out its deliveries in order, then waits for ctx.
 type queueSource struct {
-	st    *pipelineStore
-	ds    chan *queueDelivery
-	nexts atomic.Int32
+	st       *pipelineStore
+	ds       chan *queueDelivery
+	ackDelay time.Duration // how long each Ack takes
+	nexts    atomic.Int32
 
 	mu      sync.Mutex
 	settled []settlement
@@ -128,15 +129,18 @@ type queueDelivery struct {
 	settled bool // under src.mu
 }
 
-func (d *queueDelivery) Message() *broker.Message                  { return d.msg }
-func (d *queueDelivery) Ack(context.Context) error                 { return d.src.settle(d, true) }
+func (d *queueDelivery) Message() *broker.Message { return d.msg }
+func (d *queueDelivery) Ack(context.Context) error {
+	time.Sleep(d.src.ackDelay)
+	return d.src.settle(d, true)
+}
 func (d *queueDelivery) Nack(context.Context, time.Duration) error { return d.src.settle(d, false) }
 func (d *queueDelivery) Term(context.Context, string) error        { return d.src.settle(d, true) }
 func (d *queueDelivery) InProgress(context.Context) error          { return nil }
 
-func quietInbox[TTx any](t *testing.T, d store.Driver[TTx]) *Inbox[TTx] {
+func quietInbox[TTx any](t *testing.T, d store.Driver[TTx], hooks ...any) *Inbox[TTx] {
 	t.Helper()
-	ib, err := New(context.Background(), d, &Config{Consumer: "queued", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	ib, err := New(context.Background(), d, &Config{Consumer: "queued", Hooks: hooks, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,5 +248,32 @@ func TestConsumeQueuedUnrecoverable(t *testing.T) {
 	}
 	if want := []settlement{{id: "m-1", nacked: true}}; !slices.Equal(src.settled, want) {
 		t.Fatalf("settled %+v, want %+v", src.settled, want)
+	}
+}
+
+// onProcessed calls fn after each Processed outcome: after the commit,
+// before the ack.
+type onProcessed func()
+
+func (fn onProcessed) OnProcessed(context.Context, *Event) { fn() }
+
+// ConsumeQueued stopped right after a commit returns only once that
+// delivery's ack, however slow, has been sent: the caller may then close
+// the source.
+func TestConsumeQueuedReturnsAfterAcks(t *testing.T) {
+	t.Parallel()
+	st := &pipelineStore{committed: map[string]bool{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ib := quietInbox[struct{}](t, st, onProcessed(cancel))
+	src := newQueueSource(st, "m-1")
+	src.ackDelay = 50 * time.Millisecond
+	if err := ConsumeQueued(ctx, ib, src, queueID, &ConsumerConfig{Workers: 1, Retention: -1}); err != nil {
+		t.Fatalf("ConsumeQueued returned %v, want nil after its context was canceled", err)
+	}
+	src.mu.Lock()
+	defer src.mu.Unlock()
+	if want := []settlement{{id: "m-1", acked: true}}; !slices.Equal(src.settled, want) {
+		t.Fatalf("settled %+v when ConsumeQueued returned, want %+v", src.settled, want)
 	}
 }
