@@ -45,6 +45,8 @@ var ErrNoPipeline = errors.New("inbox: the store cannot pipeline a claim with qu
 // should it fail for one, the failure is counted like a new message's
 // until the dead letter, which finds the processed row and makes the
 // outcome Duplicate: nothing applies twice.
+//
+// [ConsumeQueued] runs it for each delivery of a broker.
 func (ib *Inbox[TTx]) ProcessQueued(ctx context.Context, msg Message, h QueuedHandler) (Outcome, error) {
 	if ib == nil || h == nil {
 		return Outcome{Status: Retry}, fmt.Errorf("%w: nil *Inbox or handler", ErrInvalidConfig)

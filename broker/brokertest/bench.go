@@ -22,14 +22,15 @@ import (
 // broker through the inbox on PostgreSQL to the ack, side by side with its
 // baseline: the same consumer (4 workers, same source) acking after the
 // same business transaction (BEGIN, one insert, COMMIT) without the inbox;
-// and batch consumption (ConsumeBatch, up to 100 a batch, one multi-row
-// insert per batch). The messages are published before the timer starts.
+// the inbox's one round trip (ConsumeQueued, the same insert queued); and
+// batch consumption (ConsumeBatch, up to 100 a batch, one multi-row insert
+// per batch). The messages are published before the timer starts.
 func Bench(b *testing.B, h Harness) {
 	const workers = 4
 	pool := pgenv.Pool(b, 2*workers+2)
 	ctx := context.Background()
 	schema := testenv.Name("benchbroker_")
-	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+schema+"; CREATE TABLE "+schema+".ledger_baseline (id text NOT NULL); CREATE TABLE "+schema+".ledger_inbox (id text NOT NULL); CREATE TABLE "+schema+".ledger_batch (id text NOT NULL)"); err != nil {
+	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+schema+"; CREATE TABLE "+schema+".ledger_baseline (id text NOT NULL); CREATE TABLE "+schema+".ledger_inbox (id text NOT NULL); CREATE TABLE "+schema+".ledger_queued (id text NOT NULL); CREATE TABLE "+schema+".ledger_batch (id text NOT NULL)"); err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _, _ = pool.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE") })
@@ -78,6 +79,12 @@ func Bench(b *testing.B, h Harness) {
 	withInbox := func(ctx context.Context, src broker.Source) error {
 		return inbox.Consume(ctx, ib, src, handler, &inbox.ConsumerConfig{Workers: workers})
 	}
+	queued := func(ctx context.Context, src broker.Source) error {
+		return inbox.ConsumeQueued(ctx, ib, src, func(_ context.Context, q *inbox.Queue, m *inbox.Message) error {
+			q.Add(insert("queued"), m.ID)
+			return nil
+		}, &inbox.ConsumerConfig{Workers: workers})
+	}
 	batched := func(ctx context.Context, src broker.Source) error {
 		return inbox.ConsumeBatch(ctx, ib, src, func(ctx context.Context, tx pgx.Tx, ms []*inbox.Message) error {
 			ids := make([]string, len(ms))
@@ -91,7 +98,7 @@ func Bench(b *testing.B, h Harness) {
 	for _, run := range []struct {
 		name    string
 		consume func(context.Context, broker.Source) error
-	}{{"baseline", baseline}, {"inbox", withInbox}, {"batch", batched}} {
+	}{{"baseline", baseline}, {"inbox", withInbox}, {"queued", queued}, {"batch", batched}} {
 		b.Run(run.name, func(b *testing.B) {
 			b.StopTimer()
 			env := h.Open(b, 30*time.Second)

@@ -1,6 +1,8 @@
 // Package brokertest is the one conformance suite of the broker adapters:
 // each adapter's test file runs it against a real broker, with the inbox on
-// SQLite and the consumer runtime (inbox.Consume) in between:
+// SQLite and the consumer runtime (inbox.Consume) in between. The Queued
+// cases run inbox.ConsumeQueued with the inbox on PostgreSQL (pgxstore);
+// they skip without it, unless INBOX_REQUIRE_SERVICES=1:
 //
 //	func TestBroker(t *testing.T) { brokertest.Run(t, harness) }
 package brokertest
@@ -155,6 +157,11 @@ func Run(t *testing.T, h Harness) {
 		{"PublishRefusesOversizedPayload", testPublishOversized, nil},
 		{"PublishRefusesBadHeaders", testPublishBadHeaders, nil},
 		{"PublishHonoursCanceledContext", testPublishCanceled, nil},
+		{"Queued/EffectOnceAfterCrash", testQueuedEffectOnce, nil},
+		{"Queued/RedeliveryAfterCommitIsDuplicate", testQueuedRedeliveryIsDuplicate, nil},
+		{"Queued/RetryThenSuccess", testQueuedRetryThenSuccess, nil},
+		{"Queued/FailedStatementIsHandlerFailure", testQueuedFailedStatement, nil},
+		{"Queued/ShutdownAcksEveryCommit", testQueuedShutdownAcks, nil},
 	}
 	for _, tc := range tests {
 		if tc.need != nil && !tc.need(h.Features) {

@@ -1,0 +1,77 @@
+package inbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/inboxkit/inbox/broker"
+	"github.com/inboxkit/inbox/store"
+)
+
+// ConsumeQueued is [Consume] with a [QueuedHandler]: each delivery goes
+// through [Inbox.ProcessQueued], so that its claim, its queued statements
+// and the COMMIT take one round trip to the database.
+//
+// Outcomes, acks, leases and shutdown are those of Consume. A delivery is
+// acked only after its COMMIT; a Retry is nacked with its delay.
+//
+// The handler has no transaction. It must not read what its statements
+// depend on, nor write anywhere but through its [Queue]: the statements
+// run after it returns. It also runs for a duplicate, whose statements
+// then apply nothing.
+//
+// The pipeline is per message: a ConsumerConfig.BatchSize above 1 is an
+// error wrapping ErrInvalidConfig. So is a nil ib, src or h, and a store
+// that is not a store.Pipeliner (only pgxstore is), which also wraps
+// [ErrNoPipeline]. These are returned before anything starts.
+func ConsumeQueued[TTx any](ctx context.Context, ib *Inbox[TTx], src broker.Source, h QueuedHandler, cfg *ConsumerConfig) error {
+	if err := checkQueued(ib, src, h, cfg); err != nil {
+		return err
+	}
+	return consume(ctx, ib, src, cfg, 1, func(ctx context.Context, ds []broker.Delivery, c *ConsumerConfig) error {
+		var uerr error
+		for _, d := range ds { // one, as BatchSize is 1
+			if err := deliverQueued(ctx, ib, d, h, c); err != nil && uerr == nil {
+				uerr = err
+			}
+		}
+		return uerr
+	})
+}
+
+// checkQueued rejects what ConsumeQueued cannot run, before it starts.
+func checkQueued[TTx any](ib *Inbox[TTx], src broker.Source, h QueuedHandler, cfg *ConsumerConfig) error {
+	switch {
+	case ib == nil:
+		return fmt.Errorf("%w: nil *Inbox", ErrInvalidConfig)
+	case h == nil:
+		return fmt.Errorf("%w: nil QueuedHandler", ErrInvalidConfig)
+	case isNil(src):
+		return fmt.Errorf("%w: nil source (%T)", ErrInvalidConfig, src)
+	}
+	if _, ok := ib.driver.(store.Pipeliner); !ok {
+		return fmt.Errorf("%w: ConsumeQueued: %w (%T)", ErrInvalidConfig, ErrNoPipeline, ib.driver)
+	}
+	if cfg != nil && cfg.BatchSize > 1 {
+		return fmt.Errorf("%w: ConsumeQueued processes one message per round trip: ConsumerConfig.BatchSize %d, want 0 or 1",
+			ErrInvalidConfig, cfg.BatchSize)
+	}
+	return nil
+}
+
+// deliverQueued processes one delivery with ProcessQueued and acks or
+// nacks it. It returns the error of a database that no retry fixes,
+// after nacking.
+func deliverQueued[TTx any](ctx context.Context, ib *Inbox[TTx], d broker.Delivery, h QueuedHandler, c *ConsumerConfig) error {
+	msg := message(c, d.Message())
+	stopLease := keepLease(ctx, d, c.LeaseInterval)
+	out, err := ib.ProcessQueued(ctx, msg, h)
+	stopLease()
+
+	settle(ctx, ib, d, &msg, out, c)
+	if errors.Is(err, ErrUnrecoverable) {
+		return err
+	}
+	return nil
+}
