@@ -204,7 +204,8 @@ func (c *ConsumerConfig) withDefaults(src broker.Source) ConsumerConfig {
 // (ErrUnrecoverable: the inbox's tables dropped, permission denied), stops
 // every worker the same way and is returned. A nil ib, src or h is an
 // error wrapping ErrInvalidConfig, returned before anything starts; so is
-// a src that holds a nil pointer (a nil *natsjs.Source).
+// a src that holds a nil pointer (a nil *natsjs.Source). [ConsumeQueued]
+// is Consume for a [QueuedHandler], in one round trip per message.
 func Consume[TTx any](ctx context.Context, ib *Inbox[TTx], src broker.Source, h Handler[TTx], cfg *ConsumerConfig) error {
 	if err := checkArgs(ib, h); err != nil {
 		return err
