@@ -24,7 +24,9 @@ import (
 // same business transaction (BEGIN, one insert, COMMIT) without the inbox;
 // the inbox's one round trip (ConsumeQueued, the same insert queued); and
 // batch consumption (ConsumeBatch, up to 100 a batch, one multi-row insert
-// per batch). The messages are published before the timer starts.
+// per batch, from a source holding Workers × 100 ahead where the harness
+// has Env.PrefetchSource). The messages are published before the timer
+// starts.
 func Bench(b *testing.B, h Harness) {
 	const workers = 4
 	pool := pgenv.Pool(b, 2*workers+2)
@@ -109,7 +111,12 @@ func Bench(b *testing.B, h Harness) {
 					b.Fatal(err)
 				}
 			}
-			src := env.Source(b)
+			var src broker.Source
+			if run.name == "batch" && env.PrefetchSource != nil { // enough ahead to fill the batches
+				src = env.PrefetchSource(b, workers*100)
+			} else {
+				src = env.Source(b)
+			}
 			before := ledgerCount(b, pool, schema+".ledger_"+run.name)
 			cctx, cancel := context.WithCancel(ctx)
 			done := make(chan error, 1)
