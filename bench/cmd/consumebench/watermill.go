@@ -89,9 +89,9 @@ func watermillMode(o *options, pool *pgxpool.Pool, schema string, record func(co
 		}
 		p.begin()
 		<-ctx.Done()
-		// The router closes its subscriber before the subscriber's goroutines
-		// have sent the acks of the messages just handled, and those are then
-		// nacked: a moment's grace lets the last acks go out.
+		// Close closes the subscriber, whose goroutine may then nack a
+		// message handled a moment before rather than ack it (it selects
+		// between the two): a moment's grace lets the last acks go out.
 		time.Sleep(200 * time.Millisecond)
 		err = router.Close()
 		<-errc
