@@ -12,6 +12,9 @@
 // The modes, each with -workers workers on the same kind of source:
 //
 //	ack           the broker's ceiling: a consumer that only acks, no database
+//	ackbatch      the ceiling for batches: each worker takes up to -batch
+//	              deliveries (as the inbox gathers them) and acks them all at
+//	              once (as the inbox settles a batch), no database
 //	plain         the business transaction without the inbox: BEGIN, the two
 //	              statements, COMMIT, then the ack (the database's own cost)
 //	consume       inbox.Consume, one message per transaction
@@ -56,7 +59,7 @@
 //	-brokers rabbitmq,nats          brokers to run on
 //	-stores postgres,mariadb        databases to run on
 //	-rows 16,0                      hot accounts (0: one per message)
-//	-modes ack,plain,consume,batch,consumebatch,watermill
+//	-modes ack,ackbatch,plain,consume,batch,consumebatch,watermill
 //	-messages 20000                 messages per measurement
 //	-workers 4                      workers of every mode
 //	-batch 50                       BatchSize of batch and consumebatch
@@ -323,9 +326,12 @@ func measure(ctx context.Context, o *options, b brokerKind, s storeKind, rows in
 	}
 	defer q.drop(context.WithoutCancel(ctx))
 	run := ackMode(o)
+	if mode == "ackbatch" {
+		run = ackBatchMode(o)
+	}
 	var e env
 	var dl0 int64
-	if mode != "ack" {
+	if mode != "ack" && mode != "ackbatch" {
 		if dl0, err = s.deadlocks(ctx); err != nil {
 			return fail("deadlocks: %v", err)
 		}

@@ -13,7 +13,7 @@ import (
 // allModes are the modes in the order they run within a round. A new mode
 // (queued: inbox.ConsumeQueued, once it exists) is a name here and a case
 // in modes.runner.
-var allModes = []string{"ack", "plain", "consume", "batch", "consumebatch", "watermill"}
+var allModes = []string{"ack", "ackbatch", "plain", "consume", "batch", "consumebatch", "watermill"}
 
 // runFunc consumes q until ctx is done, counting on p the messages whose
 // ledger row committed (ack: the acks), and calling p.start when it
@@ -39,6 +39,76 @@ func ackMode(o *options) runFunc {
 			p.add(1)
 		})
 	}
+}
+
+// ackBatchMode is the broker's ceiling for the batch modes: each worker
+// takes up to -batch deliveries as the inbox does (waiting at most
+// inbox.DefaultBatchLinger after the first), then acks them all at once,
+// as the inbox settles a batch (up to 64 at once; -batch is below that
+// by default).
+func ackBatchMode(o *options) runFunc {
+	return func(ctx context.Context, q queue, p *progress) error {
+		src, err := q.source(ctx)
+		if err != nil {
+			return err
+		}
+		defer src.Close()
+		p.begin()
+		var wg sync.WaitGroup
+		errs := make(chan error, o.workers)
+		for range o.workers {
+			wg.Go(func() {
+				for {
+					ds, err := take(ctx, src, o.batch)
+					actx := context.WithoutCancel(ctx)
+					var acks sync.WaitGroup
+					for _, d := range ds {
+						acks.Go(func() {
+							if err := d.Ack(actx); err != nil {
+								p.retries.Add(1)
+								return
+							}
+							p.add(1)
+						})
+					}
+					acks.Wait()
+					if err != nil {
+						if ctx.Err() == nil {
+							errs <- err
+						}
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		return <-errs
+	}
+}
+
+// take waits for a delivery, then takes up to n in all, waiting at most
+// inbox.DefaultBatchLinger after the first for more. The source's error
+// comes back with the deliveries taken before it.
+func take(ctx context.Context, src broker.Source, n int) ([]broker.Delivery, error) {
+	first, err := src.Next(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ds := []broker.Delivery{first}
+	lctx, cancel := context.WithTimeout(ctx, inbox.DefaultBatchLinger)
+	defer cancel()
+	for len(ds) < n {
+		d, err := src.Next(lctx)
+		if err != nil {
+			if lctx.Err() == nil {
+				return ds, err
+			}
+			break
+		}
+		ds = append(ds, d)
+	}
+	return ds, nil
 }
 
 // workers runs n goroutines that hand each delivery of src to fn, with a

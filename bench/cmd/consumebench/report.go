@@ -117,7 +117,7 @@ func ratio(x float64) string {
 }
 
 func deadlocks(c *cell) string {
-	if c.Mode == "ack" {
+	if c.Mode == "ack" || c.Mode == "ackbatch" {
 		return "-"
 	}
 	return fmt.Sprint(c.Deadlocks)
