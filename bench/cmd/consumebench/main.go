@@ -11,10 +11,12 @@
 //
 // The modes, each with -workers workers on the same kind of source:
 //
-//	ack           the broker's ceiling: a consumer that only acks, no database
+//	ack           the broker's ceiling for one message at a time: a consumer
+//	              that only acks, one delivery per worker at a time, no database
 //	ackbatch      the ceiling for batches: each worker takes up to -batch
 //	              deliveries (as the inbox gathers them) and acks them all at
-//	              once (as the inbox settles a batch), no database
+//	              once (as the inbox settles a batch), no database; on NATS,
+//	              whose acks wait for the server, it is well above ack
 //	plain         the business transaction without the inbox: BEGIN, the two
 //	              statements, COMMIT, then the ack (the database's own cost)
 //	consume       inbox.Consume, one message per transaction
@@ -36,8 +38,10 @@
 //
 // A measurement publishes -messages fresh messages, starts the consumer
 // and times it until the last ledger row committed (ack: the last ack),
-// or for at most -max-seconds ("timed out after N messages"). It then
-// stops the consumer and checks: a ledger row per processed message, no
+// or for at most -max-seconds ("timed out after N messages"; the
+// consumer's deliveries in flight then get up to inbox.Consume's
+// ShutdownTimeout, 30 s, to finish). It then stops the consumer and
+// checks: a ledger row per processed message, no
 // ID twice, each balance the sum of its ledger rows, all the amounts
 // credited, and nothing left in the queue (RabbitMQ: the queue and its
 // delay queues' depth after the consumer closed; NATS: the consumer's
@@ -49,7 +53,7 @@
 // fresh queue with fresh IDs and fresh tables.
 //
 // Output: for each broker, store and -rows a table of msgs/s (mean, and
-// min–max over -rounds), the ratios to consume and to ack, deadlocks,
+// min–max over -rounds), the ratios to consume, ack and ackbatch, deadlocks,
 // retries and messages left, summed over the rounds. -json FILE writes
 // every measurement too. A failed check is printed loudly and makes the
 // command exit with status 1.

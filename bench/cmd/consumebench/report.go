@@ -21,6 +21,7 @@ type cell struct {
 	Max        float64 `json:"msgs_per_s_max"`
 	VsConsume  float64 `json:"vs_consume,omitempty"`
 	VsAck      float64 `json:"vs_ack,omitempty"`
+	VsAckBatch float64 `json:"vs_ackbatch,omitempty"`
 	Deadlocks  int64   `json:"deadlocks"`
 	Retries    int64   `json:"retries"`
 	Duplicates int64   `json:"duplicates"`
@@ -75,6 +76,8 @@ func summarize(results []*result) []*cell {
 				c.VsConsume = c.Mean / other.Mean
 			case "ack":
 				c.VsAck = c.Mean / other.Mean
+			case "ackbatch":
+				c.VsAckBatch = c.Mean / other.Mean
 			}
 		}
 	}
@@ -100,10 +103,10 @@ func printTables(w io.Writer, cells []*cell, o *options) {
 		fmt.Fprintf(w, "\n%s + %s, %s: %d messages, %d workers, batch %d, prefetch %d; deadlocks, retries and left summed over the rounds\n",
 			k.broker, k.store, rows, o.messages, o.workers, o.batch, o.prefetch)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "mode\tmsgs/s mean\t(min–max)\t× consume\t× ack\tdeadlocks\tretries\tleft\t")
+		fmt.Fprintln(tw, "mode\tmsgs/s mean\t(min–max)\t× consume\t× ack\t× ackbatch\tdeadlocks\tretries\tleft\t")
 		for _, c := range groups[k] {
-			fmt.Fprintf(tw, "%s\t%.0f\t(%.0f–%.0f)\t%s\t%s\t%s\t%d\t%d\t %s\n", c.Mode, c.Mean, c.Min, c.Max,
-				ratio(c.VsConsume), ratio(c.VsAck), deadlocks(c), c.Retries, c.Left, note(c))
+			fmt.Fprintf(tw, "%s\t%.0f\t(%.0f–%.0f)\t%s\t%s\t%s\t%s\t%d\t%d\t %s\n", c.Mode, c.Mean, c.Min, c.Max,
+				ratio(c.VsConsume), ratio(c.VsAck), ratio(c.VsAckBatch), deadlocks(c), c.Retries, c.Left, note(c))
 		}
 		_ = tw.Flush()
 	}
