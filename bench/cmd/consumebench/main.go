@@ -41,11 +41,10 @@
 // or for at most -max-seconds ("timed out after N messages"; the
 // consumer's deliveries in flight then get up to inbox.Consume's
 // ShutdownTimeout, 30 s, to finish). It then stops the consumer and
-// checks: a ledger row per processed message, no
-// ID twice, each balance the sum of its ledger rows, all the amounts
-// credited, and nothing left in the queue (RabbitMQ: the queue and its
-// delay queues' depth after the consumer closed; NATS: the consumer's
-// NumPending + NumAckPending). It records the server's deadlocks
+// checks: a ledger row per processed message, no ID twice, each balance
+// the sum of its ledger rows, all the amounts credited, and nothing left
+// in the queue (RabbitMQ: the queue and its delay queues' depth after
+// the consumer closed; NATS: the consumer's NumPending + NumAckPending). It records the server's deadlocks
 // (PostgreSQL: pg_stat_database of the run's database; MariaDB: the
 // global Innodb_deadlocks, other clients' included) and, for the inbox
 // modes, the outcomes of an inbox.Counts hook. The rounds interleave the
