@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestSmoke runs every mode once on RabbitMQ and PostgreSQL with a few
+// messages, and requires every measurement to complete and pass its
+// checks.
+func TestSmoke(t *testing.T) {
+	o, err := parseFlags([]string{"-brokers", "rabbitmq", "-stores", "postgres", "-rows", "0", "-messages", "300",
+		"-rounds", "1", "-max-seconds", "20"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var log strings.Builder
+	results, err := run(ctx, o, &log)
+	if errors.Is(err, errUnavailable) {
+		if os.Getenv("INBOX_REQUIRE_SERVICES") == "1" {
+			t.Fatalf("a service is required (INBOX_REQUIRE_SERVICES=1) but unavailable: %v", err)
+		}
+		t.Skipf("skipping (set INBOX_REQUIRE_SERVICES=1 to fail instead): %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + log.String())
+	seen := map[string]bool{}
+	for _, r := range results {
+		seen[r.Mode] = true
+		if len(r.Problems) > 0 || r.TimedOut || r.Processed != 300 || r.Left != 0 {
+			t.Errorf("%s: %s", r.Mode, r.line(1))
+		}
+	}
+	for _, m := range allModes {
+		if !seen[m] {
+			t.Errorf("mode %s did not run", m)
+		}
+	}
+}
+
+// TestProblems checks that the checks catch what they are for.
+func TestProblems(t *testing.T) {
+	t.Parallel()
+	w := newWorkload(4, 2)
+	good := func() *ledgerState {
+		s := &ledgerState{rows: 4, distinct: 4, sums: map[int64]int64{}, balances: map[int64]int64{}}
+		for i := range w.ids {
+			s.sums[w.accounts[i]] += w.amounts[i]
+			s.balances[w.accounts[i]] += w.amounts[i]
+		}
+		return s
+	}
+	tests := []struct {
+		name      string
+		change    func(s *ledgerState)
+		processed int64
+		complete  bool
+		want      string // in the problems; "" for none
+	}{
+		{"all good", func(*ledgerState) {}, 4, true, ""},
+		{"processed twice", func(s *ledgerState) { s.rows, s.distinct = 5, 4 }, 5, true, "distinct IDs"},
+		{"lost", func(s *ledgerState) { s.rows, s.distinct = 3, 3 }, 3, true, "want 4"},
+		{"more rows than processed", func(s *ledgerState) {}, 3, false, "processed 3 messages"},
+		{"balance off", func(s *ledgerState) { s.balances[w.accounts[0]]++ }, 4, true, "balances"},
+		{"timed out, consistent", func(s *ledgerState) { s.rows, s.distinct = 4, 4 }, 4, false, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := good()
+			tt.change(s)
+			ps := strings.Join(s.problems(w, tt.processed, tt.complete), "; ")
+			switch {
+			case tt.want == "" && ps != "":
+				t.Errorf("problems %q, want none", ps)
+			case tt.want != "" && !strings.Contains(ps, tt.want):
+				t.Errorf("problems %q, want one with %q", ps, tt.want)
+			}
+		})
+	}
+}

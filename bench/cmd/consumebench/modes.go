@@ -1,0 +1,259 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/inboxkit/inbox"
+	"github.com/inboxkit/inbox/broker"
+	"github.com/inboxkit/inbox/store"
+)
+
+// allModes are the modes in the order they run within a round. A new mode
+// (queued: inbox.ConsumeQueued, once it exists) is a name here and a case
+// in modes.runner.
+var allModes = []string{"ack", "ackbatch", "plain", "consume", "batch", "consumebatch", "watermill"}
+
+// runFunc consumes q until ctx is done, counting on p the messages whose
+// ledger row committed (ack: the acks), and calling p.start when it
+// begins to consume. It returns once its consumer stopped and its source
+// closed: every delivery acked, or returned to the broker.
+type runFunc func(ctx context.Context, q queue, p *progress) error
+
+// ackMode is the broker's ceiling: the same source and workers, acking
+// every delivery at once, no database.
+func ackMode(o *options) runFunc {
+	return func(ctx context.Context, q queue, p *progress) error {
+		src, err := q.source(ctx)
+		if err != nil {
+			return err
+		}
+		defer src.Close()
+		p.begin()
+		return workers(ctx, o.workers, src, func(ctx context.Context, d broker.Delivery) {
+			if err := d.Ack(ctx); err != nil {
+				p.retries.Add(1)
+				return
+			}
+			p.add(1)
+		})
+	}
+}
+
+// ackBatchMode is the broker's ceiling for the batch modes: each worker
+// takes up to -batch deliveries as the inbox does (waiting at most
+// inbox.DefaultBatchLinger after the first), then acks them all at once,
+// as the inbox settles a batch (up to 64 at once; -batch is below that
+// by default).
+func ackBatchMode(o *options) runFunc {
+	return func(ctx context.Context, q queue, p *progress) error {
+		src, err := q.source(ctx)
+		if err != nil {
+			return err
+		}
+		defer src.Close()
+		p.begin()
+		var wg sync.WaitGroup
+		errs := make(chan error, o.workers)
+		for range o.workers {
+			wg.Go(func() {
+				for {
+					ds, err := take(ctx, src, o.batch)
+					actx := context.WithoutCancel(ctx)
+					var acks sync.WaitGroup
+					for _, d := range ds {
+						acks.Go(func() {
+							if err := d.Ack(actx); err != nil {
+								p.retries.Add(1)
+								return
+							}
+							p.add(1)
+						})
+					}
+					acks.Wait()
+					if err != nil {
+						if ctx.Err() == nil {
+							errs <- err
+						}
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		return <-errs
+	}
+}
+
+// take waits for a delivery, then takes up to n in all, waiting at most
+// inbox.DefaultBatchLinger after the first for more. The source's error
+// comes back with the deliveries taken before it.
+func take(ctx context.Context, src broker.Source, n int) ([]broker.Delivery, error) {
+	first, err := src.Next(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ds := []broker.Delivery{first}
+	lctx, cancel := context.WithTimeout(ctx, inbox.DefaultBatchLinger)
+	defer cancel()
+	for len(ds) < n {
+		d, err := src.Next(lctx)
+		if err != nil {
+			if lctx.Err() == nil {
+				return ds, err
+			}
+			break
+		}
+		ds = append(ds, d)
+	}
+	return ds, nil
+}
+
+// workers runs n goroutines that hand each delivery of src to fn, with a
+// context that outlives ctx so that a transaction in progress finishes
+// and is acked, until ctx is done.
+func workers(ctx context.Context, n int, src broker.Source, fn func(ctx context.Context, d broker.Delivery)) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for range n {
+		wg.Go(func() {
+			for {
+				d, err := src.Next(ctx)
+				if err != nil {
+					if ctx.Err() == nil {
+						errs <- err
+					}
+					return
+				}
+				fn(context.WithoutCancel(ctx), d)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+// modes runs the database modes on one store's tables.
+type modes[TTx any] struct {
+	o      *options
+	driver store.Driver[TTx]
+	counts *inbox.Counts // the last inbox mode's outcomes
+	// inTx runs fn in a transaction of its own: BEGIN, fn, COMMIT.
+	inTx func(ctx context.Context, fn func(tx TTx) error) error
+	// record inserts e's ledger row and adds its amount to its account.
+	record func(ctx context.Context, tx TTx, e entry) error
+	// recordBatch inserts the ledger rows in one statement, then adds the
+	// amounts to the accounts in the order of their ids.
+	recordBatch func(ctx context.Context, tx TTx, es []entry) error
+	// watermill is the Watermill mode; nil where there is none.
+	watermill runFunc
+}
+
+// outcomes returns the outcomes the last inbox mode counted, nil after
+// the others.
+func (m *modes[TTx]) outcomes() *inbox.Counts { return m.counts }
+
+func (m *modes[TTx]) runner(mode string) (runFunc, error) {
+	handler := func(ctx context.Context, tx TTx, msg *inbox.Message) error {
+		e, err := parseEntry(msg.ID, msg.Payload)
+		if err != nil {
+			return inbox.Permanent(err)
+		}
+		return m.record(ctx, tx, e)
+	}
+	batchHandler := func(ctx context.Context, tx TTx, msgs []*inbox.Message) error {
+		es := make([]entry, len(msgs))
+		for i, msg := range msgs {
+			e, err := parseEntry(msg.ID, msg.Payload)
+			if err != nil {
+				return inbox.Permanent(err)
+			}
+			es[i] = e
+		}
+		return m.recordBatch(ctx, tx, es)
+	}
+	switch mode {
+	case "plain":
+		return m.plain, nil
+	case "consume":
+		return m.withInbox(func(ctx context.Context, ib *inbox.Inbox[TTx], src broker.Source) error {
+			return inbox.Consume(ctx, ib, src, handler, &inbox.ConsumerConfig{Workers: m.o.workers, Logger: m.o.logger})
+		}), nil
+	case "batch":
+		return m.withInbox(func(ctx context.Context, ib *inbox.Inbox[TTx], src broker.Source) error {
+			return inbox.Consume(ctx, ib, src, handler, &inbox.ConsumerConfig{Workers: m.o.workers, BatchSize: m.o.batch, Logger: m.o.logger})
+		}), nil
+	case "consumebatch":
+		return m.withInbox(func(ctx context.Context, ib *inbox.Inbox[TTx], src broker.Source) error {
+			return inbox.ConsumeBatch(ctx, ib, src, batchHandler, &inbox.ConsumerConfig{Workers: m.o.workers, BatchSize: m.o.batch, Logger: m.o.logger})
+		}), nil
+	case "watermill":
+		if m.watermill == nil {
+			return nil, errNoMode
+		}
+		return func(ctx context.Context, q queue, p *progress) error {
+			m.counts = nil
+			return m.watermill(ctx, q, p)
+		}, nil
+	}
+	return nil, fmt.Errorf("unknown mode %q", mode)
+}
+
+// plain is the business transaction without the inbox: BEGIN, the two
+// statements, COMMIT, then the ack; a failure nacks for an immediate
+// redelivery.
+func (m *modes[TTx]) plain(ctx context.Context, q queue, p *progress) error {
+	m.counts = nil
+	src, err := q.source(ctx)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	p.begin()
+	return workers(ctx, m.o.workers, src, func(ctx context.Context, d broker.Delivery) {
+		msg := d.Message()
+		e, err := parseEntry(msg.ID, msg.Payload)
+		if err == nil {
+			err = m.inTx(ctx, func(tx TTx) error { return m.record(ctx, tx, e) })
+		}
+		if err != nil {
+			p.retries.Add(1)
+			_ = d.Nack(ctx, 0)
+			return
+		}
+		p.add(1)
+		_ = d.Ack(ctx)
+	})
+}
+
+// withInbox runs consume on a fresh Inbox whose hooks count the outcomes
+// into m.counts and the processed messages into p.
+func (m *modes[TTx]) withInbox(consume func(ctx context.Context, ib *inbox.Inbox[TTx], src broker.Source) error) runFunc {
+	return func(ctx context.Context, q queue, p *progress) error {
+		m.counts = &inbox.Counts{}
+		ib, err := inbox.New(ctx, m.driver, &inbox.Config{Consumer: "consumebench", Logger: m.o.logger,
+			Hooks: []any{m.counts, processedHook{p}}})
+		if err != nil {
+			return err
+		}
+		src, err := q.source(ctx)
+		if err != nil {
+			return err
+		}
+		defer src.Close()
+		p.begin()
+		return consume(ctx, ib, src)
+	}
+}
+
+// processedHook counts the processed messages on a progress; the inbox
+// calls it after COMMIT.
+type processedHook struct{ p *progress }
+
+func (h processedHook) OnProcessed(context.Context, *inbox.Event) { h.p.add(1) }
+
+// errNoMode: the mode does not run on this broker and store.
+var errNoMode = fmt.Errorf("the mode does not run on this broker and store")

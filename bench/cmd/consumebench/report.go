@@ -1,0 +1,171 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+)
+
+// cell is one mode's measurements on one broker, store and -rows.
+type cell struct {
+	Broker     string  `json:"broker"`
+	Store      string  `json:"store"`
+	Rows       int     `json:"rows"`
+	Mode       string  `json:"mode"`
+	Rounds     int     `json:"rounds"`
+	Mean       float64 `json:"msgs_per_s_mean"`
+	Min        float64 `json:"msgs_per_s_min"`
+	Max        float64 `json:"msgs_per_s_max"`
+	VsConsume  float64 `json:"vs_consume,omitempty"`
+	VsAck      float64 `json:"vs_ack,omitempty"`
+	VsAckBatch float64 `json:"vs_ackbatch,omitempty"`
+	Deadlocks  int64   `json:"deadlocks"`
+	Retries    int64   `json:"retries"`
+	Duplicates int64   `json:"duplicates"`
+	Left       int64   `json:"left"`
+	// TimedOut lists the messages processed by the measurements that hit
+	// -max-seconds.
+	TimedOut []int64 `json:"timed_out,omitempty"`
+	Failed   int     `json:"failed_checks,omitempty"`
+}
+
+type groupKey struct {
+	broker, store string
+	rows          int
+}
+
+// summarize folds the measurements into cells, in the order they ran.
+func summarize(results []*result) []*cell {
+	var cells []*cell
+	index := map[string]*cell{}
+	for _, r := range results {
+		k := fmt.Sprintf("%s/%s/%d/%s", r.Broker, r.Store, r.Rows, r.Mode)
+		c := index[k]
+		if c == nil {
+			c = &cell{Broker: r.Broker, Store: r.Store, Rows: r.Rows, Mode: r.Mode, Min: r.Rate, Max: r.Rate}
+			index[k] = c
+			cells = append(cells, c)
+		}
+		c.Rounds++
+		c.Mean += r.Rate
+		c.Min, c.Max = min(c.Min, r.Rate), max(c.Max, r.Rate)
+		c.Deadlocks += r.Deadlocks
+		c.Retries += r.Retries
+		c.Duplicates += r.Duplicates
+		c.Left += r.Left
+		if r.TimedOut {
+			c.TimedOut = append(c.TimedOut, r.Processed)
+		}
+		if len(r.Problems) > 0 {
+			c.Failed++
+		}
+	}
+	for _, c := range cells {
+		c.Mean /= float64(c.Rounds)
+	}
+	for _, c := range cells {
+		for _, other := range cells {
+			if other.Broker != c.Broker || other.Store != c.Store || other.Rows != c.Rows || other.Mean == 0 {
+				continue
+			}
+			switch other.Mode {
+			case "consume":
+				c.VsConsume = c.Mean / other.Mean
+			case "ack":
+				c.VsAck = c.Mean / other.Mean
+			case "ackbatch":
+				c.VsAckBatch = c.Mean / other.Mean
+			}
+		}
+	}
+	return cells
+}
+
+// printTables writes a table per broker, store and -rows.
+func printTables(w io.Writer, cells []*cell, o *options) {
+	var keys []groupKey
+	groups := map[groupKey][]*cell{}
+	for _, c := range cells {
+		k := groupKey{c.Broker, c.Store, c.Rows}
+		if groups[k] == nil {
+			keys = append(keys, k)
+		}
+		groups[k] = append(groups[k], c)
+	}
+	for _, k := range keys {
+		rows := fmt.Sprintf("%d hot account rows", k.rows)
+		if k.rows == 0 {
+			rows = "an account row per message"
+		}
+		fmt.Fprintf(w, "\n%s + %s, %s: %d messages, %d workers, batch %d, prefetch %d; deadlocks, retries and left summed over the rounds\n",
+			k.broker, k.store, rows, o.messages, o.workers, o.batch, o.prefetch)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "mode\tmsgs/s mean\t(min–max)\t× consume\t× ack\t× ackbatch\tdeadlocks\tretries\tleft\t")
+		for _, c := range groups[k] {
+			fmt.Fprintf(tw, "%s\t%.0f\t(%.0f–%.0f)\t%s\t%s\t%s\t%s\t%d\t%d\t %s\n", c.Mode, c.Mean, c.Min, c.Max,
+				ratio(c.VsConsume), ratio(c.VsAck), ratio(c.VsAckBatch), deadlocks(c), c.Retries, c.Left, note(c))
+		}
+		_ = tw.Flush()
+	}
+}
+
+func ratio(x float64) string {
+	if x == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", x)
+}
+
+func deadlocks(c *cell) string {
+	if c.Mode == "ack" || c.Mode == "ackbatch" {
+		return "-"
+	}
+	return fmt.Sprint(c.Deadlocks)
+}
+
+func note(c *cell) string {
+	var parts []string
+	for _, n := range c.TimedOut {
+		parts = append(parts, fmt.Sprintf("timed out after %d messages", n))
+	}
+	if c.Failed > 0 {
+		parts = append(parts, fmt.Sprintf("CHECK FAILED in %d of %d rounds", c.Failed, c.Rounds))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// printFailures lists every failed check, and reports whether there was
+// one.
+func printFailures(w io.Writer, results []*result) bool {
+	failed := false
+	for _, r := range results {
+		for _, p := range r.Problems {
+			if !failed {
+				fmt.Fprintln(w, "\n!!!!!!!! CHECKS FAILED !!!!!!!!")
+				failed = true
+			}
+			fmt.Fprintf(w, "!!! %s %s rows=%d %s round %d: %s\n", r.Broker, r.Store, r.Rows, r.Mode, r.Round, p)
+		}
+	}
+	return failed
+}
+
+func writeJSON(path string, o *options, results []*result, cells []*cell) error {
+	out := struct {
+		Messages     int       `json:"messages"`
+		Workers      int       `json:"workers"`
+		Batch        int       `json:"batch"`
+		Prefetch     int       `json:"prefetch"`
+		MaxSeconds   float64   `json:"max_seconds"`
+		Summary      []*cell   `json:"summary"`
+		Measurements []*result `json:"measurements"`
+	}{o.messages, o.workers, o.batch, o.prefetch, o.maxTime.Seconds(), cells, results}
+	b, err := json.MarshalIndent(out, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
