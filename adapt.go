@@ -13,6 +13,8 @@ const (
 	minBatchHold = time.Second
 	maxBatchHold = 5 * time.Minute
 	holdFactor   = 4
+	// startHold is the hold of the slow start, until the first conflict.
+	startHold = 250 * time.Millisecond
 )
 
 // batchLimit adapts one Consume's batches to lock conflicts, for all its
@@ -21,14 +23,16 @@ const (
 // BatchSize). A batch of one message runs whatever the width.
 //
 // It starts slowly, one batch at a time, and steps up after each hold
-// without a conflict: size doubles back first, then width. A conflict
+// without a conflict (startHold until the first conflict, then at least
+// minBatchHold): size doubles back first, then width. A conflict
 // steps down: width halves, down to 1, which leaves the consumer's own
 // batches no one to deadlock with; then size halves, down to 1, against
 // conflicts with other processes. A conflict in a batch that started
 // before the last step down steps no further: that step answered the same
 // wave. Any conflict delays the next step up by a hold.
 //
-// A step up that meets a conflict within two holds makes hold four times
+// A step up that meets a conflict within two holds (at least two
+// seconds: PostgreSQL takes one to find a deadlock) makes hold four times
 // as long, up to maxBatchHold: that limit is tried less often. A step up
 // that lasts a whole hold halves it, down to minBatchHold. Five minutes
 // without a conflict start over at minBatchHold.
@@ -50,7 +54,7 @@ type batchLimit struct {
 }
 
 func newBatchLimit(workers, size int) *batchLimit {
-	l := &batchLimit{maxWidth: workers, maxSize: size, width: 1, size: size, hold: minBatchHold, now: time.Now}
+	l := &batchLimit{maxWidth: workers, maxSize: size, width: 1, size: size, hold: startHold, now: time.Now}
 	l.free = sync.NewCond(&l.mu)
 	l.changed, l.grew = l.now(), true // a slow start: one batch at a time, then two, ...
 	return l
@@ -63,7 +67,7 @@ func (l *batchLimit) next() int {
 	defer l.mu.Unlock()
 	now := l.now()
 	if (l.size < l.maxSize || l.width < l.maxWidth) && now.Sub(l.changed) >= l.hold {
-		if l.grew { // the last step up met no conflict for a whole hold
+		if l.grew && l.down > 0 { // the last step up met no conflict for a whole hold
 			l.hold = max(l.hold/2, minBatchHold)
 		}
 		if l.size < l.maxSize {
@@ -113,8 +117,10 @@ func (l *batchLimit) conflicted(epoch *int, n int) int {
 		switch since := now.Sub(l.changed); {
 		case since > maxBatchHold: // calm for long: start over
 			l.hold = minBatchHold
-		case l.grew && *epoch >= l.up && since < 2*l.hold: // the step up met conflicts
-			l.hold = min(holdFactor*l.hold, maxBatchHold)
+		case l.grew && *epoch >= l.up && since < 2*max(l.hold, minBatchHold): // the step up met conflicts
+			l.hold = min(holdFactor*max(l.hold, minBatchHold), maxBatchHold)
+		case l.hold < minBatchHold: // the first conflict ends the slow start
+			l.hold = minBatchHold
 		}
 		if l.width > 1 {
 			l.width = max(l.width/2, 1)

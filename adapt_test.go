@@ -19,9 +19,9 @@ func testLimit(workers, size int) (*batchLimit, *fakeClock) {
 }
 
 // The limit starts with one batch at a time and doubles the width after
-// each hold; conflicts halve the width, then the size; steps up restore
-// the size first; a step up that meets a conflict makes the next hold
-// four times as long, and one that holds halves it.
+// each short hold; conflicts halve the width, then the size; steps up
+// restore the size first; a step up that meets a conflict makes the next
+// hold four times as long, and one that holds halves it.
 func TestBatchLimit(t *testing.T) {
 	t.Parallel()
 	type step struct {
@@ -37,16 +37,16 @@ func TestBatchLimit(t *testing.T) {
 		steps []step
 	}{
 		{"slow start", []step{
-			{0, 0, false, 1, 50, time.Second},
-			{999 * time.Millisecond, 0, false, 1, 50, time.Second},
-			{time.Millisecond, 0, false, 2, 50, time.Second},
-			{time.Second, 0, false, 4, 50, time.Second},
-			{time.Hour, 0, false, 4, 50, time.Second},
+			{0, 0, false, 1, 50, startHold},
+			{249 * time.Millisecond, 0, false, 1, 50, startHold},
+			{time.Millisecond, 0, false, 2, 50, startHold},
+			{startHold, 0, false, 4, 50, startHold},
+			{time.Hour, 0, false, 4, 50, startHold},
 		}},
 		{"conflicts step down, stale ones do not", []step{
-			{time.Second, 0, false, 2, 50, time.Second},
-			{time.Second, 0, false, 4, 50, time.Second},
-			{2 * time.Second, 50, false, 2, 50, time.Second}, // long after the step up: hold kept
+			{startHold, 0, false, 2, 50, startHold},
+			{startHold, 0, false, 4, 50, startHold},
+			{2 * time.Second, 50, false, 2, 50, time.Second}, // long after the step up: the slow start ends
 			{0, 50, true, 2, 50, time.Second},
 			{0, 50, false, 1, 50, time.Second},
 			{0, 50, false, 1, 25, time.Second},
@@ -54,16 +54,16 @@ func TestBatchLimit(t *testing.T) {
 			{0, 1, false, 1, 1, time.Second},
 		}},
 		{"conflicts hold the limit down", []step{
-			{time.Second, 0, false, 2, 50, time.Second},
-			{time.Second, 0, false, 4, 50, time.Second},
+			{startHold, 0, false, 2, 50, startHold},
+			{startHold, 0, false, 4, 50, startHold},
 			{2 * time.Second, 50, false, 2, 50, time.Second},
 			{900 * time.Millisecond, 50, true, 2, 50, time.Second},
 			{900 * time.Millisecond, 0, false, 2, 50, time.Second}, // 1.8 s after the first, 0.9 s after the last
 			{100 * time.Millisecond, 0, false, 4, 50, time.Second},
 		}},
 		{"steps up restore the size first", []step{
-			{time.Second, 0, false, 2, 50, time.Second},
-			{time.Second, 0, false, 4, 50, time.Second},
+			{startHold, 0, false, 2, 50, startHold},
+			{startHold, 0, false, 4, 50, startHold},
 			{2 * time.Second, 50, false, 2, 50, time.Second},
 			{0, 50, false, 1, 50, time.Second},
 			{0, 50, false, 1, 25, time.Second},
@@ -72,16 +72,16 @@ func TestBatchLimit(t *testing.T) {
 			{time.Second, 0, false, 4, 50, time.Second},
 		}},
 		{"a step up that meets conflicts waits longer", []step{
-			{time.Second, 0, false, 2, 50, time.Second},
+			{startHold, 0, false, 2, 50, startHold},
 			{100 * time.Millisecond, 50, false, 1, 50, 4 * time.Second},
 			{3 * time.Second, 0, false, 1, 50, 4 * time.Second},
 			{time.Second, 0, false, 2, 50, 4 * time.Second},
-			{time.Second, 50, false, 1, 50, 16 * time.Second},
+			{time.Second, 50, false, 1, 50, 16 * time.Second}, // found 1 s later, as PostgreSQL finds a deadlock
 			{16 * time.Second, 0, false, 2, 50, 16 * time.Second},
 			{16 * time.Second, 0, false, 4, 50, 8 * time.Second}, // the step to 2 held
 		}},
 		{"hold stops at its maximum and starts over after a calm", []step{
-			{time.Second, 0, false, 2, 50, time.Second},
+			{startHold, 0, false, 2, 50, startHold},
 			{0, 50, false, 1, 50, 4 * time.Second},
 			{4 * time.Second, 0, false, 2, 50, 4 * time.Second},
 			{0, 50, false, 1, 50, 16 * time.Second},

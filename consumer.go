@@ -72,7 +72,7 @@ type ConsumerConfig struct {
 	// conflicts it steps back up, and waits four times as long before the
 	// next step each time a step up meets conflicts again (up to five
 	// minutes). A consumer also starts with one batch at a time, and
-	// reaches Workers batches within a few seconds. Each split is logged
+	// reaches Workers batches within a second unless conflicts stop it. Each split is logged
 	// (WARN, at most one line per 10 s) and told to a [BatchSplitHook].
 	// A [BatchHandler] that updates shared rows in a stable order (sorted
 	// by key) does not deadlock, and keeps its batches. Default false.

@@ -20,7 +20,12 @@
 //	plain         the business transaction without the inbox: BEGIN, the two
 //	              statements, COMMIT, then the ack (the database's own cost)
 //	consume       inbox.Consume, one message per transaction
-//	batch         inbox.Consume with BatchSize -batch (ProcessBatch)
+//	queued        inbox.ConsumeQueued: the claim, the two statements and the
+//	              COMMIT in one round trip (PostgreSQL only)
+//	batch         inbox.Consume with BatchSize -batch (ProcessBatch), whose
+//	              batches adapt to lock conflicts
+//	fixed         batch with FixedBatchSize: no adapting, as before; not
+//	              in the default -modes
 //	consumebatch  inbox.ConsumeBatch with BatchSize -batch: one INSERT for the
 //	              batch's ledger rows, then the accounts' updates sorted by id
 //	watermill     Watermill's router, AMQP subscriber on the quorum queue and
@@ -62,7 +67,7 @@
 //	-brokers rabbitmq,nats          brokers to run on
 //	-stores postgres,mariadb        databases to run on
 //	-rows 16,0                      hot accounts (0: one per message)
-//	-modes ack,ackbatch,plain,consume,batch,consumebatch,watermill
+//	-modes ack,ackbatch,plain,consume,queued,batch,consumebatch,watermill
 //	-messages 20000                 messages per measurement
 //	-workers 4                      workers of every mode
 //	-batch 50                       BatchSize of batch and consumebatch
@@ -127,7 +132,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	brokers := fs.String("brokers", "rabbitmq,nats", "brokers: rabbitmq, nats")
 	stores := fs.String("stores", "postgres,mariadb", "databases: postgres, mariadb")
 	rows := fs.String("rows", "16,0", "hot account rows, comma-separated; 0: one row per message")
-	modes := fs.String("modes", strings.Join(allModes, ","), "modes: "+strings.Join(allModes, ", "))
+	modes := fs.String("modes", strings.Join(defaultModes, ","), "modes: "+strings.Join(allModes, ", "))
 	fs.IntVar(&o.messages, "messages", 20000, "messages per measurement")
 	fs.IntVar(&o.workers, "workers", 4, "workers of every mode")
 	fs.IntVar(&o.batch, "batch", 50, "BatchSize of the batch and consumebatch modes")

@@ -15,7 +15,7 @@ import (
 // checks.
 func TestSmoke(t *testing.T) {
 	o, err := parseFlags([]string{"-brokers", "rabbitmq", "-stores", "postgres", "-rows", "0", "-messages", "300",
-		"-rounds", "1", "-max-seconds", "20"}, io.Discard)
+		"-rounds", "1", "-max-seconds", "20", "-modes", strings.Join(allModes, ",")}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,9 +11,12 @@ import (
 )
 
 // allModes are the modes in the order they run within a round. A new mode
-// (queued: inbox.ConsumeQueued, once it exists) is a name here and a case
-// in modes.runner.
-var allModes = []string{"ack", "ackbatch", "plain", "consume", "batch", "consumebatch", "watermill"}
+// is a name here and a case in modes.runner. defaultModes leave out
+// fixed, which collapses on hot rows (the cap of -max-seconds each time).
+var (
+	allModes     = []string{"ack", "ackbatch", "plain", "consume", "queued", "batch", "fixed", "consumebatch", "watermill"}
+	defaultModes = []string{"ack", "ackbatch", "plain", "consume", "queued", "batch", "consumebatch", "watermill"}
+)
 
 // runFunc consumes q until ctx is done, counting on p the messages whose
 // ledger row committed (ack: the acks), and calling p.start when it
@@ -148,6 +151,9 @@ type modes[TTx any] struct {
 	// recordBatch inserts the ledger rows in one statement, then adds the
 	// amounts to the accounts in the order of their ids.
 	recordBatch func(ctx context.Context, tx TTx, es []entry) error
+	// queue queues the statements of record, for inbox.ConsumeQueued; nil
+	// where the store has no pipeline.
+	queue func(q *inbox.Queue, e entry)
 	// watermill is the Watermill mode; nil where there is none.
 	watermill runFunc
 }
@@ -182,9 +188,28 @@ func (m *modes[TTx]) runner(mode string) (runFunc, error) {
 		return m.withInbox(func(ctx context.Context, ib *inbox.Inbox[TTx], src broker.Source) error {
 			return inbox.Consume(ctx, ib, src, handler, &inbox.ConsumerConfig{Workers: m.o.workers, Logger: m.o.logger})
 		}), nil
+	case "queued":
+		if m.queue == nil {
+			return nil, errNoMode
+		}
+		queued := func(ctx context.Context, q *inbox.Queue, msg *inbox.Message) error {
+			e, err := parseEntry(msg.ID, msg.Payload)
+			if err != nil {
+				return inbox.Permanent(err)
+			}
+			m.queue(q, e)
+			return nil
+		}
+		return m.withInbox(func(ctx context.Context, ib *inbox.Inbox[TTx], src broker.Source) error {
+			return inbox.ConsumeQueued(ctx, ib, src, queued, &inbox.ConsumerConfig{Workers: m.o.workers, Logger: m.o.logger})
+		}), nil
 	case "batch":
 		return m.withInbox(func(ctx context.Context, ib *inbox.Inbox[TTx], src broker.Source) error {
 			return inbox.Consume(ctx, ib, src, handler, &inbox.ConsumerConfig{Workers: m.o.workers, BatchSize: m.o.batch, Logger: m.o.logger})
+		}), nil
+	case "fixed":
+		return m.withInbox(func(ctx context.Context, ib *inbox.Inbox[TTx], src broker.Source) error {
+			return inbox.Consume(ctx, ib, src, handler, &inbox.ConsumerConfig{Workers: m.o.workers, BatchSize: m.o.batch, FixedBatchSize: true, Logger: m.o.logger})
 		}), nil
 	case "consumebatch":
 		return m.withInbox(func(ctx context.Context, ib *inbox.Inbox[TTx], src broker.Source) error {

@@ -226,6 +226,10 @@ func (k *pgKind) prepare(ctx context.Context, w *workload) (env, error) {
 			}
 			return tx.SendBatch(ctx, &b).Close()
 		},
+		queue: func(q *inbox.Queue, en entry) {
+			q.Add(insert, en.id, en.account, en.amount)
+			q.Add(add, en.account, en.amount)
+		},
 		watermill: watermillMode(k.o, pool, s, record),
 	}
 	return e, nil
