@@ -50,7 +50,7 @@ func (s *Source) Next(ctx context.Context) (broker.Delivery, error) {
 // Close does nothing.
 func (s *Source) Close() error { return nil }
 
-// Acks and Nacks count the acks and nacks so far.
+// Acks counts the acks so far, Nacks the nacks.
 func (s *Source) Acks() int64  { return s.acks.Load() }
 func (s *Source) Nacks() int64 { return s.nacks.Load() }
 
@@ -62,7 +62,9 @@ func (s *Source) Acked(id string) int {
 }
 
 // Pending returns how many messages are queued or delivered and not yet
-// acked or nacked.
+// acked; a nacked one is pending until it is queued again. It is exact
+// once no consumer takes messages: Next counts a message only after it
+// left the queue.
 func (s *Source) Pending() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -69,8 +69,8 @@ func (s *splits) all() []inbox.SplitEvent {
 
 // consumeAll runs consumers copies of inbox.Consume (processes of one
 // consumer) on a memory source holding ids until every one is acked, then
-// stops them and returns the source.
-func consumeAll[TTx any](t *testing.T, ib *inbox.Inbox[TTx], consumers int, ids []string, h inbox.Handler[TTx], cfg *inbox.ConsumerConfig) *memsource.Source {
+// stops them and checks that each was acked once and nothing is left.
+func consumeAll[TTx any](t *testing.T, ib *inbox.Inbox[TTx], consumers int, ids []string, h inbox.Handler[TTx], cfg *inbox.ConsumerConfig) {
 	t.Helper()
 	src := memsource.New(len(ids))
 	for _, id := range ids {
@@ -94,7 +94,14 @@ func consumeAll[TTx any](t *testing.T, ib *inbox.Inbox[TTx], consumers int, ids 
 	if n := src.Acks(); n != int64(len(ids)) {
 		t.Fatalf("%d of %d messages acked within 90 s", n, len(ids))
 	}
-	return src
+	for _, id := range ids {
+		if n := src.Acked(id); n != 1 {
+			t.Fatalf("%s acked %d times, want once", id, n)
+		}
+	}
+	if n := src.Pending(); n != 0 {
+		t.Fatalf("%d deliveries left unsettled after Consume returned", n)
+	}
 }
 
 // A batch whose handler meets a lock conflict is split by Consume: it is
