@@ -19,6 +19,10 @@
 //	              whose acks wait for the server, it is well above ack
 //	plain         the business transaction without the inbox: BEGIN, the two
 //	              statements, COMMIT, then the ack (the database's own cost)
+//	plainbatch    consumebatch without the inbox: batches taken as ackbatch
+//	              takes them, written as consumebatch writes them, in one
+//	              transaction each, then acked (the database's own limit
+//	              for batches)
 //	consume       inbox.Consume, one message per transaction
 //	queued        inbox.ConsumeQueued: the claim, the two statements and the
 //	              COMMIT in one round trip (PostgreSQL only)
@@ -67,7 +71,7 @@
 //	-brokers rabbitmq,nats          brokers to run on
 //	-stores postgres,mariadb        databases to run on
 //	-rows 16,0                      hot accounts (0: one per message)
-//	-modes ack,ackbatch,plain,consume,queued,batch,consumebatch,watermill
+//	-modes ack,ackbatch,plain,plainbatch,consume,queued,batch,consumebatch,watermill
 //	-messages 20000                 messages per measurement
 //	-workers 4                      workers of every mode
 //	-batch 50                       BatchSize of batch and consumebatch

@@ -14,8 +14,8 @@ import (
 // is a name here and a case in modes.runner. defaultModes leave out
 // fixed, which collapses on hot rows (the cap of -max-seconds each time).
 var (
-	allModes     = []string{"ack", "ackbatch", "plain", "consume", "queued", "batch", "fixed", "consumebatch", "watermill"}
-	defaultModes = []string{"ack", "ackbatch", "plain", "consume", "queued", "batch", "consumebatch", "watermill"}
+	allModes     = []string{"ack", "ackbatch", "plain", "plainbatch", "consume", "queued", "batch", "fixed", "consumebatch", "watermill"}
+	defaultModes = []string{"ack", "ackbatch", "plain", "plainbatch", "consume", "queued", "batch", "consumebatch", "watermill"}
 )
 
 // runFunc consumes q until ctx is done, counting on p the messages whose
@@ -184,6 +184,8 @@ func (m *modes[TTx]) runner(mode string) (runFunc, error) {
 	switch mode {
 	case "plain":
 		return m.plain, nil
+	case "plainbatch":
+		return m.plainBatch, nil
 	case "consume":
 		return m.withInbox(func(ctx context.Context, ib *inbox.Inbox[TTx], src broker.Source) error {
 			return inbox.Consume(ctx, ib, src, handler, &inbox.ConsumerConfig{Workers: m.o.workers, Logger: m.o.logger})
@@ -252,6 +254,73 @@ func (m *modes[TTx]) plain(ctx context.Context, q queue, p *progress) error {
 		p.add(1)
 		_ = d.Ack(ctx)
 	})
+}
+
+// plainBatch is consumebatch without the inbox, the database's own limit
+// for batches: each worker takes up to -batch deliveries as the inbox
+// does, writes them with recordBatch in one transaction, then acks them
+// all at once; a failure nacks them for an immediate redelivery.
+func (m *modes[TTx]) plainBatch(ctx context.Context, q queue, p *progress) error {
+	m.counts = nil
+	src, err := q.source(ctx)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	p.begin()
+	var wg sync.WaitGroup
+	errs := make(chan error, m.o.workers)
+	for range m.o.workers {
+		wg.Go(func() {
+			for {
+				ds, err := take(ctx, src, m.o.batch)
+				actx := context.WithoutCancel(ctx)
+				if len(ds) > 0 {
+					m.settleBatch(actx, ds, p)
+				}
+				if err != nil {
+					if ctx.Err() == nil {
+						errs <- err
+					}
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+// settleBatch writes ds in one transaction and acks them, or nacks them
+// all when the transaction fails.
+func (m *modes[TTx]) settleBatch(ctx context.Context, ds []broker.Delivery, p *progress) {
+	es := make([]entry, len(ds))
+	var err error
+	for i, d := range ds {
+		if es[i], err = parseEntry(d.Message().ID, d.Message().Payload); err != nil {
+			break // the workload makes none: the checks will tell
+		}
+	}
+	if err == nil {
+		err = m.inTx(ctx, func(tx TTx) error { return m.recordBatch(ctx, tx, es) })
+	}
+	var acks sync.WaitGroup
+	for _, d := range ds {
+		acks.Go(func() {
+			if err != nil {
+				_ = d.Nack(ctx, 0)
+				return
+			}
+			_ = d.Ack(ctx)
+		})
+	}
+	acks.Wait()
+	if err != nil {
+		p.retries.Add(int64(len(es)))
+		return
+	}
+	p.add(int64(len(es)))
 }
 
 // withInbox runs consume on a fresh Inbox whose hooks count the outcomes
