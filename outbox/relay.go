@@ -187,9 +187,9 @@ func (c *RelayConfig) withDefaults() (RelayConfig, error) {
 // Relay publishes the outbox's rows.
 //
 // It claims a batch of due rows with a lease and publishes each outside the
-// claiming transaction. It then deletes the published ones. A message goes
-// out at least once and is never lost. Several relays on one table share the
-// rows.
+// claiming transaction. It then deletes the published ones, or marks them
+// with [RelayConfig.KeepPublished]. A message goes out at least once and
+// is never lost. Several relays on one table share the rows.
 type Relay struct {
 	d     store.OutboxRelayer
 	cfg   RelayConfig
@@ -226,9 +226,10 @@ func NewRelay(ctx context.Context, driver store.OutboxRelayer, cfg *RelayConfig)
 
 // RelayResult is what one round of RelayOnce did.
 type RelayResult struct {
-	// Claimed rows, of which Published were published and deleted, Failed
-	// failed and will be retried, and Parked were parked. The rest, if any,
-	// were given back unpublished, because the lease or ctx ran out.
+	// Claimed rows, of which Published were published and deleted, or
+	// marked with KeepPublished. Failed failed and will be retried, and
+	// Parked were parked. The rest, if any, were given back unpublished,
+	// because the lease or ctx ran out.
 	Claimed, Published, Failed, Parked int
 }
 
