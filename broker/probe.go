@@ -3,13 +3,15 @@ package broker
 import "context"
 
 // Prober is implemented by a Publisher that can tell, cheaply and without
-// publishing, whether its broker answers. The outbox's relay asks when
-// publications fail and none succeeded: a broker that answers refused
-// the messages themselves (their failures count towards parking them);
-// one that does not is down (an outage, which parks nothing). Every
-// adapter's Publisher implements it.
+// publishing, whether its broker answers. Every adapter's Publisher
+// implements it.
+//
+// The outbox's relay asks when publications fail and none succeeded. A
+// broker that answers refused the messages themselves. Their failures count
+// towards parking them. A broker that does not answer is down. That is an
+// outage, which parks nothing.
 type Prober interface {
-	// Probe returns nil when the broker answers, else why not: a lost
-	// connection, refused credentials, ctx's end.
+	// Probe returns nil when the broker answers. Otherwise it returns why not,
+	// such as a lost connection, refused credentials or ctx's end.
 	Probe(ctx context.Context) error
 }

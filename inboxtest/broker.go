@@ -13,7 +13,7 @@ import (
 	"github.com/inboxkit/inbox/broker"
 )
 
-// DefaultAckWait is BrokerConfig.AckWait's default.
+// DefaultAckWait is the default of [BrokerConfig.AckWait].
 const DefaultAckWait = 30 * time.Second
 
 var (
@@ -21,55 +21,61 @@ var (
 	// BrokerConfig.Subjects.
 	ErrNoSubject = errors.New("inboxtest: no queue takes the subject")
 	// ErrStaleDelivery is returned by a Delivery's Ack, Nack, Term and
-	// InProgress once it is no longer the message's current delivery: it
-	// was settled already, or its lease expired and the message was
-	// delivered again.
+	// InProgress once it is no longer the message's current delivery. It was
+	// settled already, or its lease expired and the message was delivered
+	// again.
 	ErrStaleDelivery = errors.New("inboxtest: the delivery is no longer current")
 )
 
 // BrokerConfig configures a Broker. The zero value means the defaults.
 type BrokerConfig struct {
-	// Subjects are the subjects the broker takes; Publish refuses any
-	// other with an error wrapping ErrNoSubject. Default: every subject.
+	// Subjects are the subjects the broker takes. Publish refuses any other with
+	// an error wrapping [ErrNoSubject]. Default every subject.
 	Subjects []string
 
-	// AckWait is how long a delivery may stay unsettled before the
-	// message is delivered again (JetStream's AckWait, SQS's visibility
-	// timeout); InProgress starts it again, and a Source tells the
-	// consumer runtime to do so every AckWait/3 (broker.LeaseSource).
-	// Default DefaultAckWait (30 s). Negative: never; an unsettled
-	// delivery comes back only when its Source closes (RabbitMQ's
-	// behaviour), and Sources are not broker.LeaseSources. With an
-	// AckWait, a closed Source's deliveries come back when it expires.
+	// AckWait is how long a delivery may stay unsettled before the message is
+	// delivered again. It plays the part of JetStream's AckWait, or SQS's
+	// visibility timeout. InProgress starts it again. A Source tells the
+	// consumer runtime to call InProgress every AckWait/3, as a
+	// broker.LeaseSource does.
+	//
+	// A negative AckWait means never. An unsettled delivery then comes back only
+	// when its Source closes, as on RabbitMQ, and Sources are not
+	// broker.LeaseSources. With an AckWait, a closed Source's deliveries come
+	// back when it expires. Default [DefaultAckWait], 30 s.
 	AckWait time.Duration
 
-	// MaxPayload refuses a payload longer than this many bytes, with an
-	// error wrapping broker.ErrInvalidMessage. Default 0: no limit.
+	// MaxPayload refuses a payload longer than this many bytes, with an error
+	// wrapping broker.ErrInvalidMessage. Default 0, no limit.
 	MaxPayload int
 
-	// LoseAck decides, for every Ack, whether the ack is lost: Ack returns
-	// nil, but the message is delivered again at once, as after a consumer
-	// that crashed between its COMMIT and its ack. It sees the message as
-	// delivered (Deliveries counts from 1). Default: no ack is lost.
+	// LoseAck decides, for every Ack, whether the ack is lost. Ack then returns
+	// nil, but the message is delivered again at once. It is as if the consumer
+	// crashed between its COMMIT and its ack. LoseAck sees the message as
+	// delivered, with Deliveries counting from 1. This one loses every first
+	// ack.
 	//
 	//	LoseAck: func(m *broker.Message) bool { return m.Deliveries == 1 }
+	//
+	// Default nil, which loses no ack.
 	LoseAck func(m *broker.Message) bool
 
-	// Duplicate decides, for every message published, whether the broker
-	// keeps it twice: both copies are delivered, possibly at once to two
-	// consumers, and each must be settled (a redelivery racing with the
-	// first delivery, as after a rebalance). Default: none.
+	// Duplicate decides, for every message published, whether the broker keeps
+	// it twice. Both copies are delivered, possibly at once to two consumers,
+	// and each must be settled. That is a redelivery racing with the first
+	// delivery, as after a rebalance. Default nil, which duplicates none.
 	Duplicate func(m *broker.Message) bool
 }
 
 // Broker is an in-memory broker with one queue, for tests of a consumer
-// built on inbox.Consume: a broker.Publisher whose Sources
-// (broker.Source) redeliver what is not acked, can lose acks and
-// duplicate messages, and record what was acked, nacked and termed. It
-// is safe for concurrent use.
+// built on inbox.Consume.
 //
-// It is stricter than some brokers: a delivery settled after its lease
-// (AckWait) expired gets ErrStaleDelivery, where JetStream accepts a late
+// It is a broker.Publisher. Its Sources redeliver what is not acked. They
+// can lose acks and duplicate messages. The Broker records what was acked,
+// nacked and termed. It is safe for concurrent use.
+//
+// It is stricter than some brokers. A delivery settled after its lease, its
+// AckWait, expired gets [ErrStaleDelivery]. JetStream accepts such a late
 // ack.
 type Broker struct {
 	cfg BrokerConfig
@@ -84,15 +90,15 @@ type Broker struct {
 	terms   []Term
 }
 
-// Nack records a Nack: the message's ID, which delivery of it was nacked
-// (from 1) and the delay asked for.
+// Nack records a Nack. It holds the message's ID, which delivery of it was
+// nacked, counting from 1, and the delay asked for.
 type Nack struct {
 	ID       string
 	Delivery int
 	Delay    time.Duration
 }
 
-// Term records a Term: the message's ID and the reason given.
+// Term records a Term, with the message's ID and the reason given.
 type Term struct {
 	ID     string
 	Reason string
@@ -108,7 +114,7 @@ type entry struct {
 	token   int64          // numbers the deliveries, so that a stale one is told apart
 }
 
-// NewBroker returns an empty Broker; cfg may be nil.
+// NewBroker returns an empty Broker. cfg may be nil.
 func NewBroker(cfg *BrokerConfig) *Broker {
 	b := &Broker{changed: make(chan struct{})}
 	if cfg != nil {
@@ -126,10 +132,13 @@ func (b *Broker) signal() {
 	b.changed = make(chan struct{})
 }
 
-// Publish queues a copy of msg, with Message.Time the time of Publish
-// and Message.System System unless msg has them. It refuses a message without ID or over
-// BrokerConfig.MaxPayload (wrapping broker.ErrInvalidMessage), and one to
-// a subject outside BrokerConfig.Subjects (wrapping ErrNoSubject).
+// Publish queues a copy of msg. The copy's Message.Time is the time of
+// Publish, and its Message.System is [System], unless msg has them.
+//
+// Publish refuses a message without ID, or over BrokerConfig.MaxPayload,
+// with an error wrapping broker.ErrInvalidMessage. It refuses a message to
+// a subject outside BrokerConfig.Subjects with an error wrapping
+// [ErrNoSubject].
 func (b *Broker) Publish(ctx context.Context, msg *broker.Message) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -153,9 +162,10 @@ func (b *Broker) Publish(ctx context.Context, msg *broker.Message) error {
 // message published had one.
 const System = "inboxtest"
 
-// Enqueue queues a copy of msg without Publish's checks (filling in
-// System and Time as Publish does): for a message that a real producer
-// could not publish (no ID) but a broker may still deliver.
+// Enqueue queues a copy of msg without Publish's checks. It fills in System
+// and Time as Publish does. It is for a message that a real producer could
+// not publish, such as one without ID, but that a broker may still
+// deliver.
 func (b *Broker) Enqueue(msg *broker.Message) {
 	if msg == nil {
 		return
@@ -189,10 +199,10 @@ func clone(m *broker.Message) *broker.Message {
 	return &c
 }
 
-// Source returns a new consumer of the queue, which shares it with the
-// Broker's other Sources: a broker.Source, and a broker.LeaseSource
+// Source returns a new consumer of the queue. It shares the queue with the
+// Broker's other Sources. It is a broker.Source, and a broker.LeaseSource
 // unless BrokerConfig.AckWait is negative. Its unsettled deliveries come
-// back after AckWait, or when it closes if there is none.
+// back after AckWait. Without an AckWait, they come back when it closes.
 func (b *Broker) Source() broker.Source {
 	s := &source{b: b}
 	if b.cfg.AckWait > 0 {
@@ -201,7 +211,7 @@ func (b *Broker) Source() broker.Source {
 	return s
 }
 
-// Acked returns the IDs acked, in the order of the acks; a lost ack is not
+// Acked returns the IDs acked, in the order of the acks. A lost ack is not
 // among them.
 func (b *Broker) Acked() []string {
 	b.mu.Lock()
@@ -230,9 +240,9 @@ func (b *Broker) Terms() []Term {
 	return slices.Clone(b.terms)
 }
 
-// Unsettled returns the IDs of the messages neither acked nor termed
-// (queued, in flight, or waiting after a Nack), in publish order: what
-// would be lost if the test ended now.
+// Unsettled returns the IDs of the messages neither acked nor termed, in
+// publish order. They are queued, in flight, or waiting after a Nack. They
+// are what would be lost if the test ended now.
 func (b *Broker) Unsettled() []string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -244,7 +254,7 @@ func (b *Broker) Unsettled() []string {
 }
 
 // WaitSettled blocks until every message is acked or termed, or ctx is
-// done (it then returns ctx's error, naming what is unsettled).
+// done. It then returns ctx's error, naming what is unsettled.
 func (b *Broker) WaitSettled(ctx context.Context) error {
 	return b.wait(ctx, func() bool { return len(b.queue) == 0 })
 }

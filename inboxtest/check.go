@@ -15,7 +15,7 @@ import (
 	"github.com/inboxkit/inbox/broker"
 )
 
-// Defaults of Options.
+// The defaults of [Options], for its fields of the same names.
 const (
 	DefaultRedeliveries = 2
 	DefaultConcurrent   = 2
@@ -25,29 +25,29 @@ const (
 // Options configures Check and CheckBatch. The zero value of every field
 // but State means its default.
 type Options struct {
-	// State reads the business state that the handler changes (a row, a
-	// sum, a count of rows) from the database, outside any transaction of
-	// the handler's. Check compares its values with reflect.DeepEqual, so
-	// a string, a number, a struct or a slice of rows all do. Required.
+	// State reads the business state that the handler changes from the
+	// database, outside any transaction of the handler's. It may be a row, a sum
+	// or a count of rows. Check compares its values with reflect.DeepEqual, so a
+	// string, a number, a struct or a slice of rows all do. Required.
 	State func(ctx context.Context) (any, error)
 
-	// Redeliveries is the number of redeliveries one after the other,
-	// after each message was processed. Default DefaultRedeliveries (2).
+	// Redeliveries is the number of redeliveries one after the other, after each
+	// message was processed. Default [DefaultRedeliveries], 2.
 	Redeliveries int
 
-	// Concurrent is the number of redeliveries at once, after the
-	// sequential ones. Default DefaultConcurrent (2).
+	// Concurrent is the number of redeliveries at once, after the sequential
+	// ones. Default [DefaultConcurrent], 2.
 	Concurrent int
 
-	// Timeout bounds the delivery of each message through inbox.Consume
-	// (the one whose ack is lost). Default DefaultTimeout (30 s).
+	// Timeout bounds the delivery of each message through inbox.Consume, the one
+	// whose ack is lost. Default [DefaultTimeout], 30 s.
 	Timeout time.Duration
 
-	// AllowUnchanged lets a message's processing leave the state as it
-	// was. Default false: Check reports it as an error, since a handler
-	// that did nothing, or whose write State cannot see, would pass every
-	// other check unseen. Set it for messages that legitimately change
-	// nothing (a delete of what is not there).
+	// AllowUnchanged lets a message's processing leave the state as it was. Set
+	// it for messages that rightly change nothing, such as a delete of what is
+	// not there. Without it, Check reports an unchanged state as an error. A
+	// handler that did nothing, or whose write State cannot see, would otherwise
+	// pass every other check unseen. Default false.
 	AllowUnchanged bool
 }
 
@@ -79,25 +79,25 @@ type errCrash struct{}
 func (errCrash) Error() string   { return "inboxtest: simulated crash before COMMIT" }
 func (errCrash) Retryable() bool { return true }
 
-// Check runs h, the handler under test, on ib (an inbox on the database
-// the handler writes to) for each of msgs, and reports through t
-// (Errorf and Logf) every way in which msgs' effects do not happen once.
-// Each message, in turn:
+// Check runs h, the handler under test, on ib for each of msgs. ib is an
+// inbox on the database the handler writes to. Check reports through t,
+// with Errorf and Logf, every way in which msgs' effects do not happen once.
 //
-//  1. is delivered, and its transaction is rolled back after h returned,
-//     as by a crash before COMMIT: the state (opts.State) must not change
-//     (a handler that writes outside its transaction fails here);
-//  2. is delivered through inbox.Consume and a Broker that delivers it
-//     twice at once to two workers (a rebalance) and loses the first ack
-//     of each copy (a crash between COMMIT and ack): h must run once, the
-//     redeliveries must be acked as duplicates, and the state must change
-//     (unless opts.AllowUnchanged);
-//  3. is delivered opts.Redeliveries more times one after the other, then
-//     opts.Concurrent more times at once: each must be a Duplicate, h
-//     must not run, and the state must stay as it was after step 2.
+// Each message, in turn, goes through three steps.
+//  1. It is delivered, and its transaction is rolled back after h returned,
+//     as by a crash before COMMIT. The state, read by opts.State, must not
+//     change. A handler that writes outside its transaction fails here.
+//  2. It is delivered through inbox.Consume and a Broker. The Broker delivers
+//     it twice at once to two workers, as a rebalance does. It loses the
+//     first ack of each copy, as a crash between COMMIT and ack does. h must
+//     run once, and the redeliveries must be acked as duplicates. The state
+//     must change, unless opts.AllowUnchanged is set.
+//  3. It is delivered opts.Redeliveries more times one after the other, then
+//     opts.Concurrent more times at once. Each must be a Duplicate. h must
+//     not run, and the state must stay as it was after step 2.
 //
-// A handler's error or panic is reported with the delivery it happened
-// in. msgs need distinct, non-empty IDs that ib has not seen: use a fresh
+// A handler's error or panic is reported with the delivery it happened in.
+// msgs need distinct, non-empty IDs that ib has not seen. Use a fresh
 // consumer name or database schema per test. Check returns whether it
 // reported nothing.
 func Check[TTx any](ctx context.Context, t testing.TB, ib *inbox.Inbox[TTx], h inbox.Handler[TTx], msgs []inbox.Message, opts *Options) bool {
@@ -125,10 +125,12 @@ func Check[TTx any](ctx context.Context, t testing.TB, ib *inbox.Inbox[TTx], h i
 	return !c.failed
 }
 
-// CheckBatch is Check for a batch handler (inbox.ProcessBatchFunc,
-// inbox.ConsumeBatch): msgs are delivered together as one batch, in each
-// of Check's ways, and the state is compared after each batch. ib's store
-// must claim batches (inbox.ErrNoBatch otherwise).
+// CheckBatch is [Check] for a batch handler, as given to
+// inbox.ProcessBatchFunc and inbox.ConsumeBatch.
+//
+// msgs are delivered together as one batch, in each of Check's ways. The
+// state is compared after each batch. ib's store must claim batches.
+// Otherwise CheckBatch reports inbox.ErrNoBatch.
 func CheckBatch[TTx any](ctx context.Context, t testing.TB, ib *inbox.Inbox[TTx], h inbox.BatchHandler[TTx], msgs []inbox.Message, opts *Options) bool {
 	t.Helper()
 	if h == nil {

@@ -1,28 +1,32 @@
 // Package inboxtest tests a program's own message handlers against the
-// inbox's promise: for every message, the handler's writes inside the
+// inbox's promise.
+//
+// The promise is this. For every message, the handler's writes inside the
 // inbox's transaction commit once, however often the broker delivers it.
 //
-// Check runs a handler on the program's own *inbox.Inbox (on the database
-// the handler writes to: PostgreSQL through pgenv-style test schemas, or
-// SQLite through package sqlitetest) and delivers every message in the
-// ways a broker does and a process fails:
+// # Check
 //
-//   - rolled back after the handler returned (a crash before COMMIT): the
-//     state must not change; a handler that writes outside the
-//     transaction it is given (a second connection, a cache, a counter,
-//     an HTTP call) fails here;
-//   - through inbox.Consume, twice at once to two workers (a rebalance),
-//     with the first ack of each copy lost (a crash between COMMIT and
-//     ack): the handler must run once, the redeliveries be acked as
-//     duplicates;
-//   - again, twice one after the other and twice at once: each a
-//     Duplicate, the handler not run, the state unchanged.
+// [Check] runs a handler on the program's own *inbox.Inbox, on the
+// database the handler writes to. That may be PostgreSQL, in test schemas
+// like pgenv's, or SQLite through package sqlitetest. Check delivers every
+// message in the ways a broker does and a process fails.
+//   - It rolls a delivery back after the handler returned, as a crash before
+//     COMMIT does. The state must not change. A handler that writes outside
+//     the transaction it is given fails here. Examples are a second
+//     connection, a cache, a counter and an HTTP call.
+//   - It delivers through inbox.Consume, twice at once to two workers, as a
+//     rebalance does. The first ack of each copy is lost, as in a crash
+//     between COMMIT and ack. The handler must run once, and the
+//     redeliveries must be acked as duplicates.
+//   - It delivers again, twice one after the other and twice at once. Each
+//     must be a Duplicate. The handler must not run, and the state must not
+//     change.
 //
-// The state is what Options.State reads from the database (a balance, a
-// count of rows, the rows themselves), compared with reflect.DeepEqual.
-// Check reports with t.Errorf, naming the message, the delivery and the
-// states before and after; a handler's error or panic is reported with
-// its delivery (a panic with its stack).
+// The state is what [Options.State] reads from the database. It may be a
+// balance, a count of rows or the rows themselves. Check compares states
+// with reflect.DeepEqual. It reports with t.Errorf, naming the message, the
+// delivery and the states before and after. A handler's error or panic is
+// reported with its delivery. A panic comes with its stack.
 //
 //	func TestCreditOnce(t *testing.T) {
 //		ib := newInbox(t) // the test's own schema, migrated
@@ -35,18 +39,22 @@
 //		}})
 //	}
 //
-// CheckBatch does the same for a batch handler (inbox.ProcessBatchFunc,
-// inbox.ConsumeBatch).
+// [CheckBatch] does the same for a batch handler, as given to
+// inbox.ProcessBatchFunc and inbox.ConsumeBatch.
 //
-// Broker is an in-memory broker.Publisher and broker.Source for tests of
-// a consumer built on inbox.Consume: it redelivers what is not acked
-// within its AckWait (or when its Source closes), loses acks and
-// duplicates messages on demand, and records what was acked, nacked (with
-// delays) and termed, so that a test can assert that nothing was lost
-// (Broker.Unsettled, Broker.WaitSettled). It passes the broker
-// conformance suite, broker/brokertest.
+// # Broker
 //
-// Package inboxtest imports no database driver: a program on PostgreSQL
-// that tests with it downloads no SQLite. Package sqlitetest, which gives
-// a test an inbox on a fresh SQLite file, does.
+// [Broker] is an in-memory broker.Publisher and broker.Source. It is for
+// tests of a consumer built on inbox.Consume. It redelivers what is not
+// acked within its AckWait, or when its Source closes. It loses acks and
+// duplicates messages on demand. It records what was acked, nacked with
+// their delays, and termed. A test can thus assert that nothing was lost,
+// with [Broker.Unsettled] and [Broker.WaitSettled]. Broker passes the
+// broker conformance suite, broker/brokertest.
+//
+// # Dependencies
+//
+// Package inboxtest imports no database driver. A program on PostgreSQL
+// that tests with it downloads no SQLite. Package sqlitetest gives a test
+// an inbox on a fresh SQLite file, and imports SQLite's driver.
 package inboxtest

@@ -35,8 +35,8 @@ const (
 	MetricBatchSplits     = "inbox.batch.splits"
 )
 
-// The attributes' keys: OpenTelemetry's messaging conventions where they
-// apply, inbox.* for the rest.
+// The attributes' keys. They follow OpenTelemetry's messaging conventions
+// where those apply, and use inbox.* for the rest.
 const (
 	AttrSystem        = attribute.Key("messaging.system")
 	AttrDestination   = attribute.Key("messaging.destination.name")
@@ -58,28 +58,27 @@ const (
 	OutcomeDeadLettered = "dead_lettered"
 )
 
-// Config configures New. nil, or a zero field, means the default.
+// Config configures [New]. A nil Config, or a zero field, means the
+// default.
 type Config struct {
-	// MeterProvider makes the meter of the metrics. Default
-	// otel.GetMeterProvider() (the global one: a no-op until the program
-	// sets one).
+	// MeterProvider makes the meter of the metrics. The global one is a no-op
+	// until the program sets one. Default [otel.GetMeterProvider].
 	MeterProvider metric.MeterProvider
-	// TracerProvider makes the tracer of the spans. Default
-	// otel.GetTracerProvider() (the global one: a no-op until the program
-	// sets one).
+	// TracerProvider makes the tracer of the spans. The global one is a no-op
+	// until the program sets one. Default [otel.GetTracerProvider].
 	TracerProvider trace.TracerProvider
-	// Propagator reads the producer's trace context from a message's
-	// headers and writes it into the outbox's. Default
-	// otel.GetTextMapPropagator() when the program has set one (its
-	// Fields are not empty), else propagation.TraceContext{} (W3C
-	// traceparent and tracestate): the global default propagates nothing,
-	// which would silently cut every trace at the broker.
+	// Propagator reads the producer's trace context from a message's headers.
+	// It writes it into the outbox's. The global default propagates nothing,
+	// which would silently cut every trace at the broker. The default is
+	// therefore [otel.GetTextMapPropagator] only when the program has set one,
+	// with Fields that are not empty. Otherwise it is W3C traceparent and
+	// tracestate. Default [propagation.TraceContext] unless a global one is set.
 	Propagator propagation.TextMapPropagator
 }
 
-// Hooks records metrics and spans for inboxes (Config.Hooks), pruners
-// (PrunerConfig.Hooks), outboxes (outbox.Config.Hooks) and relays
-// (outbox.RelayConfig.Hooks). One *Hooks may serve all of them at once.
+// Hooks records metrics and spans for inboxes, pruners, outboxes and relays.
+// Give it in their Config.Hooks, PrunerConfig.Hooks, outbox.Config.Hooks and
+// outbox.RelayConfig.Hooks. One *Hooks may serve all of them at once.
 type Hooks struct {
 	tracer trace.Tracer
 	prop   propagation.TextMapPropagator
@@ -195,9 +194,10 @@ func (h *Hooks) startedOf(ctx context.Context) *started {
 	return st
 }
 
-// OnStart starts the message's span, a child of the producer's span
-// when the headers carry its context (with a link to ctx's span, when
-// there is one), else of ctx's span, and counts the message in flight.
+// OnStart starts the message's span and counts the message in flight. The
+// span is a child of the producer's span when the headers carry its context.
+// It then links to ctx's span, when there is one. Otherwise it is a child of
+// ctx's span.
 func (h *Hooks) OnStart(ctx context.Context, e *inbox.Event) context.Context {
 	m := e.Message
 	parent := h.prop.Extract(ctx, headerCarrier(m.Headers))
@@ -237,17 +237,17 @@ func (h *Hooks) OnProcessed(ctx context.Context, e *inbox.Event) { h.outcome(ctx
 // OnDuplicate records a duplicate.
 func (h *Hooks) OnDuplicate(ctx context.Context, e *inbox.Event) { h.outcome(ctx, e, OutcomeDuplicate) }
 
-// OnRetry records a retry; the span's status is an error.
+// OnRetry records a retry. The span's status is an error.
 func (h *Hooks) OnRetry(ctx context.Context, e *inbox.Event) { h.outcome(ctx, e, OutcomeRetry) }
 
-// OnDeadLettered records a dead letter; the span's status is an error.
+// OnDeadLettered records a dead letter. The span's status is an error.
 func (h *Hooks) OnDeadLettered(ctx context.Context, e *inbox.Event) {
 	h.outcome(ctx, e, OutcomeDeadLettered)
 }
 
 // OnFingerprintConflict counts a fingerprint conflict in
-// inbox.fingerprint_conflicts (OnDuplicate counts the duplicate in
-// inbox.messages) and marks the span, which OnDuplicate ends.
+// inbox.fingerprint_conflicts and marks the span. [Hooks.OnDuplicate] counts
+// the duplicate in inbox.messages and ends the span.
 func (h *Hooks) OnFingerprintConflict(ctx context.Context, e *inbox.Event) {
 	st := h.startedOf(ctx)
 	h.conflicts.Add(ctx, 1, metric.WithAttributes(h.metricAttrs(st, e, "")...))
@@ -319,14 +319,14 @@ func (h *Hooks) OnBatchSplit(ctx context.Context, e *inbox.SplitEvent) {
 	h.splits.Add(ctx, 1, metric.WithAttributes(AttrConsumerGroup.String(e.Consumer)))
 }
 
-// OnWrite writes the trace context of ctx (the writer's span) into the
-// headers of a message written to the outbox.
+// OnWrite writes the trace context of ctx into the headers of a message
+// written to the outbox. That is the writer's span.
 func (h *Hooks) OnWrite(ctx context.Context, _ *outbox.Message, headers map[string]string) {
 	h.prop.Inject(ctx, propagation.MapCarrier(headers))
 }
 
-// OnPublish starts a Producer span "send <destination>", a child of the
-// trace context in the row's headers (the writer's span), and writes the
+// OnPublish starts a Producer span "send <destination>". It is a child of
+// the trace context in the row's headers, the writer's span. It writes the
 // span's context into the headers that are published, so that the
 // consumer's span is its child. The span ends with Publish's error.
 func (h *Hooks) OnPublish(ctx context.Context, m *outbox.Message) (context.Context, func(error)) {

@@ -16,7 +16,7 @@ import (
 	"github.com/inboxkit/inbox/store"
 )
 
-// Limits on what a message may be; the ID's is the inbox's, so that the
+// Limits on a message. The ID's limit is the inbox's, so that the
 // consumer's inbox can take every ID the outbox sends.
 const (
 	// MaxIDLen is the longest message ID, in bytes.
@@ -31,24 +31,21 @@ const (
 
 // Message is a message to publish.
 type Message struct {
-	// ID is the message's ID, which the relay publishes with it (NATS
-	// Nats-Msg-Id, AMQP message_id, a Kafka header) so that the consumer's
-	// inbox recognizes a re-publish: 1 to MaxIDLen opaque bytes, unique in
-	// the outbox table. Inside an inbox handler, derive it with DerivedID,
-	// so that the incoming message always yields the same ID.
+	// ID is the message's ID, 1 to MaxIDLen opaque bytes, unique in the outbox
+	// table. The relay publishes it with the message, as Nats-Msg-Id in NATS,
+	// message_id in AMQP or a Kafka header. The consumer's inbox recognizes a
+	// re-publish by it. Inside an inbox handler, derive it with [DerivedID].
 	ID string
-	// Destination is where to publish: a NATS subject, an AMQP routing key
-	// (queue), a Kafka topic; for a relay to a function, whatever it
-	// understands. Valid UTF-8 without NUL bytes, 1 to
-	// MaxDestinationLen bytes.
+	// Destination is where to publish, such as a NATS subject, an AMQP routing
+	// key or a Kafka topic. A relay to a function gives it its own meaning. It
+	// is valid UTF-8 without NUL bytes, 1 to MaxDestinationLen bytes.
 	Destination string
-	// Key orders and partitions: a Kafka record key; with
-	// RelayConfig.Ordered, a key's messages are published one after the
-	// other in the order written. Optional, opaque, at most MaxKeyLen
-	// bytes.
+	// Key orders and partitions messages, as a Kafka record key does. With
+	// [RelayConfig.Ordered], a key's messages are published one after the other
+	// in the order written. It is optional and opaque, at most MaxKeyLen bytes.
 	Key string
-	// Type names the kind of message (published in the type header);
-	// optional, valid UTF-8 without NUL bytes, at most MaxTypeLen bytes.
+	// Type names the kind of message and is published in the type header. It
+	// is optional, valid UTF-8 without NUL bytes, at most MaxTypeLen bytes.
 	Type    string
 	Headers map[string]string
 	Payload []byte
@@ -57,7 +54,7 @@ type Message struct {
 // ErrInvalidMessage is the sentinel of *InvalidMessageError.
 var ErrInvalidMessage = errors.New("outbox: invalid message")
 
-// InvalidMessageError says why Write refused a message: nothing was
+// InvalidMessageError says why Write refused a message. Nothing was
 // written.
 type InvalidMessageError struct {
 	// Index is the message's position in Write's arguments.
@@ -75,8 +72,8 @@ func (e *InvalidMessageError) Is(target error) bool { return target == ErrInvali
 // a nil driver or function, or an invalid setting.
 var ErrInvalidConfig = errors.New("outbox: invalid config")
 
-// ErrNotMigrated is returned by New and NewRelay when the tables are
-// missing or older than the code: run inbox.Migrate (or `inbox migrate`),
+// ErrNotMigrated is returned by [New] and [NewRelay] when the tables are
+// missing or older than the code. Run [inbox.Migrate] or `inbox migrate`,
 // which creates the outbox table with the inbox's.
 var ErrNotMigrated = errors.New("outbox: tables not migrated")
 
@@ -87,36 +84,39 @@ type Outbox[TTx any] struct {
 	hooks  []WriteHook
 }
 
-// Config configures an Outbox; nil is fine.
+// Config configures an [Outbox]. A nil Config is fine.
 type Config struct {
-	// Hooks are values that implement WriteHook (the OpenTelemetry
-	// package's, to carry the writer's trace to the consumer). New rejects
-	// a value that does not. Default none.
+	// Hooks are values that implement [WriteHook]. The OpenTelemetry package's
+	// carries the writer's trace to the consumer. New rejects a value that is no
+	// WriteHook. Default none.
 	Hooks []any
 }
 
-// WriteHook is told of each message that Write is about to write, with
-// the headers that will be written: a copy of m.Headers (never nil), to
-// which it may add (a trace context). m itself must not change. It runs in
-// Write's goroutine and must be quick; a panic is Write's error.
+// WriteHook is told of each message that Write is about to write.
+//
+// It gets the headers that will be written, a copy of m.Headers that is
+// never nil. It may add to them, such as a trace context. It must not change
+// m. It runs in Write's goroutine and must be quick. A panic becomes Write's
+// error.
 type WriteHook interface {
 	OnWrite(ctx context.Context, m *Message, headers map[string]string)
 }
 
-// PublishHook is told of each publication of the relay, before Publish,
-// and returns the context Publish gets and a function called with
-// Publish's error once it returned (a span started and ended, pgx's tracer
-// pattern). m is the relay's own copy: the hook may set headers in
-// m.Headers, never nil (a trace context for the consumer). A panic is logged at
-// ERROR, and the publication goes on. The returned context should derive
-// from ctx, whose values it would lose otherwise; RelayConfig.PublishTimeout
-// applies to it either way.
+// PublishHook is told of each publication of the relay, before Publish.
+//
+// It returns the context Publish gets, and a function called with Publish's
+// error once Publish returned. This is pgx's tracer pattern, for a span
+// started and ended. m is the relay's own copy. The hook may set headers in
+// m.Headers, which is never nil, such as a trace context for the consumer. A
+// panic is logged at ERROR, and the publication goes on. The returned
+// context should derive from ctx, or it loses ctx's values.
+// [RelayConfig.PublishTimeout] applies to it either way.
 type PublishHook interface {
 	OnPublish(ctx context.Context, m *Message) (context.Context, func(err error))
 }
 
-// New returns an Outbox on driver (pgxstore's or sqlstore's Driver, with
-// the table names it was given). It checks that the tables are migrated.
+// New returns an Outbox on driver, the Driver of pgxstore or sqlstore with
+// the table names it was given. It checks that the tables are migrated.
 func New[TTx any](ctx context.Context, driver store.OutboxWriter[TTx], cfg *Config) (*Outbox[TTx], error) {
 	if driver == nil {
 		return nil, fmt.Errorf("%w: nil driver", ErrInvalidConfig)
@@ -152,12 +152,13 @@ func checkSchema(ctx context.Context, s store.Schema) error {
 	return nil
 }
 
-// Write writes msgs in tx, to be published once tx commits. A message
-// whose ID is already in the outbox table (not yet published, or kept
-// published: RelayConfig.KeepPublished) is skipped.
-// An invalid message fails the whole call with an *InvalidMessageError
-// before anything is written; an error of the database leaves tx to be
-// rolled back, as any failed statement does.
+// Write writes msgs in tx, to be published once tx commits.
+//
+// A message whose ID is already in the outbox table is skipped. The ID stays
+// there until the message is published, and longer with
+// [RelayConfig.KeepPublished]. An invalid message fails the whole call with
+// an [*InvalidMessageError] before anything is written. A database error
+// leaves tx to be rolled back, as any failed statement does.
 func (o *Outbox[TTx]) Write(ctx context.Context, tx TTx, msgs ...*Message) error {
 	if o == nil {
 		return fmt.Errorf("%w: nil *Outbox", ErrInvalidConfig)
@@ -232,21 +233,20 @@ func row(m *Message) (*store.OutboxRow, error) {
 
 func text(s string) bool { return utf8.ValidString(s) && !strings.ContainsRune(s, 0) }
 
-// DerivedID derives a message ID from the consumer's name, the ID of the
-// message it is handling and a name for the outgoing message (or its
-// ordinal), so that one incoming message always yields the same outgoing
-// IDs:
+// DerivedID derives a message ID from a consumer's name, the ID of the
+// message it handles and a name for the outgoing message. The name may be an
+// ordinal. One incoming message thus always yields the same outgoing IDs.
 //
 //	ob.Write(ctx, tx, &outbox.Message{ID: outbox.DerivedID("billing", msg.ID, "payment-captured"), ...})
 //
 // Written in the inbox's transaction, the message commits at most once
-// anyway; the derived ID is what lets the next inbox recognize a second
-// copy when this consumer does process a message twice: a redelivery after
-// its inbox row was pruned, a replayed dead letter, or a write made outside
-// the inbox's transaction. The consumer's name keeps two consumers of one
-// message from deriving the same ID (the second would be skipped as
-// already written). It is the hex SHA-256 of the three, each with its
-// length.
+// anyway. The derived ID lets the next inbox recognize a second copy when
+// this consumer does process a message twice. That happens on a redelivery
+// after its inbox row was pruned, on a replayed dead letter, or with a write
+// made outside the inbox's transaction. The consumer's name keeps two
+// consumers of one message from deriving the same ID. Otherwise the second
+// would be skipped as already written. The ID is the hex SHA-256 of the
+// three strings, each with its length.
 func DerivedID(consumer, incomingID, name string) string {
 	h := sha256.New()
 	h.Write([]byte("outbox.DerivedID v1\x00"))

@@ -17,7 +17,7 @@ import (
 	"github.com/inboxkit/inbox/store"
 )
 
-// The relay's defaults.
+// The relay's defaults, for the [RelayConfig] fields of the same names.
 const (
 	DefaultBatch          = 100
 	DefaultLease          = 30 * time.Second
@@ -40,21 +40,17 @@ const (
 	releaseTimeout = 5 * time.Second
 )
 
-// PublishFunc publishes one message and returns once the receiver has it
-// (a broker's publish ack or confirm, an HTTP 2xx). Its error counts one
-// attempt: the row is published again after a backoff, and parked after
-// MaxAttempts; an error marked with inbox.Permanent, or wrapping
-// broker.ErrInvalidMessage (a header or ID the broker cannot carry, a
-// payload over its limit), parks it at once. The
-// message's ID is the same on every attempt: use it as the idempotency key
-// of an external call.
+// PublishFunc publishes one message and returns once the receiver has it.
+// That is a broker's publish ack or confirm, or an HTTP 2xx. Its error
+// counts one attempt, as the package doc tells. The message's ID is the same
+// on every attempt. Use it as the idempotency key of an external call.
 type PublishFunc func(ctx context.Context, m *Message) error
 
-// ToBroker publishes through p: the Destination is the broker message's
-// Subject (a NATS subject, an AMQP routing key, a Kafka topic), the ID,
-// Key, Type, Headers and Payload are passed on as they are. When p is a
-// broker.Prober (every adapter's Publisher is), its errors carry p's
-// Probe, which the relay uses unless RelayConfig.Probe is set.
+// ToBroker publishes through p. The Destination becomes the broker message's
+// Subject, such as a NATS subject, an AMQP routing key or a Kafka topic. The
+// ID, Key, Type, Headers and Payload pass on as they are. When p is a
+// [broker.Prober], as every adapter's Publisher is, the relay uses p's Probe
+// unless [RelayConfig.Probe] is set.
 func ToBroker(p broker.Publisher) PublishFunc {
 	pr, _ := p.(broker.Prober)
 	return func(ctx context.Context, m *Message) error {
@@ -77,97 +73,72 @@ type probeError struct {
 func (e *probeError) Error() string { return e.err.Error() }
 func (e *probeError) Unwrap() error { return e.err }
 
-// RelayConfig configures a Relay. Publish is required; for every other
-// field the zero value means its default.
+// RelayConfig configures a [Relay]. Publish is required. For every other
+// field, the zero value means its default.
 type RelayConfig struct {
-	// Publish publishes a message: ToBroker(publisher), or a function of
-	// your own (an HTTP call, an email). Required.
+	// Publish publishes a message. Use [ToBroker], or a function of your own
+	// such as an HTTP call or an email. Required.
 	Publish PublishFunc
-	// Batch is the most rows claimed at once. Default DefaultBatch (100).
+	// Batch is the most rows claimed at once. Default [DefaultBatch], 100.
 	Batch int
-	// Lease is how long claimed rows stay with this relay before another
-	// may take them: a relay that dies holding rows delays them by up to
-	// Lease, and then they are published again. At least twice
-	// PublishTimeout. Default DefaultLease (30 s).
+	// Lease is how long claimed rows stay with this relay before another may
+	// take them. A relay that dies holding rows delays them by up to Lease.
+	// They are then published again. Lease must be at least twice
+	// PublishTimeout. Default [DefaultLease], 30 s.
 	Lease time.Duration
-	// PollInterval is how often the relay looks for rows when it is not
-	// told of new ones (LISTEN/NOTIFY on PostgreSQL wakes it at once; the
-	// poll then only catches what a lost connection missed, and rows due
-	// after a backoff). Default DefaultPollInterval (1 s).
+	// PollInterval is how often the relay looks for rows when nothing wakes it.
+	// On PostgreSQL, NOTIFY wakes it at once. The poll then only catches what a
+	// lost connection missed, and rows due after a backoff. Default
+	// [DefaultPollInterval], 1 s.
 	PollInterval time.Duration
-	// MaxAttempts is the number of failed publications after which a row
-	// is parked: kept, no longer published, listed by Parked until
-	// Unpark. Default DefaultMaxAttempts (10).
+	// MaxAttempts is the number of counted failed publications after which a
+	// row is parked. [Relay.Parked] lists it until [Relay.Unpark]. Default
+	// [DefaultMaxAttempts], 10.
 	MaxAttempts int
-	// Parallel is the most publications of a batch in flight at once (1:
-	// one after the other). Within a batch the rows are in sequence order
-	// and, with Ordered, of distinct keys, so that publishing them in
-	// parallel breaks no order the relay promises. Publish must be safe
-	// for concurrent use (the adapters' Publishers are). Default
-	// DefaultParallel (8).
+	// Parallel is the most publications of a batch in flight at once. A value
+	// of 1 publishes one after the other. Publish must be safe for concurrent
+	// use, as the adapters' Publishers are. Default [DefaultParallel], 8.
 	Parallel int
-	// Probe tells an outage from a bad row: when a round's publications
-	// fail and none succeeds, the relay calls it once. Nil means the
-	// receiver answers: the failures count towards MaxAttempts, so that a
-	// row it refuses is parked even when it is the only traffic. An error
-	// means an outage (a lost connection, refused credentials): the
-	// failures are not counted, and the rows are retried with a backoff
-	// that grows with the outage, so that an outage parks nothing. It
-	// runs within PublishTimeout, and within the rows' lease.
-	//
-	// A destination that is missing while the broker answers (a NATS
-	// subject without a stream, an unroutable AMQP message, an unknown
-	// Kafka topic, a missing SQS queue) is a bad row, not an outage: its
-	// rows count and are parked at MaxAttempts. A stream deleted and
-	// recreated during a deploy may therefore park rows; Unpark them
-	// once it is back. Default:
-	// with ToBroker, the publisher's own (every adapter's Publisher is a
-	// broker.Prober); otherwise none, and OutageAfter decides.
+	// Probe tells an outage from a bad row, as the package doc tells. The relay
+	// calls it once when a round's publications fail and none succeeds. A nil
+	// error means the receiver answers, and the failures count. An error means
+	// an outage, and they do not. With [ToBroker], the default is the
+	// publisher's own, since every adapter's Publisher is a [broker.Prober].
+	// Default none otherwise, and OutageAfter decides.
 	Probe func(ctx context.Context) error
-	// OutageAfter tells an outage from a bad row where there is no Probe
-	// (a Publish function of your own without one, a broker.Publisher
-	// that is no broker.Prober). A failed publication then counts towards
-	// MaxAttempts only while the receiver takes other messages: when none
-	// of this relay's publications succeeded for OutageAfter (or ever),
-	// it is taken for down, and the failure is not counted. A bad row that
-	// is the only traffic is then retried for ever (logged at WARN)
-	// rather than parked: give a Probe. Default DefaultOutageAfter
-	// (1 min).
+	// OutageAfter tells an outage from a bad row when there is no Probe. A
+	// failure then counts only while the receiver takes other messages. After
+	// OutageAfter without a successful publication, the receiver is taken for
+	// down. A bad row that is the only traffic is then retried for ever. Give a
+	// Probe to park it. Default [DefaultOutageAfter], 1 min.
 	OutageAfter time.Duration
-	// PublishTimeout bounds one Publish call. Default
-	// DefaultPublishTimeout (10 s).
+	// PublishTimeout bounds one Publish call. Default [DefaultPublishTimeout],
+	// 10 s.
 	PublishTimeout time.Duration
-	// Backoff spaces the publications of a failing row. Default:
-	// inbox.Backoff's defaults (1 s doubling to 5 min, ±10 % jitter).
+	// Backoff spaces the publications of a failing row. Default the defaults of
+	// [inbox.Backoff], 1 s doubling to 5 min with ±10 % jitter.
 	Backoff inbox.Backoff
 	// Ordered publishes each key's messages one at a time, in the order
-	// of their sequence numbers, which Write takes when it inserts: a
-	// key's next message waits until the previous one is published, or
-	// while it is parked. Two transactions writing one key at once may
-	// commit in the other order than they wrote; a service that needs
-	// its order locks the key's aggregate (SELECT ... FOR UPDATE) before
-	// it writes.
-	// Rows without a key are not held back. Default false: rows are
-	// published oldest first, but a failed row is retried after younger
-	// ones.
+	// written. The package doc's section on order tells the details. Without
+	// it, rows go out oldest first, but a failed row is retried after younger
+	// ones. Default false.
 	Ordered bool
-	// KeepPublished keeps published rows, marked, for this long before the
-	// relay deletes them: a record of what was sent, and a longer memory
-	// of IDs (Write skips an ID still in the table). Default 0: a row is
-	// deleted as soon as the broker confirmed it.
+	// KeepPublished keeps published rows, marked, for this long before the relay
+	// deletes them. They are a record of what was sent. They also give a longer
+	// memory of IDs, since Write skips an ID still in the table. Default 0, which
+	// deletes a row as soon as the broker confirmed it.
 	KeepPublished time.Duration
-	// NoListen makes the relay poll even where the database can tell it
-	// of new rows. Default false: on PostgreSQL, Run holds a connection
-	// of the driver's pool for LISTEN while it runs (size the pool for
-	// it). On a pool of one connection, which LISTEN would hold, Run
-	// polls instead and says so at WARN.
+	// NoListen makes the relay poll even where the database can tell it of new
+	// rows. Without it, Run holds a connection of the driver's pool for LISTEN
+	// on PostgreSQL. Size the pool for it. On a pool of one connection, Run
+	// polls anyway and says so at WARN. Default false.
 	NoListen bool
-	// Logger receives failed publications (WARN), parked rows (ERROR) and
-	// database errors (WARN). Default slog.Default().
+	// Logger receives failed publications and database errors at WARN, and
+	// parked rows at ERROR. Default [slog.Default].
 	Logger *slog.Logger
-	// Hooks are values that implement PublishHook (the OpenTelemetry
-	// package's, for a span per publication). NewRelay rejects a value
-	// that does not. Default none.
+	// Hooks are values that implement [PublishHook]. The OpenTelemetry
+	// package's gives a span per publication. NewRelay rejects a value that is
+	// no PublishHook. Default none.
 	Hooks []any
 }
 
@@ -213,12 +184,12 @@ func (c *RelayConfig) withDefaults() (RelayConfig, error) {
 	return out, nil
 }
 
-// Relay publishes the outbox's rows: it claims a batch of due rows with a
-// lease, publishes each outside the claiming transaction, then deletes
-// the published ones. A relay that dies between a publication and the
-// delete leaves rows that are published again, with the same ID, after
-// the lease: at least once, never lost. Several relays on one table share
-// the rows (FOR UPDATE SKIP LOCKED; SQLite's single writer).
+// Relay publishes the outbox's rows.
+//
+// It claims a batch of due rows with a lease and publishes each outside the
+// claiming transaction. It then deletes the published ones, or marks them
+// with [RelayConfig.KeepPublished]. A message goes out at least once and
+// is never lost. Several relays on one table share the rows.
 type Relay struct {
 	d     store.OutboxRelayer
 	cfg   RelayConfig
@@ -229,8 +200,8 @@ type Relay struct {
 	down   int       // rounds since, whose failures were not counted
 }
 
-// NewRelay returns a Relay on driver (pgxstore's or sqlstore's Driver). It
-// checks that the tables are migrated.
+// NewRelay returns a Relay on driver, the Driver of pgxstore or sqlstore.
+// It checks that the tables are migrated.
 func NewRelay(ctx context.Context, driver store.OutboxRelayer, cfg *RelayConfig) (*Relay, error) {
 	if driver == nil {
 		return nil, fmt.Errorf("%w: nil driver", ErrInvalidConfig)
@@ -255,20 +226,20 @@ func NewRelay(ctx context.Context, driver store.OutboxRelayer, cfg *RelayConfig)
 
 // RelayResult is what one round of RelayOnce did.
 type RelayResult struct {
-	// Claimed rows, of which Published were published and deleted, Failed
-	// failed (to be retried) and Parked were parked; the rest, if any,
-	// were given back unpublished (the lease or ctx ran out).
+	// Claimed rows, of which Published were published and deleted, or
+	// marked with KeepPublished. Failed failed and will be retried, and
+	// Parked were parked. The rest, if any, were given back unpublished,
+	// because the lease or ctx ran out.
 	Claimed, Published, Failed, Parked int
 }
 
-// Run relays until ctx is done (it then returns nil, after finishing the
-// publications under way and giving back the rows it had claimed and not
-// yet started) or a database error that no
-// retry fixes (missing tables, permission denied). Other errors are
-// logged and retried. On PostgreSQL it holds one connection of the
-// driver's pool for LISTEN (see RelayConfig.NoListen); on a pool of one
-// connection it polls instead and logs that at WARN, so that neither it
-// nor the application waits for ever for the only connection.
+// Run relays until ctx is done or a database error that no retry fixes.
+//
+// When ctx is done, Run finishes the publications under way. It gives back
+// the rows it claimed and has not started, and returns nil. Missing tables
+// and denied permissions are errors that no retry fixes. Run returns them.
+// Other errors are logged and retried. On PostgreSQL, Run holds a
+// connection for LISTEN, as [RelayConfig.NoListen] tells.
 func (r *Relay) Run(ctx context.Context) error {
 	wake := make(chan struct{}, 1)
 	if l, ok := r.d.(store.OutboxListener); ok && !r.cfg.NoListen {
@@ -372,8 +343,8 @@ func sleep(ctx context.Context, d time.Duration) {
 }
 
 // RelayOnce claims one batch of due rows, publishes them and deletes the
-// published ones. Run calls it in a loop; a program that relays from a
-// cron job may call it itself until Claimed is 0.
+// published ones. Run calls it in a loop. A program that relays from a cron
+// job may call it until Claimed is 0.
 func (r *Relay) RelayOnce(ctx context.Context) (RelayResult, error) {
 	token := make([]byte, 16)
 	_, _ = rand.Read(token) // never fails
@@ -616,8 +587,8 @@ func storable(s string) string {
 	return s
 }
 
-// PrunePublished deletes the published rows kept longer than
-// KeepPublished, a batch at a time until none is left; Run calls it every
+// PrunePublished deletes the published rows kept longer than KeepPublished.
+// It deletes a batch at a time until none is left. Run calls it every
 // minute.
 func (r *Relay) PrunePublished(ctx context.Context) error {
 	if r.cfg.KeepPublished <= 0 {
@@ -634,8 +605,8 @@ func (r *Relay) PrunePublished(ctx context.Context) error {
 	}
 }
 
-// Parked lists parked messages, in the order they were written, after
-// afterSeq (0: from the first), at most limit.
+// Parked lists at most limit parked messages after afterSeq, in the order
+// they were written. An afterSeq of 0 starts from the first.
 func (r *Relay) Parked(ctx context.Context, afterSeq int64, limit int) ([]*Parked, error) {
 	recs, err := r.d.OutboxParked(ctx, &store.OutboxListParams{AfterSeq: afterSeq, Limit: max(limit, 1)})
 	if err != nil {
@@ -664,9 +635,9 @@ type Parked struct {
 	CreatedAt, ParkedAt time.Time
 }
 
-// Unpark makes a parked message due again, with its attempts reset: it is
-// published as it was written. store.ErrNotFound when no parked message
-// has that Seq.
+// Unpark makes a parked message due again, with its attempts reset. It is
+// published as it was written. Unpark returns [store.ErrNotFound] when no
+// parked message has that Seq.
 func (r *Relay) Unpark(ctx context.Context, seq int64) error {
 	if err := r.d.OutboxUnpark(ctx, seq); err != nil {
 		return fmt.Errorf("outbox: unpark %d: %w", seq, err)
@@ -674,16 +645,16 @@ func (r *Relay) Unpark(ctx context.Context, seq int64) error {
 	return nil
 }
 
-// Discard deletes a parked message for good: it is never published. With
-// Ordered, its key's later messages then go out. store.ErrNotFound when no
-// parked message has that Seq (a message that is not parked is never
-// discarded).
+// Discard deletes a parked message for good. It is never published. With
+// Ordered, its key's later messages then go out. Discard returns
+// [store.ErrNotFound] when no parked message has that Seq. A message that is
+// not parked is never discarded.
 //
-// A parked message keeps its ID: Write skips a message with that ID while
-// it is parked. To send a corrected message instead, Discard it and then
-// Write the correction with the same ID. The correction gets a new Seq:
-// with Ordered, it goes out after its key's messages written before it,
-// which the Discard lets go first.
+// A parked message keeps its ID, and Write skips that ID while it is parked.
+// To send a corrected message instead, Discard it. Then Write the correction
+// with the same ID. The correction gets a new Seq. With Ordered, it goes out
+// after its key's messages written before it, which the Discard lets go
+// first.
 func (r *Relay) Discard(ctx context.Context, seq int64) error {
 	if err := r.d.OutboxDiscard(ctx, seq); err != nil {
 		return fmt.Errorf("outbox: discard %d: %w", seq, err)

@@ -6,48 +6,50 @@ import (
 )
 
 // Inspector is implemented by drivers that let an operator look into the
-// inbox's tables across consumers (the command inbox stats and inbox
-// dead-letters): statistics, a search of the dead letters, and the
-// release of a dead letter for a replay through its broker. It is
-// optional, apart from Driver, so that the seam the consumers use does not
-// grow; the same caveats apply (not stable, not meant to be implemented
-// outside this module).
+// inbox's tables across consumers.
 //
-// Reads run outside any transaction; they scan what they count (Stats
-// reads every row of the three tables, or of one consumer's), which an
-// operator pays once, not per message.
+// The commands inbox stats and inbox dead-letters use it. It gives
+// statistics, a search of the dead letters, and the release of a dead letter
+// for a replay through its broker. It is apart from Driver, and optional, so
+// that the seam the consumers use does not grow. The same caveats apply. It
+// is not stable, and not meant to be implemented outside this module.
+//
+// Reads run outside any transaction. They scan what they count. Stats reads
+// every row of the three tables, or of one consumer's. An operator pays
+// that once, not per message.
 type Inspector[TTx any] interface {
-	// Stats counts, per consumer (in byte order of the consumer), the
-	// inbox rows, dead letters and failed attempts, and the most frequent
-	// errors of the attempts. A consumer with no row in any table is not
-	// listed.
+	// Stats counts, per consumer, the inbox rows, dead letters and failed
+	// attempts, and the most frequent errors of the attempts. Consumers come in
+	// byte order. A consumer with no row in any table is not listed.
 	Stats(ctx context.Context, p *StatsParams) ([]*ConsumerStats, error)
 
-	// DeadLetterSearch lists dead letters of any consumer that match p,
-	// in ID order, without their payloads (PayloadSize tells their size).
+	// DeadLetterSearch lists dead letters of any consumer that match p, in ID
+	// order, without their payloads. PayloadSize tells their size.
 	DeadLetterSearch(ctx context.Context, p *DeadLetterSearchParams) ([]*DeadLetterInfo, error)
 
-	// DeadLetterGet returns one dead letter, payload included, with what
-	// the other tables hold of its message; ErrNotFound if no dead letter
-	// has that ID.
+	// DeadLetterGet returns one dead letter, payload included, with what the
+	// other tables hold of its message. It returns [ErrNotFound] if no dead
+	// letter has that ID.
 	DeadLetterGet(ctx context.Context, id int64) (*DeadLetterDetail, error)
 
 	// DeadLetterDiscard deletes the dead letters with these IDs, of any
-	// consumer, in one transaction of its own, and returns the IDs it
-	// deleted (those that existed), in the order given. The messages'
-	// inbox rows stay marked dead, so that their redeliveries are still
-	// duplicates (as inbox.Discard leaves them).
+	// consumer, in one transaction of its own. It returns the IDs it deleted,
+	// those that existed, in the order given. The messages' inbox rows stay
+	// marked dead, as inbox.Discard leaves them. Their redeliveries are thus
+	// still duplicates.
 	DeadLetterDiscard(ctx context.Context, ids []int64) ([]int64, error)
 
-	// DeadLetterRelease prepares a replay through the broker in tx: it
-	// locks and deletes dead letter id (of any consumer), deletes the
-	// message's failed attempts, and deletes its inbox row if that row is
-	// marked dead, so that a redelivery is claimed as new once tx commits
-	// (until then a claim waits for tx's lock). Live is true when the
-	// message's row is live, left alone: the message was processed after
-	// it was dead-lettered (a redelivery after its dead row was pruned),
-	// and must not be published again. ErrNotFound if no dead letter has
-	// that ID.
+	// DeadLetterRelease prepares a replay through the broker in tx.
+	//
+	// It locks and deletes dead letter id, of any consumer. It deletes the
+	// message's failed attempts. It deletes the message's inbox row if that row
+	// is marked dead. A redelivery is then claimed as new once tx commits. Until
+	// then a claim waits for tx's lock.
+	//
+	// Live is true when the message's row is live and left alone. The message
+	// was then processed after it was dead-lettered, as by a redelivery after
+	// its dead row was pruned. It must not be published again. DeadLetterRelease
+	// returns [ErrNotFound] if no dead letter has that ID.
 	DeadLetterRelease(ctx context.Context, tx TTx, id int64) (dl *DeadLetter, live bool, err error)
 }
 
@@ -56,11 +58,11 @@ type StatsParams struct {
 	// Consumer, if not nil, limits the counts to this consumer.
 	Consumer []byte
 	// TopErrors is how many of the most frequent errors to return per
-	// consumer; 0 none.
+	// consumer. A value of 0 returns none.
 	TopErrors int
-	// ErrorChars truncates the errors to this many characters before they
-	// are counted, so that errors that differ only in their tail (an ID, a
-	// time) count as one; at least 1 when TopErrors is set.
+	// ErrorChars truncates the errors to this many characters before they are
+	// counted. Errors that differ only in their tail, such as an ID or a time,
+	// then count as one. It is at least 1 when TopErrors is set.
 	ErrorChars int
 }
 
@@ -74,13 +76,13 @@ type ConsumerStats struct {
 	// OldestClaim and NewestClaim are the least and greatest received_at
 	// of the inbox rows.
 	OldestClaim, NewestClaim time.Time
-	// DeadLetters counts the dead letters; OldestDeadLetter and
+	// DeadLetters counts the dead letters. OldestDeadLetter and
 	// NewestDeadLetter are their least and greatest failed_at.
 	DeadLetters                        int64
 	OldestDeadLetter, NewestDeadLetter time.Time
-	// FailedMessages counts the messages with failed attempts recorded
-	// (kept until pruned, also after the message succeeded);
-	// FailedAttempts and TransientFailures sum their counts.
+	// FailedMessages counts the messages with failed attempts recorded. They
+	// are kept until pruned, also after the message succeeded. FailedAttempts
+	// and TransientFailures sum their counts.
 	FailedMessages, FailedAttempts, TransientFailures int64
 	// TopErrors are the most frequent last errors of those messages,
 	// truncated, most frequent first.
@@ -105,7 +107,7 @@ type DeadLetterSearchParams struct {
 	Since, Until time.Time
 	// AfterID lists dead letters whose ID is greater.
 	AfterID int64
-	// Limit is the most returned; at least 1.
+	// Limit is the most returned, at least 1.
 	Limit int
 }
 
@@ -121,13 +123,14 @@ type DeadLetterInfo struct {
 // message.
 type DeadLetterDetail struct {
 	DeadLetter
-	// RowState is the message's inbox row: "dead", "live" (processed since
-	// it was dead-lettered) or "none" (pruned, or an invalid ID).
+	// RowState is the state of the message's inbox row. It is "dead", or "live"
+	// when processed since it was dead-lettered. It is "none" when pruned, or
+	// for an invalid ID.
 	RowState string
 	// ReceivedAt is the inbox row's received_at, zero without a row.
 	ReceivedAt time.Time
-	// Counted and Transient are the failed attempts recorded, with the
-	// first and last failure's times; zero when pruned.
+	// Counted and Transient are the failed attempts recorded, with the first
+	// and last failure's times. They are zero when pruned.
 	Counted, Transient          int
 	FirstFailedAt, LastFailedAt time.Time
 	// LastError is the attempts' last error.

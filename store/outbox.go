@@ -15,8 +15,8 @@ import (
 // past the lease and stamping its token, so that rows whose relay died
 // become due again when the lease runs out.
 
-// Schema tells the schema version the tables are at and the one the code
-// needs (the last of Migrations).
+// Schema tells the schema version the tables are at, and the one the code
+// needs. The code needs the last of Migrations.
 type Schema interface {
 	// SchemaVersion returns the highest migration version applied, 0 when
 	// the tables were never migrated.
@@ -28,26 +28,28 @@ type Schema interface {
 // OutboxWriter writes outbox rows in the caller's transaction.
 type OutboxWriter[TTx any] interface {
 	Schema
-	// OutboxWrite inserts rows in tx, available at once (database clock),
-	// in their order (their sequence numbers increase). A row whose ID is
-	// already in the table is skipped: it returns how many it inserted.
+	// OutboxWrite inserts rows in tx, in their order, and returns how many it
+	// inserted. The rows are available at once, by the database's clock. Their
+	// sequence numbers increase in that order. A row whose ID is already in the
+	// table is skipped.
 	OutboxWrite(ctx context.Context, tx TTx, rows []*OutboxRow) (int, error)
 }
 
-// OutboxRelayer is what the relay needs; each method runs in a transaction
+// OutboxRelayer is what the relay needs. Each method runs in a transaction
 // of its own.
 type OutboxRelayer interface {
 	Schema
-	// Unrecoverable reports whether err, returned by one of these
-	// methods, is one that no retry fixes (see Driver.Unrecoverable).
+	// Unrecoverable reports whether err, returned by one of these methods, is
+	// one that no retry fixes, as [Driver.Unrecoverable] tells.
 	Unrecoverable(err error) bool
-	// OutboxClaim leases up to p.Limit due rows, oldest available first,
-	// skipping rows another relay is claiming at the same moment (SKIP
-	// LOCKED, or the database's single writer): it sets their available_at
-	// to now + p.Lease and their token to p.Token, and returns them.
-	// With p.Ordered it returns a row only if no unpublished row of the
-	// same non-empty key has a lower sequence number (a parked or leased
-	// older row holds it back; one marked published does not).
+	// OutboxClaim leases up to p.Limit due rows, oldest available first, and
+	// returns them. It sets their available_at to now + p.Lease and their token
+	// to p.Token. It skips rows another relay is claiming at the same moment,
+	// with SKIP LOCKED or the database's single writer.
+	//
+	// With p.Ordered, it returns a row only if no unpublished row of the same
+	// non-empty key has a lower sequence number. A parked or leased older row
+	// holds it back. One marked published does not.
 	OutboxClaim(ctx context.Context, p *OutboxClaimParams) ([]*OutboxRecord, error)
 	// OutboxDelete deletes the rows of seqs that are still leased by
 	// token, after their publication, and returns how many it deleted.
@@ -55,37 +57,38 @@ type OutboxRelayer interface {
 	// that relay, which publishes it again.
 	OutboxDelete(ctx context.Context, token []byte, seqs []int64) (int, error)
 	// OutboxMarkPublished is OutboxDelete that keeps the rows, marked
-	// published (never claimed again), for OutboxPrunePublished to delete
-	// later.
+	// published. They are never claimed again. OutboxPrunePublished deletes
+	// them later.
 	OutboxMarkPublished(ctx context.Context, token []byte, seqs []int64) (int, error)
-	// OutboxPrunePublished deletes at most limit rows marked published
-	// more than age ago (database clock), oldest first, and returns how
-	// many it deleted.
+	// OutboxPrunePublished deletes at most limit rows marked published more
+	// than age ago, oldest first, and returns how many it deleted. Age is by
+	// the database's clock.
 	OutboxPrunePublished(ctx context.Context, age time.Duration, limit int) (int, error)
-	// OutboxFail records failed publications of rows still leased by
-	// token: each counts one attempt, keeps the error (when not empty) and
-	// becomes due after its Delay, or is parked (never claimed again until
-	// unparked). A Released one counts no attempt.
+	// OutboxFail records failed publications of rows still leased by token.
+	// Each counts one attempt and keeps its error when not empty. It becomes due
+	// after its Delay, or is parked. A parked row is never claimed again until
+	// unparked. A Released one counts no attempt.
 	OutboxFail(ctx context.Context, token []byte, fails []OutboxFailure) error
 	// OutboxParked lists parked rows in sequence order, after p.AfterSeq.
 	OutboxParked(ctx context.Context, p *OutboxListParams) ([]*OutboxRecord, error)
-	// OutboxUnpark makes a parked row due again with its attempts reset;
-	// ErrNotFound when no parked row has that sequence number.
+	// OutboxUnpark makes a parked row due again with its attempts reset. It
+	// returns [ErrNotFound] when no parked row has that sequence number.
 	OutboxUnpark(ctx context.Context, seq int64) error
-	// OutboxDiscard deletes a parked row; ErrNotFound when no parked row
-	// has that sequence number. Its ID may then be written again.
+	// OutboxDiscard deletes a parked row. It returns [ErrNotFound] when no
+	// parked row has that sequence number. The row's ID may then be written
+	// again.
 	OutboxDiscard(ctx context.Context, seq int64) error
 }
 
 // OutboxListener is implemented by drivers whose database may tell a relay
-// that rows were committed (PostgreSQL's LISTEN/NOTIFY, which fires at
-// COMMIT), so that the relay need not poll.
+// that rows were committed. The relay then need not poll. PostgreSQL's
+// LISTEN/NOTIFY does this, and fires at COMMIT.
 type OutboxListener interface {
-	// OutboxListen starts listening. Wait on the result returns when rows
-	// may have been committed since the last Wait, or when ctx is done.
-	// An error wrapping ErrNoNotifications: this database (dialect,
-	// driver) cannot, or the pool is too small (ErrPoolTooSmall); the
-	// relay polls.
+	// OutboxListen starts listening. Wait on the result returns when rows may
+	// have been committed since the last Wait, or when ctx is done. An error
+	// wrapping [ErrNoNotifications] means that this database, dialect or driver
+	// cannot. It may also mean the pool is too small, with [ErrPoolTooSmall].
+	// The relay then polls.
 	OutboxListen(ctx context.Context) (OutboxNotifications, error)
 }
 
@@ -93,16 +96,17 @@ type OutboxListener interface {
 // cannot tell relays of new rows.
 var ErrNoNotifications = errors.New("inbox store: the database cannot tell relays of new outbox rows")
 
-// ErrPoolTooSmall is wrapped by OutboxListen's error when the pool has
-// at most one connection. LISTEN would hold it for good, and every other
-// statement on the pool would wait for ever. It wraps ErrNoNotifications:
-// the relay polls instead, and says so.
+// ErrPoolTooSmall is wrapped by OutboxListen's error when the pool has at
+// most one connection. LISTEN would hold it for good, and every other
+// statement on the pool would wait for ever. It wraps [ErrNoNotifications].
+// The relay polls instead, and says so.
 var ErrPoolTooSmall = fmt.Errorf("%w: the pool has at most one connection, which LISTEN would hold", ErrNoNotifications)
 
 // OutboxNotifications delivers the notifications of OutboxListen.
 type OutboxNotifications interface {
-	// Wait blocks until a notification (nil), ctx's end (its error) or a
-	// broken connection (an error: listen again).
+	// Wait blocks until a notification, ctx's end or a broken connection. It
+	// returns nil for a notification, and ctx's error at ctx's end. After a
+	// broken connection it returns an error, and the caller listens again.
 	Wait(ctx context.Context) error
 	// Close stops listening and gives the connection back.
 	Close() error
@@ -110,17 +114,17 @@ type OutboxNotifications interface {
 
 // OutboxRow is one message to publish, as written.
 type OutboxRow struct {
-	// ID is the message's ID, unique in the table (1..1024 bytes).
+	// ID is the message's ID, 1 to 1024 bytes, unique in the table.
 	ID []byte
-	// Destination is where to publish: a topic, subject, queue or
-	// routing key. Valid UTF-8 without NUL bytes.
+	// Destination is where to publish, such as a topic, subject, queue or
+	// routing key. It is valid UTF-8 without NUL bytes.
 	Destination string
-	// Key orders (with OutboxClaimParams.Ordered) and partitions; empty
-	// means none. Opaque bytes.
+	// Key orders and partitions, as opaque bytes. It orders with
+	// OutboxClaimParams.Ordered. Empty means none.
 	Key []byte
-	// Type is the message type, valid UTF-8 without NUL bytes; optional.
+	// Type is the optional message type, valid UTF-8 without NUL bytes.
 	Type string
-	// Headers are encoded by package outbox; nil when there are none.
+	// Headers are encoded by package outbox. They are nil when there are none.
 	Headers []byte
 	Payload []byte
 }
@@ -134,19 +138,19 @@ type OutboxRecord struct {
 	Attempts int
 	// LastError is the last failure's error, empty if none.
 	LastError string
-	// CreatedAt is when the row was written (database clock).
+	// CreatedAt is when the row was written, by the database's clock.
 	CreatedAt time.Time
-	// ParkedAt is when the row was parked; zero if it is not.
+	// ParkedAt is when the row was parked. It is zero if it is not.
 	ParkedAt time.Time
 }
 
 // OutboxClaimParams are the parameters of OutboxRelayer.OutboxClaim.
 type OutboxClaimParams struct {
-	// Limit is the most rows returned; at least 1.
+	// Limit is the most rows returned, at least 1.
 	Limit int
-	// Lease is how long the rows stay with this relay; at least 1 ms.
+	// Lease is how long the rows stay with this relay, at least 1 ms.
 	Lease time.Duration
-	// Token identifies this claim (16 random bytes).
+	// Token identifies this claim, as 16 random bytes.
 	Token []byte
 	// Ordered keeps each key's rows in sequence order.
 	Ordered bool
@@ -161,16 +165,17 @@ type OutboxFailure struct {
 	Delay time.Duration
 	// Park parks the row instead.
 	Park bool
-	// Released gives the row back without counting an attempt: the relay
-	// ran out of its lease before publishing it (no Error), or the broker
-	// is down (an outage: the Error is kept).
+	// Released gives the row back without counting an attempt. The relay ran
+	// out of its lease before publishing it, and there is no Error. Or the
+	// broker is down, and the Error is kept.
 	Released bool
 }
 
 // OutboxListParams are the parameters of OutboxRelayer.OutboxParked.
 type OutboxListParams struct {
-	// AfterSeq lists rows whose Seq is greater; 0 starts at the first.
+	// AfterSeq lists rows whose Seq is greater. A value of 0 starts at the
+	// first.
 	AfterSeq int64
-	// Limit is the most returned; at least 1.
+	// Limit is the most returned, at least 1.
 	Limit int
 }

@@ -18,15 +18,17 @@ import (
 	"github.com/inboxkit/inbox/store/pgxstore"
 )
 
-// Bench measures end-to-end consumption, messages per second from the
-// broker through the inbox on PostgreSQL to the ack, side by side with its
-// baseline: the same consumer (4 workers, same source) acking after the
-// same business transaction (BEGIN, one insert, COMMIT) without the inbox;
-// the inbox's one round trip (ConsumeQueued, the same insert queued); and
-// batch consumption (ConsumeBatch, up to 100 a batch, one multi-row insert
-// per batch, from a source holding Workers × 100 ahead where the harness
-// has Env.PrefetchSource). The messages are published before the timer
-// starts.
+// Bench measures end-to-end consumption, in messages per second, from the
+// broker through the inbox on PostgreSQL to the ack. The messages are
+// published before the timer starts. Bench runs these side by side.
+//   - The baseline is the same consumer, with 4 workers and the same source.
+//     It acks after the same business transaction without the inbox, with
+//     BEGIN, one insert and COMMIT.
+//   - The inbox's one round trip is ConsumeQueued, with the same insert
+//     queued.
+//   - Batch consumption is ConsumeBatch, up to 100 a batch, with one
+//     multi-row insert per batch. Where the harness has Env.PrefetchSource,
+//     its source holds Workers × 100 ahead.
 func Bench(b *testing.B, h Harness) {
 	const workers = 4
 	pool := pgenv.Pool(b, 2*workers+2)
@@ -140,9 +142,10 @@ func Bench(b *testing.B, h Harness) {
 	}
 }
 
-// BenchPublish measures a loop of Publish, one message at a time (a
-// 100-byte payload, an ID, a type), each waiting for the broker's ack:
-// the baseline of a relay's publishing. Run it with -benchtime=1000x.
+// BenchPublish measures a loop of Publish, one message at a time, each
+// waiting for the broker's ack. A message has a 100-byte payload, an ID and
+// a type. It is the baseline of a relay's publishing. Run it with
+// -benchtime=1000x.
 func BenchPublish(b *testing.B, h Harness) {
 	env := h.Open(b, 30*time.Second)
 	ctx := context.Background()

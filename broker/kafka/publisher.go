@@ -31,17 +31,17 @@ type PublisherConfig struct {
 	TypeHeader string
 }
 
-// NewPublisher returns a Publisher on cl, a producer client the caller
-// owns (and closes). cfg may be nil. A nil cl is an error wrapping
-// ErrInvalidConfig.
+// NewPublisher returns a Publisher on cl, a producer client the caller owns
+// and closes. cfg may be nil. A nil cl is an error wrapping
+// [ErrInvalidConfig].
 //
 // Publish returns once its context is done, though the client may still
-// hold the record. An idempotent client (franz-go's default) does not
-// fail a record it has sent until the broker answers: it sends it again
-// once the cluster is back, a copy the consumer's inbox skips, and the
-// partition's later records wait behind it. A client built with
-// [kgo.AllowIdempotentProduceCancellation] fails such a record instead,
-// as a relay's client should (the broker may have it all the same).
+// hold the record. An idempotent client, franz-go's default, does not fail
+// a record it has sent until the broker answers. It sends it again once the
+// cluster is back, a copy the consumer's inbox skips. The partition's later
+// records wait behind it. A client built with
+// [kgo.AllowIdempotentProduceCancellation] fails such a record instead, as
+// a relay's client should. The broker may have the record all the same.
 func NewPublisher(cl *kgo.Client, cfg *PublisherConfig) (*Publisher, error) {
 	if cl == nil {
 		return nil, fmt.Errorf("%w: nil *kgo.Client", ErrInvalidConfig)
@@ -59,12 +59,15 @@ func NewPublisher(cl *kgo.Client, cfg *PublisherConfig) (*Publisher, error) {
 	return &Publisher{cl: cl, idHeader: c.IDHeader, typeHeader: c.TypeHeader}, nil
 }
 
-// Publish produces msg to the topic msg.Subject and waits for the broker's
-// ack, or for ctx to end (see [NewPublisher]). msg.Key is the record's key (none when empty), which the client's
-// partitioner maps to a partition (franz-go's default: the same key, the
-// same partition). A record over the producer's max batch size is an
-// error wrapping broker.ErrInvalidMessage; a topic that does not exist
-// fails after the client's unknown-topic retries (kgo.UnknownTopicRetries).
+// Publish produces msg to the topic msg.Subject. It waits for the broker's
+// ack, or for ctx to end, as [NewPublisher] tells.
+//
+// msg.Key is the record's key, and none when empty. The client's
+// partitioner maps it to a partition. With franz-go's default, the same key
+// goes to the same partition. A record over the producer's max batch size
+// is an error wrapping broker.ErrInvalidMessage. A topic that does not
+// exist fails after the client's unknown-topic retries, as set by
+// kgo.UnknownTopicRetries.
 func (p *Publisher) Publish(ctx context.Context, msg *broker.Message) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("kafka: publish %q to %q: %w", msg.ID, msg.Subject, err)

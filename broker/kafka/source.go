@@ -349,12 +349,14 @@ func (s *Source) Next(ctx context.Context) (broker.Delivery, error) {
 	return ds[0], nil
 }
 
-// NextBatch returns up to n consecutive records of one partition, in
-// offset order, fetched or due for a retry. The partition is held until
-// each of them is acked, nacked or termed: meanwhile neither NextBatch nor
-// Next hands out its other records, so that a partition's records are
-// worked on by one batch at a time, in order. (A nacked record is handed
-// out again after its delay, not before the records that follow it.)
+// NextBatch returns up to n consecutive records of one partition, in offset
+// order, fetched or due for a retry.
+//
+// The partition is held until each of them is acked, nacked or termed.
+// Meanwhile neither NextBatch nor Next hands out its other records. One
+// batch at a time thus works on a partition's records, in order. A nacked
+// record is handed out again after its delay, not before the records that
+// follow it.
 func (s *Source) NextBatch(ctx context.Context, n int) ([]broker.Delivery, error) {
 	return s.take(ctx, max(n, 1), true)
 }
@@ -440,8 +442,9 @@ func rejoinable(err error) bool {
 
 var _ broker.RedeliveryWindower = (*Source)(nil)
 
-// RedeliveryWindow returns the topic's retention.ms (Kafka's default is 7
-// days), 0 when it is -1 (no time limit).
+// RedeliveryWindow returns the topic's retention.ms, which is 7 days by
+// Kafka's default. It returns 0 when retention.ms is -1, with no time
+// limit.
 func (s *Source) RedeliveryWindow(ctx context.Context) (time.Duration, error) {
 	req := kmsg.NewPtrDescribeConfigsRequest()
 	res := kmsg.NewDescribeConfigsRequestResource()

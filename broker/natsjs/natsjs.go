@@ -1,15 +1,16 @@
 // Package natsjs connects the inbox's consumer runtime to NATS JetStream,
-// with a durable pull consumer (nats.go's jetstream package).
+// with a durable pull consumer of nats.go's jetstream package.
 //
 //	src, err := natsjs.NewSource(ctx, js, &natsjs.Config{Stream: "PAYMENTS", Durable: "billing"})
 //	err = inbox.Consume(ctx, ib, src, handler, nil)
 //
-// A message's ID is its Nats-Msg-Id header, which Publisher sets (and
-// which JetStream also uses to drop duplicate publishes within the stream's
-// duplicate window). Retries use NakWithDelay; acks are double acks, which
-// wait for the server's confirmation. Message.Headers holds the
-// producer's headers only: NATS's own ([OwnHeader]), such as Nats-Rollup,
-// are left out, so that a dead letter replayed does not act on the stream.
+// A message's ID is its Nats-Msg-Id header, which [Publisher] sets.
+// JetStream also uses it to drop duplicate publishes within the stream's
+// duplicate window. Retries use NakWithDelay. Acks are double acks, which
+// wait for the server's confirmation. Message.Headers holds the producer's
+// headers only. NATS's own are left out, such as Nats-Rollup, as
+// [OwnHeader] tells. A dead letter replayed thus does not act on the
+// stream.
 package natsjs
 
 import (
@@ -28,49 +29,43 @@ import (
 	"github.com/inboxkit/inbox/internal/latch"
 )
 
-// Config configures a Source. Stream and Durable are required; zero
+// Config configures a [Source]. Stream and Durable are required. The zero
 // values of the others mean the defaults.
-//
-// The defaults of Config:
-//   - AckWait: DefaultAckWait;
-//   - MaxAckPending: DefaultMaxAckPending;
-//   - PullBatch: DefaultPullBatch;
-//   - TypeHeader: broker.DefaultTypeHeader.
 type Config struct {
 	// Stream is the JetStream stream to consume.
 	Stream string
 	// Durable names the durable pull consumer, created or updated by
 	// NewSource. Use one per logical consumer.
 	Durable string
-	// FilterSubjects limits the consumer to these subjects. Default: all of
-	// the stream's.
+	// FilterSubjects limits the consumer to these subjects. Default all of the
+	// stream's.
 	FilterSubjects []string
-	// AckWait is how long the server waits for an ack before redelivering.
-	// Default DefaultAckWait (30 s). The consumer runtime reports long handlers InProgress
-	// every AckWait/3.
+	// AckWait is how long the server waits for an ack before redelivering. The
+	// consumer runtime reports long handlers InProgress every AckWait/3.
+	// Default [DefaultAckWait], 30 s.
 	AckWait time.Duration
-	// MaxDeliver bounds the deliveries of a message, after which JetStream
-	// stops delivering it, silently: set a limit only well above the
-	// inbox's MaxAttempts (default 10), knowing that retries after database
-	// errors are not attempts. Default 0: unlimited (the inbox dead-letters
-	// failing messages itself).
+	// MaxDeliver bounds the deliveries of a message. JetStream then stops
+	// delivering it, silently. Set a limit only well above the inbox's
+	// MaxAttempts, which is 10 by default. Retries after database errors are
+	// not attempts. A value of 0 means unlimited, and the inbox dead-letters
+	// failing messages itself. Default 0.
 	MaxDeliver int
 	// MaxAckPending bounds the deliveries in flight. Default
-	// DefaultMaxAckPending (1000).
+	// [DefaultMaxAckPending], 1000.
 	MaxAckPending int
-	// PullBatch is the number of messages pulled ahead of the workers.
-	// They wait in the client with their AckWait running and no lease, so
-	// keep it near the consumer runtime's Workers; for batches
-	// (ConsumerConfig.BatchSize), at least Workers × BatchSize, or batches
-	// rarely fill (README, Performance; inbox.Consume warns of it).
-	// Default DefaultPullBatch (8).
+	// PullBatch is the number of messages pulled ahead of the workers. They
+	// wait in the client with their AckWait running and no lease. Keep it near
+	// the consumer runtime's Workers. For batches, with
+	// ConsumerConfig.BatchSize, make it at least Workers × BatchSize, or
+	// batches rarely fill. inbox.Consume warns of it. Default
+	// [DefaultPullBatch], 8.
 	PullBatch int
 	// TypeHeader names the header holding the message type. Default
-	// broker.DefaultTypeHeader ("Inbox-Type").
+	// [broker.DefaultTypeHeader], "Inbox-Type".
 	TypeHeader string
-	// Logger receives transient consumer errors (missed heartbeats while
-	// the server restarts, or after nats.go lost track of a pull request:
-	// see pullHeartbeat). Default slog.Default().
+	// Logger receives transient consumer errors. They are missed heartbeats
+	// while the server restarts, or after nats.go lost track of a pull request.
+	// Default [slog.Default].
 	Logger *slog.Logger
 }
 
@@ -108,19 +103,20 @@ var (
 	_ broker.Prefetcher         = (*Source)(nil)
 )
 
-// Prefetch returns the messages pulled ahead: PullBatch, at most
+// Prefetch returns the messages pulled ahead, PullBatch, at most
 // MaxAckPending.
 func (s *Source) Prefetch() int { return min(s.cfg.MaxAckPending, s.cfg.PullBatch) }
 
-// RedeliveryWindow returns the stream's MaxAge, 0 when it keeps messages
-// without a time limit (the default).
+// RedeliveryWindow returns the stream's MaxAge. It returns 0 when the
+// stream keeps messages without a time limit, as by default.
 func (s *Source) RedeliveryWindow(ctx context.Context) (time.Duration, error) {
 	return RedeliveryWindow(ctx, s.js, s.cfg.Stream)
 }
 
-// RedeliveryWindow returns stream's MaxAge, 0 when it keeps messages
-// without a time limit: what Source.RedeliveryWindow reports, without a
-// consumer (inbox check compares it with the retention).
+// RedeliveryWindow returns stream's MaxAge, without a consumer. It returns
+// 0 when the stream keeps messages without a time limit. It is what
+// [Source.RedeliveryWindow] reports. inbox check compares it with the
+// retention.
 func RedeliveryWindow(ctx context.Context, js jetstream.JetStream, stream string) (time.Duration, error) {
 	cfg, err := streamConfig(ctx, js, stream)
 	if err != nil {
@@ -239,7 +235,7 @@ func (s *Source) Next(ctx context.Context) (broker.Delivery, error) {
 // LeaseInterval is a third of AckWait.
 func (s *Source) LeaseInterval() time.Duration { return s.cfg.AckWait / 3 }
 
-// Close stops consuming; unacked messages are redelivered after AckWait.
+// Close stops consuming. Unacked messages are redelivered after AckWait.
 func (s *Source) Close() error {
 	select {
 	case <-s.stopped:
@@ -291,8 +287,8 @@ func (d *delivery) Term(_ context.Context, reason string) error { return d.m.Ter
 func (d *delivery) InProgress(context.Context) error { return d.m.InProgress() }
 
 // Publisher publishes to JetStream with the message's ID as Nats-Msg-Id,
-// the header JetStream deduplicates by. Message.Key is ignored: NATS has
-// no partition key (the subject orders).
+// the header JetStream deduplicates by. Message.Key is ignored, since NATS
+// has no partition key. The subject orders.
 type Publisher struct {
 	js         jetstream.JetStream
 	typeHeader string
@@ -303,16 +299,16 @@ var _ broker.Publisher = (*Publisher)(nil)
 
 // PublisherConfig configures a Publisher. Zero values mean the defaults.
 type PublisherConfig struct {
-	// TypeHeader names the header for Message.Type; it must match the
-	// consumers' Config.TypeHeader. Default broker.DefaultTypeHeader.
+	// TypeHeader names the header for Message.Type. It must match the
+	// consumers' Config.TypeHeader. Default [broker.DefaultTypeHeader].
 	TypeHeader string
-	// RefuseDuplicates makes Publish return a *DuplicateError (wrapping
-	// ErrDuplicate) when JetStream dropped the message as a duplicate
-	// (its ID seen within the stream's duplicate window), instead of
-	// nil. Default false: a duplicate is a success, as an outbox relay
-	// that publishes again after a lost ack wants it. A publisher whose
-	// message must reach the consumers again (inbox dead-letters replay)
-	// sets it.
+	// RefuseDuplicates makes Publish return a [*DuplicateError] instead of nil
+	// when JetStream dropped the message as a duplicate. JetStream does that
+	// when it saw the ID within the stream's duplicate window. The error wraps
+	// [ErrDuplicate]. Without it, a duplicate is a success, as an outbox relay
+	// that publishes again after a lost ack wants it. A publisher whose message
+	// must reach the consumers again sets it, as inbox dead-letters replay
+	// does. Default false.
 	RefuseDuplicates bool
 }
 
@@ -325,9 +321,9 @@ var ErrDuplicate = errors.New("natsjs: JetStream dropped the message as a duplic
 // duplicate. It wraps ErrDuplicate.
 type DuplicateError struct {
 	ID, Stream string
-	// Window is the stream's duplicate window (StreamConfig.Duplicates;
-	// 2 min by default), 0 when it could not be read: a publish of the ID
-	// after the window has passed since its first is stored.
+	// Window is the stream's duplicate window, StreamConfig.Duplicates, which
+	// is 2 min by default. It is 0 when it could not be read. A publish of the
+	// ID is stored once the window has passed since its first.
 	Window time.Duration
 }
 
@@ -358,14 +354,15 @@ func NewPublisher(js jetstream.JetStream, cfg *PublisherConfig) (*Publisher, err
 }
 
 // Publish publishes msg to msg.Subject and waits for the stream's ack.
+//
 // JetStream drops a message whose ID it has seen within the stream's
-// duplicate window, and acks it all the same: Publish returns nil, or a
-// *DuplicateError with PublisherConfig.RefuseDuplicates. A header (or an ID, or a
-// type) that NATS would refuse or alter is an error wrapping
-// broker.ErrInvalidMessage, as is a message over the server's max_payload.
-// A Message's Nats-* headers ([OwnHeader]) are never sent. So JetStream
-// controls such as Nats-TTL or Nats-Expected-Last-Sequence cannot be set
-// through Message.Headers.
+// duplicate window, and acks it all the same. Publish then returns nil, or
+// a [*DuplicateError] with PublisherConfig.RefuseDuplicates. A header, ID
+// or type that NATS would refuse or alter is an error wrapping
+// broker.ErrInvalidMessage. So is a message over the server's max_payload.
+// A Message's Nats-* headers are never sent, as [OwnHeader] tells. So
+// JetStream controls such as Nats-TTL or Nats-Expected-Last-Sequence cannot
+// be set through Message.Headers.
 func (p *Publisher) Publish(ctx context.Context, msg *broker.Message) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("natsjs: publish %q to %q: %w", msg.ID, msg.Subject, err)
@@ -402,15 +399,17 @@ func (p *Publisher) Publish(ctx context.Context, msg *broker.Message) error {
 }
 
 // OwnHeader tells whether a header is NATS's own rather than the
-// producer's: a name that begins with "Nats-", in that case exactly.
-// Those are JetStream's controls (Nats-Rollup, Nats-Expected-Last-Sequence,
-// Nats-TTL…), what the server adds (Nats-Stream, Nats-Sequence…) and
-// Nats-Msg-Id, which Publisher sets from Message.ID. Source leaves them
-// out of Message.Headers, and Publisher never sends them from
-// Message.Headers: published again (a replay, a relay), they would act
-// again, a rollup purging the stream. NATS matches header names
-// case-sensitively, so nats-rollup or NATS-TTL are a producer's own
-// headers: JetStream ignores them, and they round-trip.
+// producer's. Such a name begins with "Nats-", in that case exactly.
+//   - JetStream's controls, such as Nats-Rollup, Nats-Expected-Last-Sequence
+//     and Nats-TTL.
+//   - What the server adds, such as Nats-Stream and Nats-Sequence.
+//   - Nats-Msg-Id, which Publisher sets from Message.ID.
+//
+// Source leaves them out of Message.Headers. Publisher never sends them
+// from Message.Headers. Published again, in a replay or by a relay, they
+// would act again, as a rollup purging the stream. NATS matches header
+// names case-sensitively. So nats-rollup or NATS-TTL are a producer's own
+// headers. JetStream ignores them, and they round-trip.
 func OwnHeader(name string) bool { return strings.HasPrefix(name, "Nats-") }
 
 // check refuses what nats.go would refuse with a vague error (a header

@@ -10,12 +10,12 @@ import (
 )
 
 var (
-	// ErrNotConfirmed: the broker refused a publish (a negative confirm),
-	// or the channel closed before it confirmed; the message may or may not
-	// have been taken.
+	// ErrNotConfirmed says the broker refused a publish with a negative
+	// confirm, or the channel closed before it confirmed. The message may or
+	// may not have been taken.
 	ErrNotConfirmed = errors.New("rabbitmq: publish not confirmed")
-	// ErrUnroutable: no queue took a published message (a mandatory
-	// publish returned by the broker).
+	// ErrUnroutable says no queue took a published message. The broker
+	// returned the mandatory publish.
 	ErrUnroutable = errors.New("rabbitmq: message unroutable")
 )
 

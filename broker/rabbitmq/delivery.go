@@ -41,14 +41,17 @@ func (s *Source) delivery(sess *session, d amqp.Delivery) *delivery {
 const headerRoutingKey = "x-inbox-routing-key"
 
 // OwnHeader tells whether an AMQP header is RabbitMQ's own or the
-// adapter's rather than the producer's: what dead-lettering adds (x-death,
-// x-first-death-*, x-last-death-*), a quorum queue's x-delivery-count,
-// what federation and shovels add (x-received-from, x-shovelled,
-// x-shovelled-timestamp), and x-inbox-routing-key, with which a delayed
-// retry keeps its routing key. Source leaves them out of Message.Headers
-// and Publisher never sends them, so that a producer cannot fake a
-// retry's routing key and a message published again carries no history
-// that is not its own.
+// adapter's, rather than the producer's. They are these.
+//   - What dead-lettering adds: x-death, x-first-death-* and
+//     x-last-death-*.
+//   - A quorum queue's x-delivery-count.
+//   - What federation and shovels add: x-received-from, x-shovelled and
+//     x-shovelled-timestamp.
+//   - x-inbox-routing-key, with which a delayed retry keeps its routing key.
+//
+// Source leaves them out of Message.Headers, and Publisher never sends
+// them. A producer thus cannot fake a retry's routing key. A message
+// published again carries no history that is not its own.
 func OwnHeader(name string) bool {
 	switch name {
 	case "x-death", "x-delivery-count", "x-received-from", "x-shovelled", "x-shovelled-timestamp", headerRoutingKey:

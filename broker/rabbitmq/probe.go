@@ -9,10 +9,10 @@ import (
 
 var _ broker.Prober = (*Publisher)(nil)
 
-// Probe opens a channel on the publisher's connection, reconnecting first
-// when it is gone, and closes it: a round trip that fails when the broker
-// does not answer. An unroutable message or a missing exchange is the
-// message's problem, not the broker's: Probe succeeds then.
+// Probe opens a channel on the publisher's connection and closes it. It
+// reconnects first when the connection is gone. That round trip fails when
+// the broker does not answer. An unroutable message or a missing exchange
+// is the message's problem, not the broker's. Probe then succeeds.
 func (p *Publisher) Probe(ctx context.Context) error {
 	if _, err := p.current(ctx); err != nil {
 		return fmt.Errorf("rabbitmq: probe: %w", err)

@@ -16,15 +16,15 @@ import (
 type PublisherConfig struct {
 	// URL is the broker's AMQP URI. Default DefaultURL.
 	URL string
-	// AMQP configures the connection (TLS, heartbeat, vhost, properties).
-	// Its Recovery must be nil.
+	// AMQP configures the connection, such as TLS, heartbeat, vhost and
+	// properties. Its Recovery must be nil.
 	AMQP amqp.Config
 	// ConnectionName is the client-provided connection name. Default
 	// "inbox publisher".
 	ConnectionName string
-	// Exchange receives the messages, with Message.Subject as the routing
-	// key. Default "": the default exchange, which routes to the queue
-	// named by the routing key.
+	// Exchange receives the messages, with Message.Subject as the routing key.
+	// Default "", the default exchange, which routes to the queue named by the
+	// routing key.
 	Exchange string
 }
 
@@ -91,15 +91,17 @@ func (p *Publisher) current(ctx context.Context) (*confirmer, error) {
 	return pub, nil
 }
 
-// Publish publishes msg to the Exchange with msg.Subject as routing key
-// and returns once the broker confirmed it: ErrUnroutable when no queue
-// took it, ErrNotConfirmed when the broker refused it (a missing exchange:
-// the error says so) or the connection broke first (publish again: a
-// duplicate is harmless to the inbox). msg.ID is required; an ID, type or
-// header name over AMQP's 255 bytes is an error wrapping
-// broker.ErrInvalidMessage. msg.Key is ignored: AMQP has no partition
-// key. Headers of RabbitMQ's own or the adapter's ([OwnHeader]) are left
-// out.
+// Publish publishes msg to the Exchange with msg.Subject as routing key. It
+// returns once the broker confirmed it.
+//   - It returns [ErrUnroutable] when no queue took the message.
+//   - It returns [ErrNotConfirmed] when the broker refused it, or the
+//     connection broke first. For a missing exchange, the error says so.
+//     Publish again, since a duplicate is harmless to the inbox.
+//   - msg.ID is required. An ID, type or header name over AMQP's 255 bytes
+//     is an error wrapping broker.ErrInvalidMessage.
+//
+// msg.Key is ignored, since AMQP has no partition key. Headers of
+// RabbitMQ's own or the adapter's are left out, as [OwnHeader] tells.
 func (p *Publisher) Publish(ctx context.Context, msg *broker.Message) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("rabbitmq: publish %q to %q: %w", msg.ID, msg.Subject, err)

@@ -75,8 +75,8 @@ func (s *session) stop() {
 	}
 }
 
-// NewSource connects, declares the queue (unless Config.NoDeclare) and
-// starts consuming.
+// NewSource connects, declares the queue and starts consuming. With
+// Config.NoDeclare it does not declare the queue.
 func NewSource(ctx context.Context, cfg *Config) (*Source, error) {
 	c, err := cfg.withDefaults()
 	if err != nil {
@@ -148,8 +148,8 @@ func userID(ctx context.Context, conn *amqp.Connection) (string, error) {
 	return user, nil // another refusal, which the delayed copies will report
 }
 
-// Declare declares cfg's queue as NewSource would, without consuming it:
-// for a producer that may publish before the consumer first starts.
+// Declare declares cfg's queue as NewSource would, without consuming it.
+// It is for a producer that may publish before the consumer first starts.
 func Declare(ctx context.Context, cfg *Config) error {
 	c, err := cfg.withDefaults()
 	if err != nil {
@@ -170,14 +170,14 @@ func Declare(ctx context.Context, cfg *Config) error {
 	return nil
 }
 
-// DelayQueue names queue's delay queue for a bucket:
-// "<queue>.retry.<bucket>", the bucket written as 100ms, 2s, 5m or 1h.
+// DelayQueue names queue's delay queue for a bucket, as
+// "<queue>.retry.<bucket>". The bucket is written as 100ms, 2s, 5m or 1h.
 func DelayQueue(queue string, bucket time.Duration) string {
 	return queue + ".retry." + bucketName(bucket)
 }
 
-// Queues returns the names of the queue and of all its delay queues
-// (declared or not yet), for monitoring and cleanup.
+// Queues returns the names of the queue and of all its delay queues,
+// declared or not yet. It is for monitoring and cleanup.
 func (s *Source) Queues() []string {
 	names := []string{s.cfg.Queue}
 	for _, b := range s.cfg.DelayBuckets {
@@ -428,9 +428,9 @@ func (s *Source) Next(ctx context.Context) (broker.Delivery, error) {
 	}
 }
 
-// Close cancels the consumer, waiting for the broker to take the acks
-// sent before, then closes the connection; RabbitMQ requeues the
-// deliveries not acked.
+// Close cancels the consumer, waiting for the broker to take the acks sent
+// before. It then closes the connection. RabbitMQ requeues the deliveries
+// not acked.
 func (s *Source) Close() error {
 	s.stopOnce.Do(func() {
 		close(s.stopped)
@@ -455,8 +455,9 @@ var (
 func (s *Source) Prefetch() int { return s.cfg.Prefetch }
 
 // RedeliveryWindow returns the queue's message TTL when its declaration
-// sets one (Config.QueueArgs "x-message-ttl"), else 0: RabbitMQ keeps a
-// message until it is acked. A TTL set by a policy is not seen.
+// sets one, as "x-message-ttl" in Config.QueueArgs. Otherwise it returns 0,
+// since RabbitMQ keeps a message until it is acked. It does not see a TTL
+// set by a policy.
 func (s *Source) RedeliveryWindow(context.Context) (time.Duration, error) {
 	switch ttl := s.cfg.QueueArgs["x-message-ttl"].(type) {
 	case int:

@@ -11,7 +11,8 @@ import (
 	"github.com/inboxkit/inbox/broker"
 )
 
-// The defaults of Config and PublisherConfig.
+// The defaults of [Config] and [PublisherConfig], for their fields of the
+// same names.
 const (
 	DefaultVisibilityTimeout = 30 * time.Second
 	DefaultWaitTime          = 20 * time.Second
@@ -23,9 +24,9 @@ const (
 	// DefaultMessageGroup is the message group of a message without a
 	// Key on a FIFO queue.
 	DefaultMessageGroup = "default"
-	// DefaultMaxMessageSize is the size SQS takes on every queue: 256 KiB
-	// of body and message attributes. A queue may take up to 1 MiB
-	// (its MaximumMessageSize attribute).
+	// DefaultMaxMessageSize is the size SQS takes on every queue, 256 KiB of
+	// body and message attributes. A queue may take up to 1 MiB, as its
+	// MaximumMessageSize attribute says.
 	DefaultMaxMessageSize = 256 << 10
 )
 
@@ -41,91 +42,91 @@ const (
 	maxAttributes = 10
 )
 
-// BodyEncodingAttribute is the message attribute that Publisher adds to a
-// message whose payload SQS cannot carry as it is (bytes that are not the
-// XML characters SQS takes, or no bytes at all): "base64" when the body is
-// the payload in standard base64, "empty" when the payload is empty (SQS
-// refuses an empty body). The Source decodes it and does not show it in
-// Message.Headers; consumers in other languages must do the same.
+// BodyEncodingAttribute is the message attribute that [Publisher] adds to a
+// message whose payload SQS cannot carry as it is.
+//
+// SQS takes only some XML characters, and no empty body. The attribute is
+// "base64" when the body is the payload in standard base64. It is "empty"
+// when the payload is empty. The Source decodes it and does not show it in
+// Message.Headers. Consumers in other languages must do the same.
 const BodyEncodingAttribute = "Inbox-Body-Encoding"
 
 var (
 	// ErrInvalidConfig is wrapped by the errors of NewSource and
 	// NewPublisher for a configuration they refuse.
 	ErrInvalidConfig = errors.New("sqs: invalid config")
-	// ErrQueueNotFound: the queue does not exist, or was deleted while it
+	// ErrQueueNotFound says the queue does not exist, or was deleted while it
 	// was consumed. It is terminal for a Source.
 	ErrQueueNotFound = errors.New("sqs: queue not found")
-	// ErrAccessDenied: SQS refused the credentials or denied the action
-	// (an invalid key or token, a bad signature, a missing permission). It
-	// is terminal for a Source.
+	// ErrAccessDenied says SQS refused the credentials or denied the action.
+	// Examples are an invalid key or token, a bad signature and a missing
+	// permission. It is terminal for a Source.
 	ErrAccessDenied = errors.New("sqs: access denied")
 )
 
-// Config configures a Source. Client and Queue are required; zero values
-// of the others mean the defaults.
+// Config configures a [Source]. Client and Queue are required. The zero
+// values of the others mean the defaults.
 type Config struct {
-	// Client is the SQS client, which the caller configures (region,
-	// credentials, endpoint) and owns. Required.
+	// Client is the SQS client. The caller configures it, with region,
+	// credentials and endpoint, and owns it. Required.
 	Client *awssqs.Client
 	// Queue is the queue's name, or its URL. A name is resolved with
 	// GetQueueUrl. Required.
 	Queue string
 
-	// VisibilityTimeout is how long a received message stays hidden from
-	// other receives; the Source asks for it on every receive, whatever
-	// the queue's own setting. The consumer runtime extends it every
-	// third of it (LeaseInterval) for a handler still running. Rounded up
-	// to whole seconds; at most 12 h. Default DefaultVisibilityTimeout
-	// (30 s).
+	// VisibilityTimeout is how long a received message stays hidden from other
+	// receives. The Source asks for it on every receive, whatever the queue's
+	// own setting. The consumer runtime extends it every third of it for a
+	// handler still running, as [Source.LeaseInterval] says. It is rounded up
+	// to whole seconds, and at most 12 h. Default [DefaultVisibilityTimeout],
+	// 30 s.
 	VisibilityTimeout time.Duration
-	// WaitTime is a receive's long poll: how long SQS waits for a message
-	// before it answers with none. Rounded up to whole seconds; at most
-	// 20 s. Default DefaultWaitTime (20 s); negative: short polling, which
-	// answers at once and costs a request each time. An idle queue is
-	// then asked at most once every EmptyMaxDelay.
+	// WaitTime is a receive's long poll. SQS waits that long for a message
+	// before it answers with none. It is rounded up to whole seconds, and at
+	// most 20 s. A negative value means short polling. That answers at once and
+	// costs a request each time. An idle queue is then asked at most once every
+	// EmptyMaxDelay. Default [DefaultWaitTime], 20 s.
 	WaitTime time.Duration
-	// MaxMessages is the most messages a receive takes, 1 to 10. They
-	// wait in the Source for a worker with their visibility timeout
-	// running. Default DefaultMaxMessages (10).
+	// MaxMessages is the most messages a receive takes, 1 to 10. They wait in
+	// the Source for a worker, with their visibility timeout running. Default
+	// [DefaultMaxMessages], 10.
 	MaxMessages int
 
-	// IDAttribute names the message attribute holding the message's ID.
-	// Default broker.DefaultIDHeader ("Inbox-Id").
+	// IDAttribute names the message attribute holding the message's ID. Default
+	// [broker.DefaultIDHeader], "Inbox-Id".
 	IDAttribute string
-	// TypeAttribute names the message attribute holding the message's
-	// type. Default broker.DefaultTypeHeader ("Inbox-Type").
+	// TypeAttribute names the message attribute holding the message's type.
+	// Default [broker.DefaultTypeHeader], "Inbox-Type".
 	TypeAttribute string
-	// IDFromMessageID gives a message without the ID attribute the ID that
-	// SQS assigned to it (MessageId). That ID is the same on every
-	// redelivery of one send, but a producer that sends the same message
-	// twice (a retried send) makes two messages with two IDs, which the
-	// inbox cannot tell apart. Default false: such a message is
-	// dead-lettered as having no ID.
+	// IDFromMessageID gives a message without the ID attribute the MessageId
+	// that SQS assigned to it. That ID is the same on every redelivery of one
+	// send. A producer that sends a message twice, as a retried send does,
+	// makes two messages with two IDs. The inbox cannot tell them apart. Without
+	// IDFromMessageID, such a message is dead-lettered as having no ID. Default
+	// false.
 	IDFromMessageID bool
 
-	// RetryDelay is the wait after a failed receive; it doubles on each
-	// failure in a row, with ±20 % jitter. Default DefaultRetryDelay
-	// (100 ms).
+	// RetryDelay is the wait after a failed receive. It doubles on each failure
+	// in a row, with ±20 % jitter. Default [DefaultRetryDelay], 100 ms.
 	RetryDelay time.Duration
 	// RetryMaxDelay caps the wait between failed receives. Default
-	// DefaultRetryMaxDelay (10 s).
+	// [DefaultRetryMaxDelay], 10 s.
 	RetryMaxDelay time.Duration
 
-	// EmptyDelay is the pause after a receive that brought no message
-	// before its long poll ended: every empty receive with short
-	// polling. It doubles on each such receive in a row, up to
-	// EmptyMaxDelay, and starts over when a message arrives. An empty
-	// long poll that waited its WaitTime is not followed by a pause.
-	// Zero or negative: DefaultEmptyDelay (100 ms).
+	// EmptyDelay is the pause after a receive that brought no message before
+	// its long poll ended. With short polling, that is every empty receive. It
+	// doubles on each such receive in a row, up to EmptyMaxDelay. It starts
+	// over when a message arrives. An empty long poll that waited its WaitTime
+	// is not followed by a pause. Zero or negative means the default. Default
+	// [DefaultEmptyDelay], 100 ms.
 	EmptyDelay time.Duration
-	// EmptyMaxDelay caps that pause: the longest a message waits in an
-	// idle queue for a short-polling Source. Zero or negative:
-	// DefaultEmptyMaxDelay (1 s).
+	// EmptyMaxDelay caps that pause. It is the longest a message waits in an
+	// idle queue for a short-polling Source. Zero or negative means the
+	// default. Default [DefaultEmptyMaxDelay], 1 s.
 	EmptyMaxDelay time.Duration
 
-	// Logger receives failed receives (retried), releases at Close and
-	// Terms. Default slog.Default().
+	// Logger receives failed receives, which are retried, releases at Close and
+	// Terms. Default [slog.Default].
 	Logger *slog.Logger
 }
 
@@ -186,23 +187,23 @@ func (cfg *Config) withDefaults() (Config, error) {
 	return c, nil
 }
 
-// PublisherConfig configures a Publisher. Zero values mean the defaults.
+// PublisherConfig configures a [Publisher]. Zero values mean the defaults.
 // Its attribute names must match the consumers' Config.
 type PublisherConfig struct {
-	// IDAttribute names the message attribute for the message's ID.
-	// Default broker.DefaultIDHeader ("Inbox-Id").
+	// IDAttribute names the message attribute for the message's ID. Default
+	// [broker.DefaultIDHeader], "Inbox-Id".
 	IDAttribute string
 	// TypeAttribute names the message attribute for Message.Type. Default
-	// broker.DefaultTypeHeader ("Inbox-Type").
+	// [broker.DefaultTypeHeader], "Inbox-Type".
 	TypeAttribute string
-	// MessageGroup is the message group, on a FIFO queue, of a message
-	// without a Key. Default DefaultMessageGroup ("default"): one group,
-	// in order, one message in flight at a time.
+	// MessageGroup is the message group, on a FIFO queue, of a message without
+	// a Key. One group is handed out in order, one message in flight at a time.
+	// Default [DefaultMessageGroup], "default".
 	MessageGroup string
-	// MaxMessageSize is the largest message Publish sends: the body (the
-	// payload, or its base64) and every message attribute's name, type and
-	// value. Default DefaultMaxMessageSize (256 KiB); raise it to at most
-	// 1 MiB for queues whose MaximumMessageSize allows more.
+	// MaxMessageSize is the largest message Publish sends. That counts the
+	// body, which is the payload or its base64, and every message attribute's
+	// name, type and value. Raise it to at most 1 MiB for queues whose
+	// MaximumMessageSize allows more. Default [DefaultMaxMessageSize], 256 KiB.
 	MaxMessageSize int
 }
 

@@ -14,11 +14,13 @@ import (
 
 var _ broker.Prober = (*Publisher)(nil)
 
-// Probe lists at most one queue: a request that fails when SQS does not
-// answer or refuses the credentials. A publisher allowed to send but not
-// to list queues is answered AccessDenied, which is an answer: Probe
-// succeeds then, as it does when a message's queue does not exist (the
-// message's problem, not the service's).
+// Probe lists at most one queue. That request fails when SQS does not answer
+// or refuses the credentials.
+//
+// A publisher allowed to send but not to list queues is answered
+// AccessDenied, which is an answer. Probe then succeeds. It also succeeds
+// when a message's queue does not exist, since that is the message's
+// problem, not the service's.
 func (p *Publisher) Probe(ctx context.Context) error {
 	_, err := p.cl.ListQueues(ctx, &awssqs.ListQueuesInput{MaxResults: aws.Int32(1)})
 	var api smithy.APIError

@@ -29,9 +29,9 @@ type Publisher struct {
 
 var _ broker.Publisher = (*Publisher)(nil)
 
-// NewPublisher returns a Publisher on cl, a client the caller configures
-// and owns. cfg may be nil. A nil cl, or a config it refuses, is an error
-// wrapping ErrInvalidConfig.
+// NewPublisher returns a Publisher on cl, a client the caller configures and
+// owns. cfg may be nil. A nil cl, or a config it refuses, is an error
+// wrapping [ErrInvalidConfig].
 func NewPublisher(cl *awssqs.Client, cfg *PublisherConfig) (*Publisher, error) {
 	if cl == nil {
 		return nil, fmt.Errorf("%w: nil *sqs.Client", ErrInvalidConfig)
@@ -43,25 +43,32 @@ func NewPublisher(cl *awssqs.Client, cfg *PublisherConfig) (*Publisher, error) {
 	return &Publisher{cl: cl, cfg: c, urls: map[string]string{}}, nil
 }
 
-// Publish sends msg to the queue msg.Subject names (a name, resolved once
-// with GetQueueUrl, or a URL) and returns once SQS has it.
+// Publish sends msg to the queue that msg.Subject names, and returns once
+// SQS has it. The Subject is a URL, or a name resolved once with
+// GetQueueUrl.
 //
-// The ID goes in the IDAttribute attribute, the type (when set) in
-// TypeAttribute, each header in an attribute of its name: SQS takes ten in
-// all. A value that SQS cannot carry as a String goes as Binary, an empty
-// one with the data type "String.inbox-empty"; a payload that is not SQS's
-// text, or is empty, goes in base64 or as "-", with BodyEncodingAttribute
-// saying so (see there). On a FIFO queue (a name ending in ".fifo") the
-// message group is msg.Key, or PublisherConfig.MessageGroup without one,
-// and the deduplication ID is the message ID (its SHA-256, as
-// "sha256-<hex>", when SQS would refuse the ID itself): SQS drops a
-// re-publish within its 5-minute deduplication interval. A standard queue
-// ignores Key.
+// The ID goes in the IDAttribute attribute, and the type, when set, in
+// TypeAttribute. Each header goes in an attribute of its name. SQS takes ten
+// attributes in all. A value that SQS cannot carry as a String goes as
+// Binary. An empty one goes with the data type "String.inbox-empty". A
+// payload that is not SQS's text goes in base64. An empty payload goes as
+// "-". [BodyEncodingAttribute] then says which.
 //
-// A message without ID, with more than ten attributes, an attribute name
-// SQS refuses, an invalid FIFO group or one over MaxMessageSize is an
-// error wrapping broker.ErrInvalidMessage; a queue that does not exist one
-// wrapping ErrQueueNotFound.
+// On a FIFO queue, the message group is msg.Key, or
+// PublisherConfig.MessageGroup without one. The deduplication ID is the
+// message ID. When SQS would refuse the ID itself, it is its SHA-256, as
+// "sha256-<hex>". SQS drops a re-publish within its 5-minute deduplication
+// interval. A standard queue ignores Key.
+//
+// Some messages are refused with an error wrapping
+// [broker.ErrInvalidMessage].
+//   - A message without ID.
+//   - A message with more than ten attributes, or an attribute name SQS
+//     refuses.
+//   - An invalid FIFO group.
+//   - A message over MaxMessageSize.
+//
+// A queue that does not exist is an error wrapping [ErrQueueNotFound].
 func (p *Publisher) Publish(ctx context.Context, msg *broker.Message) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("sqs: publish %q to %q: %w", msg.ID, msg.Subject, err)

@@ -34,8 +34,8 @@ type Source struct {
 
 var _ broker.LeaseSource = (*Source)(nil)
 
-// NewSource resolves the queue (a name with GetQueueUrl, which fails for a
-// queue that does not exist) and starts receiving.
+// NewSource resolves the queue and starts receiving. A name is resolved
+// with GetQueueUrl, which fails for a queue that does not exist.
 func NewSource(ctx context.Context, cfg *Config) (*Source, error) {
 	c, err := cfg.withDefaults()
 	if err != nil {
@@ -264,12 +264,13 @@ func (s *Source) Next(ctx context.Context) (broker.Delivery, error) {
 // LeaseInterval is a third of the visibility timeout.
 func (s *Source) LeaseInterval() time.Duration { return s.cfg.VisibilityTimeout / 3 }
 
-// Close stops receiving, and makes the messages received but not yet
-// handed out visible again, as well as those of a receive in flight once
-// it ends (in the background: Close does not wait for it). Deliveries
-// handed out and not acked come back after their visibility timeout; they
-// can still be acked or nacked after Close (the client is the caller's),
-// which SQS then honours.
+// Close stops receiving. It makes the messages received but not yet handed
+// out visible again. So it does with those of a receive in flight once that
+// ends, in the background. Close does not wait for it.
+//
+// Deliveries handed out and not acked come back after their visibility
+// timeout. They can still be acked or nacked after Close, since the client
+// is the caller's. SQS then honours that.
 func (s *Source) Close() error {
 	s.closed.Do(func() {
 		s.cancel()
@@ -283,12 +284,12 @@ var (
 	_ broker.Prefetcher         = (*Source)(nil)
 )
 
-// Prefetch returns Config.MaxMessages: one receive's worth waits in the
+// Prefetch returns [Config.MaxMessages]. One receive's worth waits in the
 // Source.
 func (s *Source) Prefetch() int { return s.cfg.MaxMessages }
 
-// RedeliveryWindow returns the queue's MessageRetentionPeriod (SQS keeps
-// a message 4 days by default, 14 at most).
+// RedeliveryWindow returns the queue's MessageRetentionPeriod. SQS keeps a
+// message 4 days by default, and 14 at most.
 func (s *Source) RedeliveryWindow(ctx context.Context) (time.Duration, error) {
 	out, err := s.cfg.Client.GetQueueAttributes(ctx, &awssqs.GetQueueAttributesInput{QueueUrl: aws.String(s.url),
 		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameMessageRetentionPeriod}})

@@ -1,8 +1,10 @@
 // Package sqlitetest gives a test an inbox on a fresh SQLite file, with the
-// inbox's tables migrated, for handlers tested with package inboxtest
-// without a database server. It links SQLite (modernc.org/sqlite, pure
-// Go); package inboxtest itself imports no database driver, so that a
-// program on PostgreSQL that tests with inboxtest downloads none.
+// inbox's tables migrated.
+//
+// It is for handlers tested with package inboxtest without a database
+// server. It links SQLite, modernc.org/sqlite in pure Go. Package inboxtest
+// itself imports no database driver. A program on PostgreSQL that tests with
+// inboxtest thus downloads none.
 package sqlitetest
 
 import (
@@ -20,11 +22,13 @@ import (
 // names none.
 const DefaultConsumer = "inboxtest"
 
-// New opens a SQLite database in a file of tb.TempDir(), closed when tb
-// ends, migrates the inbox's tables in it and returns an inbox on it with
-// cfg (nil: the defaults, consumer DefaultConsumer; its Logger is the
-// store's too), and the database, on which the test creates its own
-// tables. It fails tb on error.
+// New opens a SQLite database in a file of tb.TempDir(), migrates the
+// inbox's tables in it, and returns an inbox on it with cfg. It also returns
+// the database, on which the test creates its own tables. The database is
+// closed when tb ends. New fails tb on error.
+//
+// A nil cfg means the defaults. Without a consumer name, the inbox gets
+// [DefaultConsumer]. The Logger of cfg is the store's too.
 func New(tb testing.TB, cfg *inbox.Config) (*inbox.Inbox[*sql.Tx], *sql.DB) {
 	tb.Helper()
 	db, err := sqlite.Open(filepath.Join(tb.TempDir(), "inbox.db"), nil)

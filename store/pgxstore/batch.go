@@ -16,7 +16,7 @@ var _ store.BatchClaimer[pgx.Tx] = (*Driver)(nil)
 
 var _ store.BatchBeginner[pgx.Tx] = (*Driver)(nil)
 
-// ClaimBatch claims the batch in one statement (unnest of arrays).
+// ClaimBatch claims the batch in one statement, with unnest of arrays.
 func (d *Driver) ClaimBatch(ctx context.Context, tx pgx.Tx, p *store.ClaimBatchParams) ([]store.ClaimResult, error) {
 	if len(p.Claims) == 0 {
 		return nil, nil
@@ -29,8 +29,8 @@ func (d *Driver) ClaimBatch(ctx context.Context, tx pgx.Tx, p *store.ClaimBatchP
 	return *out, nil
 }
 
-// BeginClaimBatch sends BEGIN (with the lock timeout where it is set per
-// transaction) and the batch's claim in one round trip.
+// BeginClaimBatch sends BEGIN and the batch's claim in one round trip. Where
+// the lock timeout is set per transaction, the round trip sets it too.
 func (d *Driver) BeginClaimBatch(ctx context.Context, p *store.ClaimBatchParams) (pgx.Tx, []store.ClaimResult, error) {
 	c, err := d.acquire(ctx, p.LockTimeout)
 	if err != nil {

@@ -75,9 +75,9 @@ func (d *Driver) DeadLetterGet(ctx context.Context, id int64) (*store.DeadLetter
 	return det, nil
 }
 
-// DeadLetterDiscard deletes dead letters by ID in one statement, waiting
-// up to store.DefaultLockTimeout for a row another transaction holds (a
-// replay's release).
+// DeadLetterDiscard deletes dead letters by ID in one statement. It waits
+// up to store.DefaultLockTimeout for a row another transaction holds, as a
+// replay's release does.
 func (d *Driver) DeadLetterDiscard(ctx context.Context, ids []int64) ([]int64, error) {
 	if len(ids) == 0 {
 		return nil, nil

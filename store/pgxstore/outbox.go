@@ -21,9 +21,9 @@ var (
 	_ store.OutboxListener       = (*Driver)(nil)
 )
 
-// OutboxWrite inserts outbox rows in tx and notifies listening relays
-// (which PostgreSQL does at COMMIT) unless another write did less than
-// Config.OutboxNotifyEvery ago.
+// OutboxWrite inserts outbox rows in tx. It notifies listening relays,
+// which PostgreSQL does at COMMIT. It does not when another write notified
+// less than [Config.OutboxNotifyEvery] ago.
 func (d *Driver) OutboxWrite(ctx context.Context, tx pgx.Tx, rows []*store.OutboxRow) (int, error) {
 	notify := d.notify()
 	if len(rows) == 1 {
@@ -59,7 +59,8 @@ func (d *Driver) notify() bool {
 	return now-last >= int64(d.notifyEvery) && d.lastNotify.CompareAndSwap(last, now)
 }
 
-// OutboxClaim leases due rows (FOR UPDATE SKIP LOCKED), in sequence order.
+// OutboxClaim leases due rows with FOR UPDATE SKIP LOCKED, in sequence
+// order.
 func (d *Driver) OutboxClaim(ctx context.Context, p *store.OutboxClaimParams) ([]*store.OutboxRecord, error) {
 	q := d.q.OutboxClaim
 	if p.Ordered {
@@ -160,10 +161,10 @@ func (d *Driver) parkedRow(ctx context.Context, q string, seq int64) error {
 	return err
 }
 
-// OutboxListen listens for the notifications of OutboxWrite on a
-// connection of the pool, which it holds until Close. On a pool of one
-// connection (MaxConns) it returns an error wrapping
-// store.ErrPoolTooSmall instead: the relay polls.
+// OutboxListen listens for the notifications of OutboxWrite on a connection
+// of the pool, which it holds until Close. On a pool of one connection, by
+// MaxConns, it returns an error wrapping store.ErrPoolTooSmall instead. The
+// relay then polls.
 func (d *Driver) OutboxListen(ctx context.Context) (store.OutboxNotifications, error) {
 	if n := d.pool.Config().MaxConns; n < 2 {
 		return nil, fmt.Errorf("pgxstore: pool of MaxConns %d: %w", n, store.ErrPoolTooSmall)

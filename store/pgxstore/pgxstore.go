@@ -1,5 +1,5 @@
 // Package pgxstore runs the inbox on PostgreSQL through a pgx v5 connection
-// pool. Its transactions are pgx.Tx:
+// pool. Its transactions are pgx.Tx.
 //
 //	driver, err := pgxstore.New(pool, nil)
 //	ib, err := inbox.New(ctx, driver, &inbox.Config{Consumer: "billing"})
@@ -8,11 +8,12 @@
 //		return err
 //	})
 //
-// Process sends BEGIN and the claim in one round trip (a pgx batch), so that
-// a message costs the round trips of the bare business transaction. The lock
-// timeout is set once per pool connection (see
-// Config.LockTimeoutPerTransaction). A duplicate costs two round trips: the
-// batch, and one that reads its stored fingerprint and rolls back.
+// Process sends BEGIN and the claim in one round trip, as a pgx batch. A
+// message thus costs the round trips of the bare business transaction. The
+// lock timeout is set once per pool connection, as
+// [Config.LockTimeoutPerTransaction] tells. A duplicate costs two round
+// trips. They are the batch, and one that reads its stored fingerprint and
+// rolls back.
 package pgxstore
 
 import (
@@ -32,33 +33,33 @@ import (
 
 // Config configures a Driver. The zero value means the defaults.
 type Config struct {
-	// Tables names the schema and table prefix. Default: no prefix, the
+	// Tables names the schema and table prefix. Default no prefix, in the
 	// connection's search_path.
 	Tables store.Tables
 
-	// LockTimeoutPerTransaction sets the inbox's lock timeout with SET
-	// LOCAL in every transaction (one statement more in each, in the same
-	// round trip) instead of once per pool connection. Use it for a pool
-	// whose other users must keep the connections' own lock_timeout, or
-	// whose connections are reset (RESET ALL, DISCARD ALL) behind the
-	// driver's back. Default false: the driver sets the session's
-	// lock_timeout on each connection the first time it uses it, and other
-	// queries on that connection are bound by it too.
+	// LockTimeoutPerTransaction sets the inbox's lock timeout with SET LOCAL in
+	// every transaction, instead of once per pool connection. That is one
+	// statement more in each, in the same round trip. Use it for a pool whose
+	// other users must keep the connections' own lock_timeout. Use it too for a
+	// pool whose connections are reset behind the driver's back, as by RESET
+	// ALL or DISCARD ALL. Without it, the driver sets the session's
+	// lock_timeout on each connection the first time it uses it. Other queries
+	// on that connection are then bound by it too. Default false.
 	LockTimeoutPerTransaction bool
 
-	// OutboxNotifyEvery is the least time between two notifications of
-	// the relays by the outbox's writes through this Driver: a write
-	// notifies (NOTIFY, sent by PostgreSQL at COMMIT) when the last
-	// notification is older, so that a burst of writes costs a few
-	// notifications. A NOTIFY serializes the notifying COMMITs for a
-	// moment: measured here, notifying every write halved the throughput
-	// of 8 writers. Whether a write notifies is decided when it writes: rows
-	// written within OutboxNotifyEvery of a notifying write are found
-	// when that write commits (a relay that published rows looks again
-	// 10 ms later), or, when it rolls back or commits much later, by the
-	// relay's next poll (PollInterval, 1 s).
-	// Default DefaultOutboxNotifyEvery (10 ms); negative: never notify
-	// (relays poll).
+	// OutboxNotifyEvery is the least time between two notifications of relays
+	// by the outbox's writes through this Driver. A write notifies when the
+	// last notification is older, so a burst of writes costs a few
+	// notifications. PostgreSQL sends the NOTIFY at COMMIT. A NOTIFY serializes
+	// the notifying COMMITs for a moment, so notifying every write costs
+	// throughput.
+	//
+	// Whether a write notifies is decided when it writes. Rows written within
+	// OutboxNotifyEvery of a notifying write are found when that write commits.
+	// A relay that published rows looks again soon after. When the notifying
+	// write rolls back or commits much later, the relay's next poll finds them.
+	// A negative value never notifies, and relays poll. Default
+	// [DefaultOutboxNotifyEvery], 10 ms.
 	OutboxNotifyEvery time.Duration
 }
 
@@ -78,7 +79,7 @@ type Driver struct {
 var _ store.Driver[pgx.Tx] = (*Driver)(nil)
 
 // ErrInvalidConfig is wrapped by New's error for a nil pool or invalid
-// table names (which also wrap store.ErrInvalidTables).
+// table names. Invalid table names also wrap store.ErrInvalidTables.
 var ErrInvalidConfig = errors.New("pgxstore: invalid config")
 
 // New returns a Driver on pool. It checks the table names and runs no SQL.
@@ -107,16 +108,17 @@ func New(pool *pgxpool.Pool, cfg *Config) (*Driver, error) {
 func (d *Driver) Dialect() string { return "postgres" }
 
 // Retryable reports whether err carries a PostgreSQL error that a later
-// attempt may not hit (serialization failure, deadlock, lock timeout, lost
-// connection), recognized by its SQLSTATE.
+// attempt may not hit, by its SQLSTATE. Such errors are serialization
+// failures, deadlocks, lock timeouts and lost connections.
 func (d *Driver) Retryable(err error) bool { return pgsql.Transient(err) }
 
-// Conflict reports whether err is a lock conflict: a deadlock, a
-// serialization failure or a lock timeout (store.ConflictReporter).
+// Conflict reports whether err is a lock conflict, for
+// store.ConflictReporter. That is a deadlock, a serialization failure or a
+// lock timeout.
 func (d *Driver) Conflict(err error) bool { return pgsql.Conflict(err) }
 
 // Unrecoverable reports whether err is a PostgreSQL error that no retry
-// fixes (missing tables, permission denied, credentials refused).
+// fixes, such as missing tables, denied permissions or refused credentials.
 func (d *Driver) Unrecoverable(err error) bool { return pgsql.Unrecoverable(err) }
 
 // SchemaVersion returns the highest applied migration version, 0 when the
@@ -223,8 +225,8 @@ func (d *Driver) queueLookup(b *pgx.Batch, p *store.ClaimParams, res *store.Clai
 	})
 }
 
-// Claim sends the lock timeout (SET LOCAL: for the rest of tx), the
-// savepoint and the claim in one round trip.
+// Claim sends the lock timeout, the savepoint and the claim in one round
+// trip. It sets the lock timeout with SET LOCAL, for the rest of tx.
 func (d *Driver) Claim(ctx context.Context, tx pgx.Tx, p *store.ClaimParams) (*store.ClaimResult, error) {
 	res := &store.ClaimResult{}
 	b := &pgx.Batch{}
@@ -282,9 +284,9 @@ func (t *connTx) endWith(ctx context.Context, b *pgx.Batch) error {
 }
 
 // ErrConnBusy is returned by Commit when the handler left a result set
-// open (rows not closed): pgx cannot send the COMMIT, so the transaction
-// certainly did not commit. It is the handler's failure, not a transient one.
-// It wraps store.ErrTxUnusable.
+// open, with rows not closed. pgx cannot send the COMMIT, so the
+// transaction certainly did not commit. It is the handler's failure, not a
+// transient one. It wraps store.ErrTxUnusable.
 var ErrConnBusy = fmt.Errorf("pgxstore: the connection is busy with a result set the handler left open (close its rows); the transaction did not commit: %w", store.ErrTxUnusable)
 
 // ended reports whether tx, one of the driver's own, was committed or
@@ -315,11 +317,14 @@ func (d *Driver) Commit(ctx context.Context, tx pgx.Tx) error {
 	return pgsql.Classify(err)
 }
 
-// CheckTx returns an error when tx cannot commit: it is aborted (a failed
-// statement the handler swallowed), so its COMMIT would roll back, or the
-// handler left a result set open (ErrConnBusy), so pgx cannot send the
-// COMMIT. It costs no round trip: pgx knows both from the connection.
-// A tx already ended (by a handler) wraps store.ErrTxDone.
+// CheckTx returns an error when tx cannot commit. It costs no round trip,
+// since pgx knows both cases from the connection.
+//   - tx is aborted after a failed statement the handler swallowed. Its
+//     COMMIT would roll back.
+//   - The handler left a result set open, and CheckTx returns
+//     [ErrConnBusy]. pgx cannot send the COMMIT.
+//
+// A tx that a handler already ended wraps store.ErrTxDone.
 func (d *Driver) CheckTx(ctx context.Context, tx pgx.Tx, savepoint string) error {
 	if ended(tx) {
 		return txDone("check", pgx.ErrTxClosed)
@@ -330,7 +335,7 @@ func (d *Driver) CheckTx(ctx context.Context, tx pgx.Tx, savepoint string) error
 	return pgsql.CheckTxStatus(tx.Conn().PgConn().TxStatus())
 }
 
-// Rollback rolls tx back; a closed tx is not an error.
+// Rollback rolls tx back. A closed tx is not an error.
 func (d *Driver) Rollback(ctx context.Context, tx pgx.Tx) error {
 	if tx == nil {
 		return nil
@@ -341,8 +346,8 @@ func (d *Driver) Rollback(ctx context.Context, tx pgx.Tx) error {
 	return nil
 }
 
-// RollbackToSavepoint rolls tx back to the savepoint name. A tx already
-// ended (by a handler) wraps store.ErrTxDone.
+// RollbackToSavepoint rolls tx back to the savepoint name. A tx that a
+// handler already ended wraps store.ErrTxDone.
 func (d *Driver) RollbackToSavepoint(ctx context.Context, tx pgx.Tx, name string) error {
 	if ended(tx) {
 		return txDone("rollback to savepoint", pgx.ErrTxClosed)
@@ -551,12 +556,14 @@ func Migrations(t store.Tables) ([]store.Migration, error) {
 }
 
 // MigrationScript returns the migrations for tables t as one SQL script,
-// without a database, for teams that apply SQL themselves (psql -v
-// ON_ERROR_STOP=1 -f FILE). In one transaction, under Migrate's advisory
-// lock, it creates the schema and the migrations table if missing and runs
-// each migration whose version is not recorded, recording it as Migrate
-// does: applying it twice, or after Migrate, changes nothing, and Migrate
-// afterwards finds nothing to do.
+// without a database. It is for teams that apply SQL themselves, with psql
+// -v ON_ERROR_STOP=1 -f FILE.
+//
+// The script runs in one transaction, under Migrate's advisory lock. It
+// creates the schema and the migrations table if missing. It runs each
+// migration whose version is not recorded, and records it as Migrate does.
+// Applying it twice, or after Migrate, changes nothing. Migrate afterwards
+// finds nothing to do.
 func MigrationScript(t store.Tables) (string, error) {
 	q, err := pgsql.New(t)
 	if err != nil {

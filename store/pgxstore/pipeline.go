@@ -14,9 +14,9 @@ import (
 var _ store.Pipeliner = (*Driver)(nil)
 
 // ClaimAndRun sends the claim, stmts and the implicit COMMIT as one pgx
-// batch: one round trip (and, the first time a connection sees a
-// statement, one more that prepares it), one implicit transaction, so that
-// a failure anywhere applies nothing.
+// batch. That is one round trip and one implicit transaction, so a failure
+// anywhere applies nothing. The first time a connection sees a statement,
+// one more round trip prepares it.
 func (d *Driver) ClaimAndRun(ctx context.Context, p *store.ClaimParams, stmts []store.Statement) (*store.ClaimResult, error) {
 	c, err := d.acquire(ctx, p.LockTimeout)
 	if err != nil {

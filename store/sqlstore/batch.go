@@ -20,26 +20,27 @@ var _ store.BatchClaimer[*sql.Tx] = (*Driver)(nil)
 // savepoint to release.
 const claimedSavepoint = "inbox_batch_claimed"
 
-// ClaimBatch claims p.Claims in tx, in their order, with one statement
-// (several for a large batch on SQLite, above 500 messages, and on MySQL,
-// above 64), and returns a result per claim: Claimed, or for a duplicate
-// its stored fingerprint and type, read by one more statement when there
-// are duplicates (PostgreSQL reads them in the claim). An ID that comes
-// again later in p.Claims is a duplicate of its first claim.
+// ClaimBatch claims p.Claims in tx, in their order, and returns a result per
+// claim. The result is Claimed, or for a duplicate its stored fingerprint and
+// type. An ID that comes again later in p.Claims is a duplicate of its first
+// claim.
 //
-//   - PostgreSQL: internal/pgsql's INSERT ... SELECT FROM unnest(...) ON
+// One statement claims the batch. A large batch takes several, above 500
+// messages on SQLite and above 64 on MySQL. When there are duplicates, one
+// more statement reads them. PostgreSQL reads them in the claim.
+//   - PostgreSQL runs internal/pgsql's INSERT ... SELECT FROM unnest(...) ON
 //     CONFLICT DO NOTHING RETURNING, joined back to the input.
-//   - SQLite: a multi-row INSERT ... ON CONFLICT DO NOTHING RETURNING
+//   - SQLite runs a multi-row INSERT ... ON CONFLICT DO NOTHING RETURNING
 //     message_id.
-//   - MySQL and MariaDB: a multi-row INSERT ... ON DUPLICATE KEY UPDATE,
-//     never INSERT IGNORE, that changes no existing row and marks each
+//   - MySQL and MariaDB run a multi-row INSERT ... ON DUPLICATE KEY UPDATE,
+//     never INSERT IGNORE. It changes no existing row. It marks each
 //     duplicate's bit in LAST_INSERT_ID, which the statement's result
-//     carries; the rows affected count the rows inserted, and must add up
-//     with the marks (a connection with clientFoundRows=true is caught so).
+//     carries. The rows affected count the rows inserted, and must add up
+//     with the marks. That catches a connection with clientFoundRows=true.
 //     The connection's LAST_INSERT_ID() is that mask afterwards.
 //
-// On MySQL and SQLite it then creates a savepoint, for CheckTx (see
-// there).
+// On MySQL and SQLite, ClaimBatch then creates a savepoint for
+// [Driver.CheckTx].
 func (d *Driver) ClaimBatch(ctx context.Context, tx *sql.Tx, p *store.ClaimBatchParams) ([]store.ClaimResult, error) {
 	if d.q.ClaimBatchBy == sqldialect.BatchNone {
 		return nil, fmt.Errorf("sqlstore: the %s dialect claims no batches", d.dialect.Name())
@@ -255,7 +256,7 @@ func (d *Driver) claimBatchArrays(ctx context.Context, tx *sql.Tx, claims []stor
 	return out, nil
 }
 
-// Savepoint creates the named savepoint in tx (or moves it, on MySQL).
+// Savepoint creates the named savepoint in tx. On MySQL it may move it.
 func (d *Driver) Savepoint(ctx context.Context, tx *sql.Tx, name string) error {
 	if name == "" {
 		return errors.New("sqlstore: savepoint: empty name")

@@ -29,13 +29,14 @@ const (
 	outboxFails      = 200
 )
 
-// OutboxWrite inserts outbox rows in tx, in their order, skipping IDs
-// already in the table, and returns how many it inserted; many rows go in
-// several statements. An ID already in the table, published and kept
-// too, is skipped. PostgreSQL: it notifies listening relays (at COMMIT)
-// unless another write did less than Config.OutboxNotifyEvery ago. MySQL:
-// a connection that counts found rows (clientFoundRows=true, which
-// mysql.Open refuses) counts the skipped rows too.
+// OutboxWrite inserts outbox rows in tx, in their order, and returns how
+// many it inserted. It skips IDs already in the table, published and kept
+// ones too. Many rows go in several statements.
+//
+// On PostgreSQL, it notifies listening relays at COMMIT. It does not when
+// another write notified less than [Config.OutboxNotifyEvery] ago. On MySQL,
+// a connection that counts found rows counts the skipped rows too. That is
+// clientFoundRows=true, which mysql.Open refuses.
 func (d *Driver) OutboxWrite(ctx context.Context, tx *sql.Tx, rows []*store.OutboxRow) (int, error) {
 	if len(rows) == 0 {
 		return 0, nil
@@ -106,9 +107,9 @@ func outboxWriteChunk(rows []*store.OutboxRow) int {
 }
 
 // OutboxClaim leases up to p.Limit due rows, oldest available first, in a
-// transaction of its own, and returns them in sequence order. PostgreSQL
-// and MySQL skip the rows another relay is claiming (FOR UPDATE SKIP
-// LOCKED); SQLite's claims take turns for its single write lock.
+// transaction of its own. It returns them in sequence order. PostgreSQL and
+// MySQL skip the rows another relay is claiming, with FOR UPDATE SKIP
+// LOCKED. SQLite's claims take turns for its single write lock.
 func (d *Driver) OutboxClaim(ctx context.Context, p *store.OutboxClaimParams) ([]*store.OutboxRecord, error) {
 	q := d.q.OutboxClaim
 	if p.Ordered {
@@ -149,10 +150,10 @@ func (d *Driver) OutboxDelete(ctx context.Context, token []byte, seqs []int64) (
 	return d.outboxDone(ctx, "outbox delete", d.q.OutboxDelete, token, seqs)
 }
 
-// OutboxMarkPublished marks the rows of seqs still leased by token
-// published, after their publication, and returns how many it marked: they
-// are never claimed again, hold back no later row of their key, and keep
-// their ID from being written again until OutboxPrunePublished deletes them.
+// OutboxMarkPublished marks published the rows of seqs still leased by
+// token, and returns how many it marked. Marked rows are never claimed
+// again and hold back no later row of their key. They keep their ID from
+// being written again until [Driver.OutboxPrunePublished] deletes them.
 func (d *Driver) OutboxMarkPublished(ctx context.Context, token []byte, seqs []int64) (int, error) {
 	return d.outboxDone(ctx, "outbox mark published", d.q.OutboxMarkPublished, token, seqs)
 }
@@ -180,8 +181,8 @@ func (d *Driver) outboxDone(ctx context.Context, op, stmt string, token []byte, 
 }
 
 // OutboxPrunePublished deletes at most limit rows marked published more
-// than age ago (database clock), oldest first, and returns how many it
-// deleted.
+// than age ago, oldest first, and returns how many it deleted. Age is by the
+// database's clock.
 func (d *Driver) OutboxPrunePublished(ctx context.Context, age time.Duration, limit int) (int, error) {
 	var n int
 	err := d.outboxTx(ctx, func(tx *sql.Tx) error {
@@ -230,14 +231,14 @@ func (d *Driver) OutboxParked(ctx context.Context, p *store.OutboxListParams) ([
 	return out, nil
 }
 
-// OutboxUnpark makes a parked row due again with its attempts reset;
-// store.ErrNotFound when no parked row has that sequence number.
+// OutboxUnpark makes a parked row due again with its attempts reset. It
+// returns [store.ErrNotFound] when no parked row has that sequence number.
 func (d *Driver) OutboxUnpark(ctx context.Context, seq int64) error {
 	return d.outboxParkedRow(ctx, "unpark", d.q.OutboxUnpark, seq)
 }
 
-// OutboxDiscard deletes a parked row; store.ErrNotFound when no parked
-// row has that sequence number.
+// OutboxDiscard deletes a parked row. It returns [store.ErrNotFound] when no
+// parked row has that sequence number.
 func (d *Driver) OutboxDiscard(ctx context.Context, seq int64) error {
 	return d.outboxParkedRow(ctx, "discard", d.q.OutboxDiscard, seq)
 }
@@ -330,14 +331,16 @@ func queryOutbox(ctx context.Context, q interface {
 	return out, rows.Err()
 }
 
-// OutboxListen listens for the notifications of OutboxWrite on a
-// connection of the pool, which it holds until the notifications' Close,
-// and then closes rather than gives back LISTENing: PostgreSQL's
-// LISTEN/NOTIFY, through pgx's stdlib driver. SQLite and MySQL cannot tell
-// relays of new rows, nor PostgreSQL connections of another driver: the
-// error then wraps store.ErrNoNotifications, and the relay polls. So it
-// does on a pool of one connection (sql.DB.SetMaxOpenConns(1)), which
-// LISTEN would hold: the error wraps store.ErrPoolTooSmall.
+// OutboxListen listens for the notifications of OutboxWrite, with
+// PostgreSQL's LISTEN/NOTIFY through pgx's stdlib driver.
+//
+// It holds a connection of the pool until the notifications' Close. It then
+// closes that connection rather than give it back LISTENing. SQLite and
+// MySQL cannot tell relays of new rows, nor can PostgreSQL connections of
+// another driver. The error then wraps [store.ErrNoNotifications], and the
+// relay polls. The relay also polls on a pool of one connection, which
+// LISTEN would hold, as after sql.DB.SetMaxOpenConns(1). The error then
+// wraps [store.ErrPoolTooSmall].
 func (d *Driver) OutboxListen(ctx context.Context) (store.OutboxNotifications, error) {
 	ls, ok := d.dialect.(sqldialect.Listener)
 	if !ok {

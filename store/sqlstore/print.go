@@ -22,25 +22,27 @@ func Migrations(dialect Dialect, t store.Tables) ([]store.Migration, error) {
 }
 
 // MigrationScript returns the dialect's migrations for tables t as one SQL
-// script, without a database, for teams that apply SQL themselves. It does
-// what Migrate does, under Migrate's lock: it creates the migrations table
-// if missing and records each version there as Migrate does, so that
-// Migrate afterwards finds nothing to do. Applying it twice, or after
-// Migrate, changes nothing (SQLite: fails and changes nothing):
-//   - Postgres: in one transaction, each migration runs only if its
-//     version is not recorded (a DO block checks it). Apply with
-//     psql -v ON_ERROR_STOP=1 -f FILE.
-//   - MySQL: under GET_LOCK; DDL commits by itself, so, as for Migrate,
-//     every statement is idempotent and a version is recorded after its
-//     statements, once. Apply with the mariadb or mysql client.
-//   - SQLite: in one BEGIN IMMEDIATE transaction. SQLite cannot run a
+// script, without a database. It is for teams that apply SQL themselves.
+//
+// The script does what [Driver.Migrate] does, under Migrate's lock. It
+// creates the migrations table if missing. It records each version there as
+// Migrate does, so Migrate afterwards finds nothing to do. Applying it
+// twice, or after Migrate, changes nothing. On SQLite it then fails and
+// changes nothing.
+//   - PostgreSQL runs it in one transaction. Each migration runs only if its
+//     version is not recorded, which a DO block checks. Apply it with psql -v
+//     ON_ERROR_STOP=1 -f FILE.
+//   - MySQL runs it under GET_LOCK. DDL commits by itself, so every statement
+//     is idempotent, as for Migrate. A version is recorded once, after its
+//     statements. Apply it with the mariadb or mysql client.
+//   - SQLite runs it in one BEGIN IMMEDIATE transaction. SQLite cannot run a
 //     statement conditionally, and ALTER TABLE ADD COLUMN has no IF NOT
-//     EXISTS: applied again, the script fails at the first column that
-//     exists and its transaction changes nothing. Apply with sqlite3 -bail,
-//     or one Exec on a *sql.DB of its own, closed afterwards (a failed Exec
-//     leaves its connection inside the script's transaction, holding the
-//     write lock); on tables that Migrate or an earlier script made, use
-//     Migrate.
+//     EXISTS. Applied again, the script fails at the first column that
+//     exists, and its transaction changes nothing. Apply it with sqlite3
+//     -bail, or with one Exec on a *sql.DB of its own, closed afterwards. A
+//     failed Exec leaves its connection inside the script's transaction,
+//     holding the write lock. On tables that Migrate or an earlier script
+//     made, use Migrate.
 func MigrationScript(dialect Dialect, t store.Tables) (string, error) {
 	d, err := scriptDialect(dialect, t)
 	if err != nil {

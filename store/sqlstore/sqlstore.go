@@ -1,36 +1,44 @@
-// Package sqlstore is the inbox's store on database/sql: a
-// store.Driver[*sql.Tx], written once, over a dialect from one of its
-// packages, each of which links only its own database driver:
+// Package sqlstore is the inbox's store on database/sql.
 //
-//   - sqlstore/sqlite: SQLite on modernc.org/sqlite (pure Go);
+// Its [Driver] is a store.Driver[*sql.Tx], written once for every dialect.
+// Each dialect lives in a package of its own, which links only its own
+// database driver.
+//   - sqlstore/sqlite is SQLite on modernc.org/sqlite, in pure Go.
+//   - sqlstore/mysql is MySQL and MariaDB on github.com/go-sql-driver/mysql.
+//   - sqlstore/postgres is PostgreSQL on pgx's stdlib driver.
 //
-//   - sqlstore/mysql: MySQL and MariaDB on github.com/go-sql-driver/mysql;
+// Open a pool, give its dialect to [New], and migrate.
 //
-//   - sqlstore/postgres: PostgreSQL on pgx's stdlib driver.
+//	db, err := sqlite.Open("inbox.db", nil) // or mysql.Open(dsn, nil), or sql.Open("pgx", dsn)
+//	...
+//	driver, err := sqlstore.New(db, &sqlstore.Config{Dialect: sqlite.Dialect}) // or mysql.Dialect, postgres.Dialect
+//	...
+//	err = driver.Migrate(ctx)
 //
-//     db, err := sqlite.Open("inbox.db", nil) // or mysql.Open(dsn, nil), or sql.Open("pgx", dsn)
-//     ...
-//     driver, err := sqlstore.New(db, &sqlstore.Config{Dialect: sqlite.Dialect}) // or mysql.Dialect, postgres.Dialect
-//     ...
-//     err = driver.Migrate(ctx)
+// This package imports no database driver. Each dialect keeps its SQL in one
+// file and its migrations in embedded files. PostgreSQL's SQL is
+// internal/pgsql's, shared with store/pgxstore.
 //
-// This package imports no database driver. Each dialect keeps its SQL in
-// one file (PostgreSQL's is internal/pgsql's, shared with store/pgxstore)
-// and its migrations in embedded files. Message IDs and consumers are
-// bound as bytes and stored as BLOBs, VARBINARY or bytea: NUL bytes,
-// invalid UTF-8 and IDs that differ only in case or trailing spaces are
-// distinct.
+// # Message IDs
 //
-// Pools: database/sql keeps 2 idle connections unless told otherwise; see
-// DefaultMaxIdleConns.
+// Message IDs and consumers are bound as bytes. They are stored as BLOBs,
+// VARBINARY or bytea. NUL bytes and invalid UTF-8 are kept as they are. IDs
+// that differ only in case or trailing spaces are distinct.
 //
-// The transactional outbox (package outbox): Driver is its writer and its
-// relay's store on every dialect; give it to outbox.NewRelay. On PostgreSQL
-// the relay listens for new rows (LISTEN/NOTIFY, through pgx's stdlib
-// driver); on SQLite and MySQL it polls (OutboxListen says
-// store.ErrNoNotifications). MySQL and MariaDB relays claim with SELECT
-// ... FOR UPDATE SKIP LOCKED (MySQL 8.0, MariaDB 10.6); SQLite's claims
-// take turns for its single write lock.
+// # Pools
+//
+// database/sql keeps 2 idle connections unless told otherwise. The dialects'
+// Open functions keep [DefaultMaxIdleConns].
+//
+// # The outbox
+//
+// [Driver] is the outbox's writer and its relay's store on every dialect.
+// Give it to outbox.New and outbox.NewRelay. On PostgreSQL, the relay listens
+// for new rows with LISTEN/NOTIFY, through pgx's stdlib driver. On SQLite and
+// MySQL it polls, since [Driver.OutboxListen] returns an error wrapping
+// store.ErrNoNotifications there. MySQL 8.0 and MariaDB 10.6 relays claim with
+// SELECT ... FOR UPDATE SKIP LOCKED. SQLite's claims take turns for its
+// single write lock.
 package sqlstore
 
 import (
@@ -49,47 +57,47 @@ import (
 	"github.com/inboxkit/inbox/store/sqlstore/internal/sqldialect"
 )
 
-// DefaultMaxIdleConns is how many idle connections the dialect packages'
-// Open functions keep in their pools (see sqldialect.DefaultMaxIdleConns
-// for why); on a *sql.DB you open yourself (sql.Open("pgx", dsn) for
-// PostgreSQL), call db.SetMaxIdleConns likewise.
+// DefaultMaxIdleConns is how many idle connections the Open functions of the
+// dialect packages keep in their pools. Keep at least as many as the
+// consumer's Workers, plus the connections the application uses besides. On
+// a *sql.DB you open yourself, as with sql.Open("pgx", dsn), call
+// db.SetMaxIdleConns likewise.
 const DefaultMaxIdleConns = sqldialect.DefaultMaxIdleConns
 
-// ErrClientFoundRows is wrapped by a MySQL claim on a connection that
-// counts found rows (clientFoundRows=true): a duplicate would look new.
+// ErrClientFoundRows is wrapped by a MySQL claim on a connection that counts
+// found rows, as clientFoundRows=true does. A duplicate would look new there.
 // mysql.Open refuses such a DSN.
 var ErrClientFoundRows = errors.New("sqlstore: clientFoundRows=true makes a duplicate claim look new; remove it from the MySQL DSN")
 
 // Config configures a Driver.
 type Config struct {
-	// Dialect of the database; required.
+	// Dialect is the dialect of the database. Required.
 	Dialect Dialect
-	// Tables names the schema and prefix (see store.Tables). SQLite has no
-	// schemas: a non-empty Schema is rejected with an error wrapping
-	// store.ErrInvalidTables. On MySQL the schema is a database. Default:
-	// no prefix, the connection's database.
+	// Tables names the schema and prefix, as [store.Tables] tells. SQLite has no
+	// schemas, and a non-empty Schema is rejected with an error wrapping
+	// [store.ErrInvalidTables]. On MySQL the schema is a database. Default no
+	// prefix, in the connection's database or schema.
 	Tables store.Tables
-	// Logger receives what the driver has to say (migrations applied,
-	// rollbacks that failed). Default slog.Default().
+	// Logger receives what the driver has to say, such as migrations applied and
+	// rollbacks that failed. Default [slog.Default].
 	Logger *slog.Logger
-	// OutboxNotifyEvery is the least time between two notifications of
-	// the relays by the outbox's writes through this Driver, on
-	// PostgreSQL (other dialects notify nobody): a write notifies (NOTIFY,
-	// sent by PostgreSQL at COMMIT) when the last notification is older,
-	// so that a burst of writes costs a few notifications. A NOTIFY
-	// serializes the notifying COMMITs for a moment: measured on pgx,
-	// notifying every write halved the throughput of 8 writers. Whether a
-	// write notifies is decided when it writes: rows written within
-	// OutboxNotifyEvery of a notifying write are found when that write
-	// commits (a relay that published rows looks again 10 ms later), or,
-	// when it rolls back or commits much later, by the relay's next poll
-	// (PollInterval, 1 s). Default
-	// DefaultOutboxNotifyEvery (10 ms); negative: never notify (relays
-	// poll).
+	// OutboxNotifyEvery is the least time between two notifications of relays by
+	// the outbox's writes. Only PostgreSQL notifies. A write notifies when the
+	// last notification is older, so a burst of writes costs a few
+	// notifications. PostgreSQL sends the NOTIFY at COMMIT. A NOTIFY serializes
+	// the notifying COMMITs for a moment, so notifying every write costs
+	// throughput.
+	//
+	// Whether a write notifies is decided when it writes. Rows written within
+	// OutboxNotifyEvery of a notifying write are found when that write commits.
+	// A relay that published rows looks again soon after. When the notifying
+	// write rolls back or commits much later, the relay's next poll finds them.
+	// A negative value never notifies, and relays poll. Default
+	// [DefaultOutboxNotifyEvery], 10 ms.
 	OutboxNotifyEvery time.Duration
 }
 
-// DefaultOutboxNotifyEvery is Config.OutboxNotifyEvery's default.
+// DefaultOutboxNotifyEvery is the default of [Config.OutboxNotifyEvery].
 const DefaultOutboxNotifyEvery = 10 * time.Millisecond
 
 // Driver is the inbox's store.Driver on a *sql.DB.
@@ -118,12 +126,13 @@ type Driver struct {
 var _ store.Driver[*sql.Tx] = (*Driver)(nil)
 
 // ErrInvalidConfig is wrapped by the errors of New, Migrations, sqlite.Open
-// and mysql.Open for a configuration they refuse (invalid table names also
-// wrap store.ErrInvalidTables; clientFoundRows=true ErrClientFoundRows).
+// and mysql.Open for a configuration they refuse. Invalid table names also
+// wrap [store.ErrInvalidTables]. A DSN with clientFoundRows=true also wraps
+// [ErrClientFoundRows].
 var ErrInvalidConfig = errors.New("sqlstore: invalid config")
 
-// New returns a Driver on db. It checks cfg, the table names first, and
-// prepares every statement's text; it runs no SQL.
+// New returns a Driver on db. It checks cfg, the table names first. It
+// prepares every statement's text and runs no SQL.
 func New(db *sql.DB, cfg *Config) (*Driver, error) {
 	if cfg == nil || cfg.Dialect.d == nil {
 		return nil, fmt.Errorf("%w: Config.Dialect is required (sqlite.Dialect, mysql.Dialect or postgres.Dialect of the packages under store/sqlstore)", ErrInvalidConfig)
@@ -163,23 +172,26 @@ func New(db *sql.DB, cfg *Config) (*Driver, error) {
 // Dialect returns "sqlite", "mysql" or "postgres".
 func (d *Driver) Dialect() string { return d.dialect.Name() }
 
-// Retryable reports whether err, a handler's error, carries one of the
-// dialect's errors that a later attempt may not hit: a deadlock or lock
-// wait timeout (MySQL 1213, 1205), a serialization failure, deadlock or
-// lock timeout (PostgreSQL 40001, 40P01, 55P03), a busy database (SQLite),
-// a lost connection as database/sql or MySQL's driver reports it
-// (PostgreSQL: a failure to connect).
+// Retryable reports whether err, a handler's error, carries an error of the
+// dialect that a later attempt may not hit.
+//   - MySQL: a deadlock or lock wait timeout, errors 1213 and 1205.
+//   - PostgreSQL: a serialization failure, deadlock or lock timeout, SQLSTATE
+//     40001, 40P01 and 55P03.
+//   - SQLite: a busy database.
+//   - A lost connection, as database/sql or MySQL's driver reports it. On
+//     PostgreSQL, that is a failure to connect.
 func (d *Driver) Retryable(err error) bool { return err != nil && d.dialect.Transient(err) }
 
-// Conflict reports whether err is a lock conflict with another
-// transaction (store.ConflictReporter): a deadlock, a serialization
-// failure or a lock wait timeout on PostgreSQL and MySQL; never on SQLite,
+// Conflict reports whether err is a lock conflict with another transaction,
+// for [store.ConflictReporter]. That is a deadlock, a serialization failure
+// or a lock wait timeout on PostgreSQL and MySQL. It is never one on SQLite,
 // whose one writer at a time conflicts with no one.
 func (d *Driver) Conflict(err error) bool { return err != nil && d.dialect.Conflict(err) }
 
-// Unrecoverable reports whether err is one of the dialect's errors that no
-// retry fixes: a missing table or column, permission denied, an unknown
-// database, refused credentials, a read-only or unopenable SQLite file.
+// Unrecoverable reports whether err is an error of the dialect that no retry
+// fixes. Examples are a missing table or column, denied permissions, an
+// unknown database, refused credentials, and a read-only or unopenable
+// SQLite file.
 func (d *Driver) Unrecoverable(err error) bool { return err != nil && d.dialect.Unrecoverable(err) }
 
 // SchemaVersion returns the highest applied migration version, 0 when the
@@ -209,8 +221,8 @@ func (d *Driver) fail(op string, err error) error {
 	return err
 }
 
-// Begin opens a transaction. SQLite and MySQL: see the SQLite and MySQL
-// variables for what LockTimeout and isolation mean there.
+// Begin opens a transaction. The mysql and sqlite packages tell what
+// LockTimeout and the isolation level mean there.
 func (d *Driver) Begin(ctx context.Context, p *store.BeginParams) (*sql.Tx, error) {
 	if p == nil {
 		tx, err := d.db.BeginTx(ctx, d.txOpts)
@@ -239,11 +251,12 @@ func (d *Driver) beginOn(ctx context.Context, db interface {
 }
 
 // BeginClaim opens a transaction and claims the message in it. On a
-// duplicate it rolls the transaction back itself and returns a nil tx.
-// MySQL: a claim that deadlocked with racing deliveries of the message
-// (their holder rolled back) begins again, at most claimRestarts times,
-// each waiting up to innodb_lock_wait_timeout, instead of returning the
-// deadlock for a redelivery.
+// duplicate, it rolls the transaction back itself and returns a nil tx.
+//
+// On MySQL, a claim may deadlock with racing deliveries of the message whose
+// holder rolled back. It then begins again, a few times at most, each time
+// waiting up to innodb_lock_wait_timeout. It does not return the deadlock
+// for a redelivery.
 func (d *Driver) BeginClaim(ctx context.Context, p *store.ClaimParams) (*sql.Tx, *store.ClaimResult, error) {
 	bp := &store.BeginParams{LockTimeout: p.LockTimeout}
 	if d.q.ClaimSettingLockTimeout != "" {
@@ -277,10 +290,10 @@ func (d *Driver) BeginClaim(ctx context.Context, p *store.ClaimParams) (*sql.Tx,
 const claimRestarts = 3
 
 // Claim claims the message in the caller's tx, and sets the lock timeout
-// for the rest of tx. p.Savepoint, when set, is created just before the
-// claim (after the lock timeout, which a rollback to it would otherwise
-// undo), so that rolling back to it undoes the claim together with the
-// handler's writes.
+// for the rest of tx. When p.Savepoint is set, Claim creates it just before
+// the claim. Rolling back to it then undoes the claim together with the
+// handler's writes. The savepoint comes after the lock timeout, which a
+// rollback to it would otherwise undo.
 func (d *Driver) Claim(ctx context.Context, tx *sql.Tx, p *store.ClaimParams) (*store.ClaimResult, error) {
 	if p.Savepoint != "" {
 		if err := d.dialect.SetLockTimeoutAndSavepoint(ctx, tx, p.LockTimeout, d.dialect.Quote(p.Savepoint)); err != nil {
@@ -443,23 +456,24 @@ func (d *Driver) insertIfAbsent(ctx context.Context, st txStmt, args ...any) (bo
 	}
 }
 
-// Commit commits tx. An error that leaves the outcome unknown (a broken
-// connection) or that a later attempt may not hit (SQLITE_BUSY) is
-// retryable; a tx already ended wraps store.ErrTxDone.
+// Commit commits tx. An error is retryable when it leaves the outcome
+// unknown, as a broken connection does. So is one that a later attempt may
+// not hit, such as SQLITE_BUSY. A tx already ended wraps [store.ErrTxDone].
 func (d *Driver) Commit(_ context.Context, tx *sql.Tx) error {
 	return d.fail("commit", tx.Commit())
 }
 
-// CheckTx releases the savepoint, which fails when tx can no longer commit
-// what it did since: PostgreSQL aborted it after a failed statement, or
-// the server rolled it back (a MySQL deadlock, after which later
-// statements run in a new transaction and would commit without the claim).
+// CheckTx releases the savepoint. That fails when tx can no longer commit
+// what it did since. PostgreSQL aborts a transaction after a failed
+// statement. MySQL rolls it back on a deadlock, and later statements then run
+// in a new transaction that would commit without the claim.
 //
-// Without a savepoint (ProcessBatch's first pass), it checks tx since
-// ClaimBatch: PostgreSQL makes and releases a savepoint (which fails in an
-// aborted transaction, and outside one); MySQL and SQLite, where a transaction that the server
-// rolled back (or that a handler ended) leaves nothing behind to fail,
-// release the savepoint that ClaimBatch created after its claim.
+// Without a savepoint, as in ProcessBatch's first pass, CheckTx checks tx
+// since [Driver.ClaimBatch]. PostgreSQL makes and releases a savepoint,
+// which fails in an aborted transaction and outside one. On MySQL and
+// SQLite, a transaction that the server rolled back or a handler ended
+// leaves nothing behind to fail. CheckTx there releases the savepoint that
+// ClaimBatch created after its claim.
 func (d *Driver) CheckTx(ctx context.Context, tx *sql.Tx, savepoint string) error {
 	check := "RELEASE SAVEPOINT " + d.dialect.Quote(savepoint)
 	switch {
@@ -480,8 +494,9 @@ func (d *Driver) CheckTx(ctx context.Context, tx *sql.Tx, savepoint string) erro
 	return nil
 }
 
-// Rollback rolls tx back; a transaction that is already over (committed,
-// rolled back, or failed at COMMIT) is not an error, nor is a nil tx.
+// Rollback rolls tx back. A transaction that is already over is not an
+// error, nor is a nil tx. It may have committed, rolled back or failed at
+// COMMIT.
 func (d *Driver) Rollback(_ context.Context, tx *sql.Tx) error {
 	if tx == nil {
 		return nil
@@ -546,7 +561,7 @@ func (d *Driver) AttemptsDelete(ctx context.Context, tx *sql.Tx, key store.Key) 
 }
 
 // DeadLetterAdd inserts the message's inbox row marked dead and writes the
-// dead letter; false, and nothing written, when the row exists.
+// dead letter. It returns false, and writes nothing, when the row exists.
 func (d *Driver) DeadLetterAdd(ctx context.Context, tx *sql.Tx, p *store.DeadLetterParams) (bool, error) {
 	if !p.Invalid {
 		ok, err := d.insertIfAbsent(ctx, d.stmt(ctx, tx, d.q.DeadInsert, false), p.Consumer, p.MessageID, p.Type, nullBytes(p.Fingerprint))
@@ -598,8 +613,8 @@ func (d *Driver) DeadLetterList(ctx context.Context, p *store.DeadLetterListPara
 	return out, nil
 }
 
-// DeadLetterTake deletes one dead letter in tx and returns it;
-// store.ErrNotFound if the consumer has none with that ID.
+// DeadLetterTake deletes one dead letter in tx and returns it. It returns
+// [store.ErrNotFound] when the consumer has none with that ID.
 func (d *Driver) DeadLetterTake(ctx context.Context, tx *sql.Tx, consumer []byte, id int64) (*store.DeadLetter, error) {
 	dl, err := scanDeadLetter(tx.QueryRowContext(ctx, d.q.DeadLetterGet, consumer, id))
 	if errors.Is(err, sql.ErrNoRows) {
@@ -633,9 +648,9 @@ func (d *Driver) InboxReclaim(ctx context.Context, tx *sql.Tx, p *store.ClaimPar
 }
 
 // Prune deletes at most p.Limit inbox rows and p.Limit attempt records
-// older than p.Retention by the database's clock, in one transaction. A
-// database busy with another writer past its lock timeout is reported as
-// Busy, not as an error.
+// older than p.Retention, in one transaction. Age is by the database's
+// clock. A database busy with another writer past its lock timeout is
+// reported as Busy, not as an error.
 func (d *Driver) Prune(ctx context.Context, p *store.PruneParams) (*store.PruneResult, error) {
 	if p.Retention <= 0 || p.Limit < 1 {
 		return nil, fmt.Errorf("sqlstore: prune: retention %v and limit %d must be positive", p.Retention, p.Limit)
@@ -703,13 +718,16 @@ func (d *Driver) prune(ctx context.Context, p *store.PruneParams) (_ *store.Prun
 }
 
 // Migrate applies the missing migrations on one connection, under the
-// dialect's lock, so that a concurrent Migrate waits and then finds them
-// applied. SQLite: in one transaction begun with BEGIN IMMEDIATE (the write
-// lock); it waits up to the connection's busy_timeout, with none it fails
-// at once with a retryable SQLITE_BUSY. MySQL: under GET_LOCK; DDL commits
-// by itself there, so each statement of a migration is idempotent and a
-// version is recorded after its statements ran: a migration cut short runs
-// again cleanly.
+// dialect's lock. A concurrent Migrate waits and then finds them applied.
+//
+// On SQLite, Migrate runs in one transaction begun with BEGIN IMMEDIATE,
+// which takes the write lock. It waits up to the connection's busy_timeout.
+// Without one it fails at once with a retryable SQLITE_BUSY.
+//
+// On MySQL, Migrate runs under GET_LOCK. DDL commits by itself there. Each
+// statement of a migration is therefore idempotent, and a version is
+// recorded after its statements ran. A migration cut short runs again
+// cleanly.
 func (d *Driver) Migrate(ctx context.Context) (err error) {
 	conn, err := d.db.Conn(ctx)
 	if err != nil {
@@ -780,10 +798,10 @@ func (d *Driver) Migrations() []store.Migration {
 	return append([]store.Migration(nil), d.migrations...)
 }
 
-// DurabilityWarnings reads one connection's settings and reports those
-// that let a committed claim be lost or make writers fail instead of
-// waiting (SQLite: journal_mode other than WAL, synchronous below FULL,
-// busy_timeout 0).
+// DurabilityWarnings reads one connection's settings. It reports those that
+// let a committed claim be lost, or make writers fail instead of waiting. On
+// SQLite those are a journal_mode other than WAL, synchronous below FULL and
+// a busy_timeout of 0.
 func (d *Driver) DurabilityWarnings(ctx context.Context) ([]string, error) {
 	conn, err := d.db.Conn(ctx)
 	if err != nil {

@@ -14,10 +14,11 @@ import (
 	"github.com/inboxkit/inbox/store"
 )
 
-// Bench measures Process and ProcessTx side by side with their baseline,
-// the same business transaction without the inbox (BEGIN as the
-// application does it, the ledger insert, COMMIT), with 1 and 8
-// goroutines, and Process of duplicates. Each sub-benchmark reports msgs/s; compare inbox with
+// Bench measures Process and ProcessTx side by side with their baseline.
+// The baseline is the same business transaction without the inbox. It
+// begins as the application does, inserts into the ledger, and commits.
+// Bench runs with 1 and 8 goroutines, and also measures Process of
+// duplicates. Each sub-benchmark reports msgs/s. Compare inbox with
 // baseline at the same goroutine count.
 func Bench[TTx any](b *testing.B, h Harness[TTx]) {
 	env := open(b, h)

@@ -11,15 +11,20 @@ import (
 	"github.com/inboxkit/inbox/store"
 )
 
-// BenchBatch measures ProcessBatchFunc (one multi-row business write for
-// the batch's new messages, Env.WriteMany) at batch sizes 10, 100 and
-// 1000 side by side with the raw batched SQL of the same claims and
-// writes without any inbox logic (Env.HandBatch: one multi-row claim, one
-// multi-row insert, COMMIT) and with per-message Process of the same
-// messages, each with 0 %, 10 % and 99 % duplicates, on 1 and 8
-// goroutines; and the batch with Config.NoFingerprint (no fingerprint
-// stored, none read for a duplicate). Each reports msgs/s: compare batch with raw and with
-// process at the same size, duplicates and goroutines.
+// BenchBatch measures ProcessBatchFunc at batch sizes 10, 100 and 1000. Its
+// handler makes one multi-row business write for the batch's new messages,
+// with Env.WriteMany.
+//
+// It runs side by side with two others. One is the raw batched SQL of the
+// same claims and writes, without any inbox logic. That is Env.HandBatch,
+// with one multi-row claim, one multi-row insert and COMMIT. The other is
+// per-message Process of the same messages. Each runs with 0 %, 10 % and
+// 99 % duplicates, on 1 and 8 goroutines. BenchBatch also runs the batch
+// with Config.NoFingerprint, which stores no fingerprint and reads none for
+// a duplicate.
+//
+// Each reports msgs/s. Compare batch with raw and with process at the same
+// size, duplicates and goroutines.
 func BenchBatch[TTx any](b *testing.B, h Harness[TTx]) {
 	env := open(b, h)
 	if _, ok := any(env.Driver).(store.BatchClaimer[TTx]); !ok || env.WriteMany == nil {

@@ -9,11 +9,11 @@ import (
 	"github.com/inboxkit/inbox/outbox"
 )
 
-// BenchOutbox measures the outbox's Write inside a business transaction
-// side by side with the same transaction without it (baseline) and with a
-// hand-written INSERT of the message into an equivalent table
-// (handwritten, when the harness has Env.HandWrite), with 1 and 8
-// goroutines. Each sub-benchmark reports msgs/s: compare outbox with
+// BenchOutbox measures the outbox's Write inside a business transaction,
+// with 1 and 8 goroutines. It runs side by side with the same transaction
+// without Write, the baseline. When the harness has Env.HandWrite, it also
+// runs a hand-written INSERT of the message into an equivalent table, the
+// handwritten case. Each sub-benchmark reports msgs/s. Compare outbox with
 // handwritten and baseline at the same goroutine count.
 func BenchOutbox[TTx any](b *testing.B, h Harness[TTx]) {
 	env := open(b, h)

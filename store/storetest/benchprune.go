@@ -15,35 +15,36 @@ import (
 )
 
 // PruneRowsEnv names the environment variable that sets the backlog of
-// BenchPrune, in rows; default DefaultPruneRows, small enough for CI.
+// BenchPrune, in rows. Default [DefaultPruneRows], small enough for CI.
 const PruneRowsEnv = "INBOX_PRUNE_ROWS"
 
 // DefaultPruneRows is BenchPrune's backlog without PruneRowsEnv.
 const DefaultPruneRows = 20_000
 
 // PruneBatchEnv and PrunePauseEnv name the environment variables that set
-// the BatchSize and Pause (a time.ParseDuration string) of BenchPrune's
-// Pruner, to compare settings; default the Pruner's defaults.
+// the BatchSize and Pause of BenchPrune's Pruner, to compare settings.
+// Pause is a time.ParseDuration string. Default the Pruner's defaults.
 const (
 	PruneBatchEnv = "INBOX_PRUNE_BATCH"
 	PrunePauseEnv = "INBOX_PRUNE_PAUSE"
 )
 
-// BenchPrune measures a Pruner with its default settings (or those of
-// INBOX_PRUNE_BATCH and INBOX_PRUNE_PAUSE) on a backlog of
-// expired rows, filled before each timed run and settled (vacuumed) so
-// that it looks like rows that expired long ago:
+// BenchPrune measures a Pruner on a backlog of expired rows.
 //
-//   - alone: the Pruner deletes a backlog of b.N rows; reports rows/s.
-//     Run it with a fixed count: -bench 'Prune/alone' -benchtime=1000000x.
-//   - load/pruner=off and load/pruner=on: Process of b.N messages on 8
-//     goroutines, without and with a Pruner working through a backlog of
-//     INBOX_PRUNE_ROWS rows (default 20,000) at the same time, on tables of
-//     the same size; reports msgs/s (compare off with on) and pruned/s
-//     (rows the Pruner deleted per second of the run). Give them a fixed
-//     count that ends before the backlog does (-benchtime=200000x): a
-//     backlog pruned before the run ends is logged, and the run then
-//     understates what pruning costs.
+// The Pruner has its default settings, or those of INBOX_PRUNE_BATCH and
+// INBOX_PRUNE_PAUSE. The backlog is filled before each timed run. It is
+// settled, or vacuumed, so that it looks like rows that expired long ago.
+//   - In alone, the Pruner deletes a backlog of b.N rows. It reports rows/s.
+//     Run it with a fixed count, as with -bench 'Prune/alone'
+//     -benchtime=1000000x.
+//   - In load/pruner=off and load/pruner=on, Process handles b.N messages on
+//     8 goroutines. It runs without and with a Pruner working through a
+//     backlog of INBOX_PRUNE_ROWS rows at the same time, on tables of the
+//     same size. It reports msgs/s, to compare off with on. It also reports
+//     pruned/s, the rows the Pruner deleted per second of the run. Give it a
+//     fixed count that ends before the backlog does, such as
+//     -benchtime=200000x. A backlog pruned before the run ends is logged.
+//     The run then understates what pruning costs.
 func BenchPrune[TTx any](b *testing.B, h Harness[TTx]) {
 	rows := DefaultPruneRows
 	if s := os.Getenv(PruneRowsEnv); s != "" {

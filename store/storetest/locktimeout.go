@@ -12,8 +12,8 @@ import (
 )
 
 // LongLockWait is how long the connections of Harness.OpenLongWaits wait
-// for a lock by themselves: far longer than the lock timeouts the cases
-// give the store, so that a store that leaves the wait to the connection
+// for a lock by themselves. It is far longer than the lock timeouts the
+// cases give the store. A store that leaves the wait to the connection thus
 // fails them.
 const LongLockWait = 20 * time.Second
 

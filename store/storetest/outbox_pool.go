@@ -23,10 +23,10 @@ type OutboxDriver[TTx any] interface {
 }
 
 // OutboxPoolOfOne checks a relay's Run on a driver d whose pool has one
-// connection, which the application's writes share: within 3 s the
-// relay publishes what the application wrote, and the application's
-// transactions go through, each within a second. Run holds no
-// connection for LISTEN then: it polls, and says so once at WARN.
+// connection, which the application's writes share. Within 3 s the relay
+// must publish what the application wrote. The application's transactions
+// must go through, each within a second. Run then holds no connection for
+// LISTEN. It polls, and says so once at WARN.
 func OutboxPoolOfOne[TTx any](t *testing.T, d OutboxDriver[TTx]) {
 	t.Helper()
 	ob, err := outbox.New(context.Background(), d, nil)

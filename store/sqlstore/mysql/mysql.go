@@ -1,6 +1,8 @@
 // Package mysql is the MySQL and MariaDB dialect of package sqlstore, on
-// github.com/go-sql-driver/mysql: Open opens a pool with the settings the
-// inbox needs, and Dialect goes into sqlstore.Config.
+// github.com/go-sql-driver/mysql.
+//
+// [Open] opens a pool with the settings the inbox needs. [Dialect] goes into
+// sqlstore.Config.
 //
 //	db, err := mysql.Open("user:password@tcp(host:3306)/db", nil)
 //	driver, err := sqlstore.New(db, &sqlstore.Config{Dialect: mysql.Dialect})
@@ -29,99 +31,111 @@ import (
 //go:embed migrations
 var migrationsFS embed.FS
 
-// Dialect is the dialect of MySQL (8.0 and later) and MariaDB (10.6 and
-// later) through github.com/go-sql-driver/mysql (driver name "mysql"), on
-// InnoDB tables. Open the database with Open, or give its DSN the same
-// settings.
+// Dialect is the dialect of MySQL 8.0 and later and MariaDB 10.6 and later,
+// on InnoDB tables. It goes through github.com/go-sql-driver/mysql, whose
+// driver name is "mysql". Open the database with [Open], or give its DSN the
+// same settings. Config.Tables.Schema names a database. Empty means the
+// connection's.
 //
-//   - The claim is INSERT ... ON DUPLICATE KEY UPDATE, which reports a new
-//     row as one row affected and a duplicate as none; never INSERT IGNORE,
-//     which would turn every error into a warning. A connection with
-//     clientFoundRows=true counts a duplicate as one row too: Open
-//     refuses such a DSN, and on a pool opened otherwise the claim notices
-//     it on the first duplicate (which the statement marks with
-//     LAST_INSERT_ID(1)) and fails with an error instead of taking the
-//     duplicate for new. That marker is the connection's LAST_INSERT_ID()
-//     afterwards.
-//   - Transactions run at READ COMMITTED. A pool opened with Open
-//     sets it once per connection; on another pool Begin sets it for each
-//     transaction, which costs one more round trip.
-//   - The lock timeout (inbox.Config.LockTimeout) is the session's
-//     innodb_lock_wait_timeout, in whole seconds: it is rounded up, to at
-//     least 1 s. Every transaction of the inbox sets it, ProcessTx's in
-//     the caller's transaction included. A connection of Open remembers
-//     its value, and a SET is sent only to change it: Process costs no
-//     extra round trip while the lock timeout stays the same. After a
-//     statement of the application's that names the variable, the next
-//     transaction sends the SET again; after one prepared, every
-//     transaction does. On another pool each transaction sends the SET,
-//     one round trip more. The value stays on the connection after the
-//     transaction; a transaction that the application begins on a pool
-//     of Open gets Options.LockTimeout back (one SET, when it differs). A
-//     claim that waits longer fails with the retryable error 1205; a
-//     deadlock (1213) is retryable too.
-//   - A handler's own deadlock or lock timeout (a *mysql.MySQLError the
-//     handler returns, wrapped or not) is recognized by the driver
-//     (Driver.Retryable): a transient failure, which does not count towards
-//     MaxAttempts. InnoDB rolls back the whole transaction on a deadlock,
-//     and the statements after it run outside it: a handler must return
-//     that error, not swallow it. ProcessTx notices a swallowed one (its
-//     savepoint is gone); Process cannot without one more round trip per
-//     message, and would commit what the handler wrote after the deadlock
-//     without the claim.
-//   - The claim and the read of a duplicate are kept prepared, once per
-//     connection (one round trip each, instead of prepare, execute and
-//     close). When the server refuses to prepare them (error 1461:
-//     max_prepared_stmt_count reached; a proxy without server-side
-//     prepares), the claim is sent as text in the same transaction, and as
-//     text from then on, with one warning logged. With such a server, use
-//     interpolateParams=true: without it the driver prepares every
-//     statement with arguments itself.
-//   - Migrations run under GET_LOCK, one statement at a time (no
-//     multiStatements needed); DDL commits by itself in MySQL, so every
-//     statement is idempotent. Pruning deletes in DELETE ... ORDER BY
-//     received_at LIMIT n batches, one pruner per table at a time
-//     (GET_LOCK, with Busy reported when another holds it).
-//   - Times are UTC by the database's clock (UTC_TIMESTAMP(6)), in
-//     DATETIME(6) columns.
+// The claim is INSERT ... ON DUPLICATE KEY UPDATE. It reports a new row as
+// one row affected, and a duplicate as none. It is never INSERT IGNORE,
+// which would turn every error into a warning. A connection with
+// clientFoundRows=true counts a duplicate as one row too. Open refuses such
+// a DSN. On a pool opened otherwise, the claim notices it on the first
+// duplicate, which the statement marks with LAST_INSERT_ID(1). The claim
+// then fails with an error instead of taking the duplicate for new. That
+// marker is the connection's LAST_INSERT_ID() afterwards.
 //
-// Config.Tables.Schema names a database; empty means the connection's.
+// Transactions run at READ COMMITTED. A pool opened with Open sets it once
+// per connection. On another pool, Begin sets it for each transaction,
+// which costs one more round trip.
+//
+// The lock timeout, inbox.Config.LockTimeout, is the session's
+// innodb_lock_wait_timeout, in whole seconds. It is rounded up, to at least
+// 1 s. Every transaction of the inbox sets it, ProcessTx's in the caller's
+// transaction included.
+//   - A connection of Open remembers its value, and sends a SET only to
+//     change it. Process thus costs no extra round trip while the lock
+//     timeout stays the same.
+//   - After a statement of the application's that names the variable, the
+//     next transaction sends the SET again. After one prepared, every
+//     transaction does.
+//   - On another pool, each transaction sends the SET, one round trip more.
+//   - The value stays on the connection after the transaction. A
+//     transaction that the application begins on a pool of Open gets
+//     Options.LockTimeout back, with one SET when it differs.
+//   - A claim that waits longer fails with the retryable error 1205. A
+//     deadlock, error 1213, is retryable too.
+//
+// A handler's own deadlock or lock timeout is a *mysql.MySQLError that the
+// handler returns, wrapped or not. The driver's Retryable recognizes it as
+// a transient failure, which does not count towards MaxAttempts. InnoDB
+// rolls back the whole transaction on a deadlock. The statements after it
+// run outside that transaction. A handler must therefore return that error,
+// not swallow it. ProcessTx notices a swallowed one, since its savepoint is
+// gone. Process cannot without one more round trip per message. It would
+// commit what the handler wrote after the deadlock without the claim.
+//
+// The claim and the read of a duplicate are kept prepared, once per
+// connection. Each then takes one round trip, instead of prepare, execute
+// and close. The server may refuse to prepare them. Error 1461 says
+// max_prepared_stmt_count is reached, and a proxy may lack server-side
+// prepares. The claim is then sent as text in the same transaction, and as
+// text from then on, with one warning logged. With such a server, use
+// interpolateParams=true. Without it the driver prepares every statement
+// with arguments itself.
+//
+// Migrations run under GET_LOCK, one statement at a time, so they need no
+// multiStatements. DDL commits by itself in MySQL, so every statement is
+// idempotent. Pruning deletes in batches of DELETE ... ORDER BY received_at
+// LIMIT n. One pruner per table runs at a time, under GET_LOCK. Busy is
+// reported when another holds it.
+//
+// Times are UTC by the database's clock, from UTC_TIMESTAMP(6), in
+// DATETIME(6) columns.
 var Dialect = sqlstore.NewDialect(mysqlDialect{})
 
 var _ sqldialect.PacketChecker = mysqlDialect{} // checked before a dead letter is sent
 
 // Options are the settings of Open.
 type Options struct {
-	// LockTimeout is innodb_lock_wait_timeout on every connection: how
-	// long a statement waits for a row lock before it fails with the
-	// retryable error 1205. The inbox's transactions set their own
-	// (inbox.Config.LockTimeout); the application's transactions on the
-	// pool get this one. MySQL counts whole seconds: it is rounded up, to
-	// at least 1 s. Default: the DSN's innodb_lock_wait_timeout parameter
-	// if it has one, else 5 s.
+	// LockTimeout is innodb_lock_wait_timeout on every connection. It is how
+	// long a statement waits for a row lock before it fails with the retryable
+	// error 1205. The inbox's transactions set their own, from
+	// inbox.Config.LockTimeout. The application's transactions on the pool get
+	// this one. MySQL counts whole seconds, so it is rounded up, to at least
+	// 1 s. Default the DSN's innodb_lock_wait_timeout parameter if it has one,
+	// else 5 s.
 	LockTimeout time.Duration
-	// MaxIdleConns is how many idle connections the pool keeps
-	// (sql.DB.SetMaxIdleConns). Default sqlstore.DefaultMaxIdleConns; negative
-	// keeps none.
+	// MaxIdleConns is how many idle connections the pool keeps, as with
+	// sql.DB.SetMaxIdleConns. A negative value keeps none. Default
+	// sqlstore.DefaultMaxIdleConns.
 	MaxIdleConns int
 }
 
 // ErrClientFoundRows is returned by Open for a DSN with
-// clientFoundRows=true, and wrapped by a claim on a connection that counts
-// found rows: a duplicate would look new.
+// clientFoundRows=true. It is also wrapped by a claim on a connection that
+// counts found rows. A duplicate would look new there.
 var ErrClientFoundRows = sqlstore.ErrClientFoundRows
 
-// Open opens a pool on the MySQL or MariaDB database of dsn
-// (go-sql-driver/mysql's format, user:password@tcp(host:3306)/database?...)
-// with the settings the inbox needs: it keeps sqlstore.DefaultMaxIdleConns idle
-// connections, refuses clientFoundRows=true
-// (ErrClientFoundRows), sets parseTime=true, and sets on every connection
-// innodb_lock_wait_timeout (see Options) and READ COMMITTED as the
-// session's isolation level, which the application's own transactions on
-// the pool get too. opts may be nil. It connects once to report a bad DSN
-// or server now. The DSN's other settings are kept: with
-// interpolateParams=true a statement with arguments costs one round trip
-// instead of two, for the inbox and the handlers alike.
+// Open opens a pool on the MySQL or MariaDB database of dsn, with the
+// settings the inbox needs.
+//
+// The DSN is in go-sql-driver/mysql's format,
+// user:password@tcp(host:3306)/database?... opts may be nil. Open connects
+// once to report a bad DSN or server now. It does the following.
+//   - It keeps sqlstore.DefaultMaxIdleConns idle connections.
+//   - It refuses clientFoundRows=true, with [ErrClientFoundRows].
+//   - It sets parseTime=true.
+//   - It sets innodb_lock_wait_timeout on every connection, as [Options]
+//     tells.
+//   - It sets READ COMMITTED as the session's isolation level on every
+//     connection. The application's own transactions on the pool get it
+//     too.
+//
+// The DSN's other settings are kept. With interpolateParams=true, a
+// statement with arguments costs one round trip instead of two, for the
+// inbox and the handlers alike.
 func Open(dsn string, opts *Options) (*sql.DB, error) {
 	cfg, err := mysqlConfig(dsn, opts)
 	if err != nil {
@@ -531,9 +545,9 @@ func (mysqlDialect) Retryable(err error) bool {
 	return errors.Is(err, driver.ErrBadConn) || errors.Is(err, mysql.ErrInvalidConn)
 }
 
-// ErrTooLarge is returned by DeadLetterAdd on MySQL for a dead letter
-// larger than the server's max_allowed_packet, checked before it is sent:
-// the server would refuse it and close the connection.
+// ErrTooLarge is returned by DeadLetterAdd on MySQL for a dead letter larger
+// than the server's max_allowed_packet. It is checked before the dead
+// letter is sent. The server would refuse it and close the connection.
 var ErrTooLarge = errors.New("sqlstore: larger than the server's max_allowed_packet")
 
 // packetCheckFrom is the size from which a dead letter's size is checked

@@ -14,9 +14,10 @@ import (
 	"github.com/inboxkit/inbox/store"
 )
 
-// ErrNotPgx is wrapped by the error of sqlstore.Driver's OutboxListen
-// when the pool's connections are not pgx's stdlib driver's (a wrapping
-// driver). It wraps store.ErrNoNotifications: the relay then polls.
+// ErrNotPgx is wrapped by the error of sqlstore.Driver's OutboxListen when
+// the pool's connections are not those of pgx's stdlib driver, as with a
+// wrapping driver. It wraps store.ErrNoNotifications, and the relay then
+// polls.
 var ErrNotPgx = fmt.Errorf("sqlstore: listening for new outbox rows needs the connections of pgx's stdlib driver: %w", store.ErrNoNotifications)
 
 // OutboxListen LISTENs on the channel of tables t's outbox on a connection

@@ -1,6 +1,8 @@
 // Package postgres is the PostgreSQL dialect of package sqlstore, for
-// services on database/sql; it registers pgx's stdlib driver ("pgx").
-// (Services on pgx itself use store/pgxstore.)
+// services on database/sql.
+//
+// It registers pgx's stdlib driver, as "pgx". Services on pgx itself use
+// store/pgxstore.
 //
 //	db, err := sql.Open("pgx", dsn)
 //	driver, err := sqlstore.New(db, &sqlstore.Config{Dialect: postgres.Dialect})
@@ -22,14 +24,18 @@ import (
 	"github.com/inboxkit/inbox/store/sqlstore/internal/sqldialect"
 )
 
-// Dialect is PostgreSQL through database/sql with pgx's stdlib driver
-// (imported by this package; sql.Open("pgx", dsn)), for a
-// service that owns *sql.Tx transactions (sqlx, sqlc, GORM's *sql.DB, ent).
-// It shares the schema, migrations and statements of store/pgxstore, which
-// is faster: there BEGIN and the claim take one round trip, here
-// database/sql sends them apart (the claim sets the lock timeout itself).
-// sql.Open keeps 2 idle connections: call db.SetMaxIdleConns with at least
-// the consumer's Workers (see sqlstore.DefaultMaxIdleConns).
+// Dialect is PostgreSQL through database/sql with pgx's stdlib driver. This
+// package imports that driver. Open the pool with sql.Open and the driver
+// name "pgx".
+//
+// Dialect is for a service that owns *sql.Tx transactions, as with sqlx,
+// sqlc, GORM's *sql.DB or ent. It shares the schema, migrations and
+// statements of store/pgxstore. pgxstore is faster, since there BEGIN and
+// the claim take one round trip. Here database/sql sends them apart, and
+// the claim sets the lock timeout itself.
+//
+// sql.Open keeps 2 idle connections. Call db.SetMaxIdleConns with at least
+// the consumer's Workers, as sqlstore.DefaultMaxIdleConns tells.
 var Dialect = sqlstore.NewDialect(postgresDialect{})
 
 var (

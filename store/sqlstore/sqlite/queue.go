@@ -12,9 +12,9 @@ import (
 	"github.com/inboxkit/inbox/store/sqlstore/internal/sqldialect"
 )
 
-// ErrBusy is the error of a write transaction on a *sql.DB of
-// Open that waited the busy timeout for the pool's other writers
-// (see Open); Driver.Retryable reports it retryable, as SQLITE_BUSY.
+// ErrBusy is the error of a write transaction on a *sql.DB of [Open] that
+// waited the busy timeout for the pool's other writers. Driver.Retryable
+// reports it retryable, as it does SQLITE_BUSY.
 var ErrBusy = errors.New("sqlstore: SQLite busy: waited the busy timeout for this pool's other writers")
 
 // writeQueue lets the write transactions of one pool take SQLite's single

@@ -1,6 +1,8 @@
 // Package sqlite is the SQLite dialect of package sqlstore, on
-// modernc.org/sqlite (pure Go, no cgo): Open opens a database file with the
-// settings the inbox needs, and Dialect goes into sqlstore.Config.
+// modernc.org/sqlite.
+//
+// That driver is pure Go, without cgo. [Open] opens a database file with
+// the settings the inbox needs. [Dialect] goes into sqlstore.Config.
 //
 //	db, err := sqlite.Open("inbox.db", nil)
 //	driver, err := sqlstore.New(db, &sqlstore.Config{Dialect: sqlite.Dialect})
@@ -30,62 +32,73 @@ import (
 //go:embed migrations
 var migrationsFS embed.FS
 
-// Dialect is the dialect of SQLite through modernc.org/sqlite (driver name
-// "sqlite"). Open the database with Open, or give its DSN the same
+// Dialect is the dialect of SQLite through modernc.org/sqlite, whose driver
+// name is "sqlite". Open the database with [Open], or give its DSN the same
 // settings.
 //
-// SQLite has one writer at a time, and no row locks: the lock timeout
-// (inbox.Config.LockTimeout) bounds a transaction's wait for the
-// database's write lock. On a *sql.DB of Open, a read-write transaction
-// of the inbox waits up to it for its turn among the pool's writers (see
-// Open), and up to it again for other processes' (busy_timeout, set
-// before BEGIN IMMEDIATE when the connection had another), then fails
-// with ErrBusy or SQLITE_BUSY, both retryable. On another pool, Begin
-// sets busy_timeout after BEGIN: it bounds the wait of the next BEGIN
-// IMMEDIATE on that connection, and a deferred transaction's first write.
-// ProcessTx sets it in the caller's transaction too. Begin issues BEGIN
-// IMMEDIATE when the DSN says _txlock=immediate, so that writers queue at
-// BEGIN instead of failing when a read lock cannot be upgraded. SQLite has
-// no isolation levels to choose: its transactions are serializable.
+// SQLite has one writer at a time, and no row locks. The lock timeout,
+// inbox.Config.LockTimeout, thus bounds a transaction's wait for the
+// database's write lock. SQLite has no isolation levels to choose. Its
+// transactions are serializable.
+//
+// On a *sql.DB of Open, a read-write transaction of the inbox waits up to
+// the lock timeout for its turn among the pool's writers. It then waits up
+// to it again for other processes, with busy_timeout. Open sets that before
+// BEGIN IMMEDIATE when the connection had another. The transaction then
+// fails with [ErrBusy] or SQLITE_BUSY, both retryable.
+//
+// On another pool, Begin sets busy_timeout after BEGIN. It bounds the wait
+// of the next BEGIN IMMEDIATE on that connection, and a deferred
+// transaction's first write. ProcessTx sets it in the caller's transaction
+// too. Begin issues BEGIN IMMEDIATE when the DSN says _txlock=immediate.
+// Writers then queue at BEGIN instead of failing when a read lock cannot be
+// upgraded.
 var Dialect = sqlstore.NewDialect(sqliteDialect{})
 
 // Options are the settings of Open.
 type Options struct {
-	// BusyTimeout is how long a writer waits for the write lock before it
-	// fails with SQLITE_BUSY: for the pool's other writers (then with
-	// ErrBusy), and again for other processes' (busy_timeout). The
-	// inbox's transactions wait their lock timeout instead
-	// (inbox.Config.LockTimeout); the application's wait this.
-	// Default 5 s; negative means not at all.
+	// BusyTimeout is how long a writer waits for the write lock before it fails
+	// with SQLITE_BUSY. It waits that long for the pool's other writers, then
+	// failing with [ErrBusy]. It waits that long again for other processes, as
+	// busy_timeout. The inbox's transactions wait their lock timeout instead.
+	// The application's wait BusyTimeout. A negative value means not at all.
+	// Default 5 s.
 	BusyTimeout time.Duration
-	// MaxIdleConns is how many idle connections the pool keeps
-	// (sql.DB.SetMaxIdleConns). Default sqlstore.DefaultMaxIdleConns; negative
-	// keeps none.
+	// MaxIdleConns is how many idle connections the pool keeps, as with
+	// sql.DB.SetMaxIdleConns. A negative value keeps none. Default
+	// sqlstore.DefaultMaxIdleConns.
 	MaxIdleConns int
 }
 
-// Open opens the SQLite database file at path (created if missing)
-// with the settings the inbox needs: WAL journal, synchronous=FULL (a
-// commit survives a power loss), the busy timeout, foreign keys on, and
-// BEGIN IMMEDIATE for every read-write transaction of the pool, and
-// sqlstore.DefaultMaxIdleConns idle connections kept. opts may be nil. It connects
-// once to report a bad path or setting now.
+// Open opens the SQLite database file at path with the settings the inbox
+// needs. It creates the file if missing. opts may be nil. Open connects once
+// to report a bad path or setting now. The settings are these.
+//   - The journal is WAL.
+//   - synchronous=FULL, so that a commit survives a power loss.
+//   - The busy timeout, from Options.BusyTimeout.
+//   - Foreign keys are on.
+//   - Every read-write transaction of the pool begins with BEGIN IMMEDIATE.
+//   - The pool keeps sqlstore.DefaultMaxIdleConns idle connections.
 //
-// The pool's read-write transactions (BeginTx without ReadOnly, the
-// store's own and the application's alike) wait for one another in the
-// process, in the order they began, before BEGIN IMMEDIATE: SQLite's busy
-// handler sleeps and retries, so whoever tries when the lock is free gets
-// it, and under 8 busy writers a pruner or a slow writer waited until its
-// busy timeout. A transaction holds its turn until it commits or rolls
-// back, by any path (database/sql's own rollback when its context is done
-// included), or its connection closes; one that is never ended holds it
-// as it holds SQLite's lock. A writer that waited its lock timeout (an
-// inbox transaction's; the application's: BusyTimeout) for its turn
-// fails with ErrBusy, retryable; one whose context ends stops
-// waiting. Writes outside a transaction (db.Exec), read-only transactions
-// that write, other pools and other processes do not queue: they wait for
-// SQLite's lock up to busy_timeout, as before, against one writer of this
-// pool at a time.
+// The pool's read-write transactions wait for one another in the process,
+// in the order they began, before BEGIN IMMEDIATE. That holds for BeginTx
+// without ReadOnly, the store's own and the application's alike. SQLite's
+// busy handler sleeps and retries, so whoever tries when the lock is free
+// gets it. Under many busy writers, a pruner or a slow writer could thus
+// wait its whole busy timeout.
+//
+// A transaction holds its turn until it commits or rolls back, by any path.
+// database/sql's own rollback when its context is done counts too. So does
+// the closing of its connection. A transaction that is never ended holds its
+// turn, as it holds SQLite's lock. A writer that waited its lock timeout for
+// its turn fails with [ErrBusy], which is retryable. For the application's
+// transactions that timeout is BusyTimeout. A writer whose context ends
+// stops waiting.
+//
+// Some writes do not queue. They are writes outside a transaction, as with
+// db.Exec, read-only transactions that write, other pools and other
+// processes. They wait for SQLite's lock up to busy_timeout, as before,
+// against one writer of this pool at a time.
 func Open(path string, opts *Options) (*sql.DB, error) {
 	dsn, err := sqliteDSN(path, opts)
 	if err != nil {
