@@ -447,13 +447,13 @@ func (sqliteDialect) DurabilityWarnings(ctx context.Context, conn *sql.Conn) ([]
 	}
 	var w []string
 	if !strings.EqualFold(mode, "wal") {
-		w = append(w, fmt.Sprintf("SQLite journal_mode is %s, not WAL: writers block readers, and the inbox expects WAL with synchronous=FULL (use sqlstore.Open)", mode))
+		w = append(w, fmt.Sprintf("SQLite journal_mode is %s, not WAL: writers block readers, and the inbox expects WAL with synchronous=FULL (open the database with sqlite.Open)", mode))
 	}
 	if sync < 2 {
-		w = append(w, fmt.Sprintf("SQLite synchronous is %d, below FULL (2): a committed claim can be lost in a power failure (use sqlstore.Open)", sync))
+		w = append(w, fmt.Sprintf("SQLite synchronous is %d, below FULL (2): a committed claim can be lost in a power failure (open the database with sqlite.Open)", sync))
 	}
 	if busy == 0 {
-		w = append(w, "SQLite busy_timeout is 0: a writer fails with SQLITE_BUSY at once instead of waiting for the write lock (use sqlstore.Open)")
+		w = append(w, "SQLite busy_timeout is 0: a writer fails with SQLITE_BUSY at once instead of waiting for the write lock (open the database with sqlite.Open)")
 	}
 	return w, nil
 }

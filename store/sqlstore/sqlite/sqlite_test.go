@@ -174,8 +174,8 @@ func TestDurabilityWarnings(t *testing.T) {
 				t.Fatalf("DurabilityWarnings = %q, %v; want %d, about %v", w, err, len(tc.want), tc.want)
 			}
 			for i, topic := range tc.want {
-				if !strings.Contains(w[i], topic) {
-					t.Errorf("warning %d = %q, want one about %s", i, w[i], topic)
+				if !strings.Contains(w[i], topic) || !strings.Contains(w[i], "sqlite.Open") {
+					t.Errorf("warning %d = %q, want one about %s that names sqlite.Open", i, w[i], topic)
 				}
 			}
 		})
