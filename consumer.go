@@ -24,7 +24,7 @@ const (
 // ConsumerConfig configures [Consume]. Zero values mean the defaults.
 type ConsumerConfig struct {
 	// Workers is the number of deliveries processed at once. Give the
-	// broker a prefetch of at least this, such as QoS or MaxAckPending.
+	// broker a prefetch, such as QoS or MaxAckPending, of at least this.
 	// Default DefaultWorkers, 4.
 	Workers int
 

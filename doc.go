@@ -9,7 +9,7 @@
 // rebalance can hand one message to two consumers at the same time. The
 // inbox makes that safe.
 //
-// Take a message with an ID. The handler's writes inside the inbox's
+// For every message with an ID, the handler's writes inside the inbox's
 // transaction commit at most once per consumer and ID. They commit at least
 // once as long as the broker keeps redelivering. That is effectively-once
 // processing. Delivery itself stays at-least-once.
@@ -125,7 +125,7 @@
 // transaction. pgxstore cannot tell it of a caller's pgxpool.Tx without a
 // round trip. It then reports Processed, and the caller's COMMIT fails.
 //
-// # Transactions of the caller
+// # The caller's transaction
 //
 // [Inbox.ProcessTx] works in a transaction the caller owns. It neither
 // commits nor rolls back. Commit when [Outcome.Commit] is true, and roll
@@ -228,10 +228,10 @@
 // # Per database
 //
 // On PostgreSQL, a failed statement aborts the transaction. A handler that
-// swallows its error and returns nil has then failed.
+// swallows the statement's error and returns nil has then failed.
 //
-// On MySQL and MariaDB, [Config.LockTimeout] counts whole seconds. It is
-// rounded up. A deadlock rolls back the whole transaction. In a batch it
+// On MySQL and MariaDB, [Config.LockTimeout] counts whole seconds, so it is
+// rounded up. A deadlock rolls back the whole transaction, and in a batch it
 // fails the whole batch. The database may refuse a dead letter larger than
 // max_allowed_packet. The dead letter is then kept without its payload and
 // headers, as [DeadLetter.PayloadLost] tells.

@@ -238,12 +238,12 @@ const savepoint = "inbox_claim"
 // has one that left a result set open on pgx. The outcome is then never
 // Processed.
 //
-// A few failures cannot be recorded in tx. ProcessTx then rolls tx back
+// Three failures cannot be recorded in tx. ProcessTx then rolls tx back
 // itself, and [Outcome.Commit] is false. It records the failure in a
 // transaction of its own, which needs a connection of the store's pool.
 //
 // Hooks see Processed before the caller's COMMIT. The package's section
-// "Transactions of the caller" tells the rest.
+// "The caller's transaction" tells the rest.
 func (ib *Inbox[TTx]) ProcessTx(ctx context.Context, tx TTx, msg Message, h Handler[TTx]) (Outcome, error) {
 	if err := checkArgs(ib, h); err != nil {
 		return Outcome{Status: Retry}, err
