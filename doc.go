@@ -147,10 +147,11 @@
 // for a second connection. The caller's own connection may have exhausted
 // the pool.
 //
-// A handler that returns nil has failed when a statement failed in its
-// transaction. PostgreSQL then aborts the transaction, and MySQL rolls it
-// back on a deadlock. A handler that left a result set open on pgx has
-// failed too. The outcome is that of a handler error, never Processed.
+// A handler that returns nil has failed when a failed statement aborted or
+// ended its transaction. PostgreSQL aborts the transaction at a failed
+// statement. MySQL rolls it back on a deadlock. A handler that left a result
+// set open on pgx has failed too. The outcome is that of a handler error,
+// never Processed.
 //
 // Three failures cannot be recorded in the caller's transaction.
 //
@@ -189,8 +190,8 @@
 // transient database error in a handler, such as a deadlock, is no
 // exception. It counts as a transient failure of that message alone.
 //
-// Two failures fail the whole batch. One is an error of the inbox's own
-// statements. The other is a deadlock on MySQL and MariaDB, which rolls back
+// Some failures fail the whole batch. An error of the inbox's own
+// statements does. So does a deadlock on MySQL and MariaDB, which rolls back
 // the whole transaction. Every message then gets Retry, and the error is
 // returned. The deadlocked message's transient failure is counted.
 //
@@ -232,12 +233,17 @@
 //
 // On MySQL and MariaDB, [Config.LockTimeout] counts whole seconds, so it is
 // rounded up. A deadlock rolls back the whole transaction, and in a batch it
-// fails the whole batch. The database may refuse a dead letter larger than
+// fails the whole batch. A handler must return a deadlock's error, not
+// swallow it. [Inbox.ProcessTx] notices a swallowed one. [Inbox.Process]
+// cannot, and would commit the handler's later writes without the claim.
+// Another failed statement does not abort the transaction. A handler that
+// swallows its error and returns nil commits the claim without that
+// statement's write. The database may refuse a dead letter larger than
 // max_allowed_packet. The dead letter is then kept without its payload and
 // headers, as [DeadLetter.PayloadLost] tells.
 //
 // On SQLite, [Config.LockTimeout] bounds the wait for the database's write
-// lock. A busy SQLite is a transient failure. A prune batch that finds the
+// lock. A failed statement does not abort the transaction, as on MySQL. A busy SQLite is a transient failure. A prune batch that finds the
 // database busy is tried again, as [Pruner.Prune] tells.
 //
 // With pgx, a handler that leaves a result set open has failed. Only

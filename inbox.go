@@ -234,9 +234,10 @@ const savepoint = "inbox_claim"
 // Committing after a failure also keeps what tx wrote before ProcessTx. So
 // call ProcessTx first, or write in h.
 //
-// A handler that returns nil after a statement failed in tx has failed. So
-// has one that left a result set open on pgx. The outcome is then never
-// Processed.
+// A handler that returns nil after a failed statement aborted tx has
+// failed. PostgreSQL aborts tx at a failed statement, and MySQL rolls it
+// back on a deadlock. A handler that left a result set open on pgx has
+// failed too. The outcome is then never Processed.
 //
 // Three failures cannot be recorded in tx. ProcessTx then rolls tx back
 // itself, and [Outcome.Commit] is false. It records the failure in a

@@ -29,10 +29,10 @@ type PrunerConfig struct {
 	// BatchSize is the most rows one DELETE removes. Default 1000.
 	BatchSize int
 	// Pause is the least wait between two batches, to leave the database
-	// room. The Pruner also backs off when the database is busy and its
-	// batches slow down. It then waits at least as long as the last batch
-	// took, times how many times longer than twice the fastest batch so
-	// far it took. That factor is at most 4. Default 30 ms.
+	// room. The Pruner also waits at least as long as the last batch took,
+	// times how many times longer than twice the fastest batch so far it
+	// took. That factor is at most 4. So the Pruner backs off when the
+	// database is busy and its batches slow down. Default 30 ms.
 	Pause time.Duration
 	// Hooks are told of each Prune call. Each must implement [PrunedHook],
 	// and NewPruner rejects one that does not. A hook's panic is recovered
