@@ -124,8 +124,10 @@ func (ib *Inbox[TTx]) Consumer() string { return ib.cfg.Consumer }
 //     [Outcome.Err] is [ErrFingerprintConflict].
 //   - A failing handler's writes and claim roll back. The failure is
 //     recorded in a transaction of its own. The outcome is Retry with a
-//     backoff delay, or DeadLettered.
-//   - An invalid message is DeadLettered with its payload.
+//     backoff delay, or DeadLettered. A [Permanent] error dead-letters at
+//     once.
+//   - A message with an empty or oversized ID is invalid. It is
+//     DeadLettered with its payload.
 //   - An error of the inbox's own statements is a Retry. Its delay grows
 //     while the database keeps failing.
 //
