@@ -143,7 +143,7 @@ func (l *batchLimit) current() (width, size int) {
 	return l.width, l.size
 }
 
-// SplitEvent describes a batch that met a lock conflict, for
+// SplitEvent describes a batch that met a lock conflict, for a
 // [BatchSplitHook].
 type SplitEvent struct {
 	Consumer string
@@ -152,17 +152,17 @@ type SplitEvent struct {
 	// Next is how many of the batch's messages run together next.
 	Next int
 	// Width and Limit are how many batches of several messages the
-	// consumer runs at once from now on, and how many messages each takes,
-	// until the limits grow back.
+	// consumer runs at once from now on, and how many messages each takes.
+	// They hold until the limits grow back.
 	Width, Limit int
-	// Err is the database's error: a deadlock, a serialization failure or
-	// a lock timeout.
+	// Err is the database's error, such as a deadlock, a serialization
+	// failure or a lock timeout.
 	Err error
 }
 
 // BatchSplitHook is told of every batch that [Consume] or [ConsumeBatch]
 // split after a lock conflict. Nothing of such a batch committed, and no
-// attempt was counted: its messages run again in smaller parts.
+// attempt was counted. Its messages run again in smaller parts.
 type BatchSplitHook interface {
 	OnBatchSplit(ctx context.Context, e *SplitEvent)
 }

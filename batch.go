@@ -12,56 +12,43 @@ import (
 	"github.com/inboxkit/inbox/store"
 )
 
-// BatchHandler handles the new messages of a batch together in tx: one
-// multi-row write for all of them. Its error fails every message it was
-// given; ProcessBatchFunc then calls it again one message at a time to
-// find the ones that fail. A handler that updates rows that other
-// batches update too (an account's balance, a counter) should update
-// them in a stable order, sorted by key: two batches then wait for each
+// BatchHandler handles the new messages of a batch together in tx.
+//
+// It suits one multi-row write for all of them. Its error fails every
+// message it was given. [Inbox.ProcessBatchFunc] then calls it again one
+// message at a time, to find the ones that fail.
+//
+// A handler that updates rows that other batches update too should update
+// them in a stable order, sorted by key. Two batches then wait for each
 // other instead of deadlocking.
 type BatchHandler[TTx any] func(ctx context.Context, tx TTx, msgs []*Message) error
 
-// ErrNoBatch is returned by ProcessBatch for a store that cannot claim a
-// batch in one statement.
+// ErrNoBatch is returned by [Inbox.ProcessBatch] for a store that cannot
+// claim a batch in one statement.
 var ErrNoBatch = errors.New("inbox: the store cannot claim a batch")
 
 // batchSavepoint is the savepoint before each message of a batch's
 // second pass.
 const batchSavepoint = "inbox_batch_msg"
 
-// ProcessBatch processes msgs in one transaction: one statement claims
-// every ID (sorted, so that two overlapping batches wait for each other
-// instead of deadlocking), h runs for each new message in msgs' order, and
-// one COMMIT ends it. It returns an outcome per message, in msgs' order,
-// with the rules of Process: a duplicate (of an earlier batch, of another
-// consumer's claim, or an ID twice in msgs: the first counts) is a
-// Duplicate; an invalid message is dead-lettered with its payload.
+// ProcessBatch processes msgs in one transaction.
 //
-// A failing handler fails only its message: the batch is run again with a
-// savepoint before each message, so that the failing message's claim and
-// writes are undone while the others commit; its failure is counted as
-// Process counts it (Retry with a delay, DeadLettered at MaxAttempts). A
-// transient database error in a handler (a deadlock) is no exception: it
-// counts as a transient failure of that message alone. On MySQL and
-// MariaDB, a deadlock rolls back the whole transaction. There it fails
-// the whole batch: every message gets Retry, the error is returned, and
-// the deadlocked message's transient failure is counted. An error of the
-// inbox's own statements fails the whole batch likewise.
+// One statement claims every ID. Then h runs for each new message in msgs'
+// order, and one COMMIT ends it. ProcessBatch returns an outcome per
+// message, in msgs' order, by the rules of Process. Of an ID twice in msgs,
+// the first counts.
 //
-// A handler must not commit or roll back tx (see ErrTxEndedByHandler). If
-// it does, a ROLLBACK undoes the batch, and a COMMIT commits the claims of
-// the whole batch with the writes made before it: those messages are done
-// (Duplicate when redelivered), and the claims of the messages whose
-// handlers had not yet run are deleted again, so that they are processed.
-// The handler is caught in the pass with savepoints and counted, Retry
-// with an error wrapping ErrTxEndedByHandler, and the batch goes on
-// without it. (The claims deleted after a ROLLBACK are none, unless a
-// redelivery of the same message claimed it meanwhile: it is then
-// processed again.)
+// A failing handler fails only its message. Its failure counts as Process
+// counts it. A few failures fail the whole batch, such as an error of the
+// inbox's own statements. Every message then gets Retry.
 //
-// The error is non-nil when nothing of the batch committed; a message's
-// outcome says whether to ack it (Outcome.Ack) or to redeliver it after
-// Outcome.Delay. Hooks are told after the COMMIT.
+// The error is non-nil when nothing of the batch committed. Each message's
+// outcome says whether to ack it, with [Outcome.Ack]. Otherwise redeliver it
+// after [Outcome.Delay]. Hooks are told after the COMMIT.
+//
+// A handler must not commit or roll back tx, as [ErrTxEndedByHandler]
+// tells. The package's sections "Batches" and "Transactions handlers must
+// not end" tell the rest.
 func (ib *Inbox[TTx]) ProcessBatch(ctx context.Context, msgs []Message, h Handler[TTx]) ([]Outcome, error) {
 	if err := checkArgs(ib, h); err != nil {
 		return retryAll(len(msgs)), err
@@ -86,10 +73,12 @@ func (ib *Inbox[TTx]) eachRun(h Handler[TTx]) batchRun[TTx] {
 }
 
 // ProcessBatchFunc is ProcessBatch with one handler for all the new
-// messages of the batch. When it fails, it is called again with one
-// message at a time, each behind a savepoint, to find the failing ones.
-// A handler given several messages that commits tx commits all their
-// claims: the inbox cannot tell which messages it wrote before.
+// messages of the batch.
+//
+// When h fails, it is called again with one message at a time, each behind
+// a savepoint, to find the failing ones. A handler given several messages
+// that commits tx commits all their claims. The inbox cannot tell which
+// messages it wrote before.
 func (ib *Inbox[TTx]) ProcessBatchFunc(ctx context.Context, msgs []Message, h BatchHandler[TTx]) ([]Outcome, error) {
 	if ib == nil || h == nil {
 		return retryAll(len(msgs)), fmt.Errorf("%w: nil *Inbox or handler", ErrInvalidConfig)

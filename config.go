@@ -11,12 +11,12 @@ import (
 	"github.com/inboxkit/inbox/store"
 )
 
-// Defaults of Config and PrunerConfig.
+// Defaults of [Config] and [PrunerConfig].
 const (
 	DefaultLockTimeout = store.DefaultLockTimeout
 	DefaultMaxAttempts = 10
-	// DefaultMaxTransientFailures: with the default backoff, about 8 hours
-	// of failing transiently.
+	// DefaultMaxTransientFailures is about 8 hours of transient failures
+	// with the default backoff.
 	DefaultMaxTransientFailures = 100
 	DefaultBackoffInitial       = time.Second
 	DefaultBackoffMax           = 5 * time.Minute
@@ -28,96 +28,105 @@ const (
 	DefaultPrunePause           = 30 * time.Millisecond
 )
 
-// Config configures an Inbox. The zero value of every field but Consumer
+// Config configures an [Inbox]. The zero value of every field but Consumer
 // means its default.
 type Config struct {
-	// Consumer scopes message IDs: the same ID is processed once per
-	// consumer. Use one name per logical consumer (a service and the
-	// stream it reads), stable across deploys. Required, 1 to
+	// Consumer scopes message IDs. The same ID is processed once per
+	// consumer. Use one name per logical consumer, such as a service and
+	// the stream it reads. Keep it stable across deploys. Required, 1 to
 	// MaxConsumerLen bytes.
 	Consumer string
 
 	// LockTimeout bounds how long a claim waits for a racing delivery of the
-	// same message that holds its row; it then fails with a retryable error.
-	// It bounds every lock wait of the inbox's transactions (batches,
-	// ProcessTx's claim, replays), and the handler's statements in them.
-	// MySQL counts whole seconds: it is rounded up. On SQLite it bounds the
-	// wait for the database's write lock. Default 5 s.
+	// same message that holds its row. The claim then fails with a
+	// retryable error. LockTimeout bounds every lock wait of the inbox's
+	// transactions, such as batches, ProcessTx's claim and replays. It
+	// bounds the handler's statements in them too. MySQL counts whole
+	// seconds, so it is rounded up there. On SQLite it bounds the wait for
+	// the database's write lock. Default 5 s.
 	LockTimeout time.Duration
 
 	// MaxAttempts is the number of failed attempts after which a message is
-	// dead-lettered: the MaxAttempts-th failure writes the dead letter.
-	// Default 10; 1 dead-letters at the first failure. Transient failures
-	// do not count (see MaxTransientFailures).
+	// dead-lettered. The MaxAttempts-th failure writes the dead letter. A
+	// value of 1 dead-letters at the first failure. Transient failures do
+	// not count, as [Config.MaxTransientFailures] tells. Default 10.
 	MaxAttempts int
 
 	// MaxTransientFailures is the number of transient failures after which
-	// a message is dead-lettered all the same: a handler error that the
-	// store recognizes as transient (a deadlock, a serialization failure,
-	// a lock timeout in the handler's own queries) or that is marked so
-	// (IsRetryable) does not count towards MaxAttempts, and its retries
-	// back off on the message's transient failures; a message that keeps
-	// failing that way for this long is not failing transiently. Default
-	// 100 (with the default backoff, about 8 hours); negative means never.
+	// a message is dead-lettered all the same.
+	//
+	// A handler error is transient when the store recognizes it as such. A
+	// deadlock, a serialization failure and a lock timeout in the handler's
+	// own queries are. So is an error marked so, as [IsRetryable] tells.
+	// Transient failures do not count towards MaxAttempts. Their retries
+	// back off on the message's transient failures. A message that keeps
+	// failing that way for this long is not failing transiently.
+	//
+	// Negative means never. Default 100, about 8 hours with the default
+	// backoff.
 	MaxTransientFailures int
 
-	// Backoff spaces the retries of a failing message, and of every
-	// message while the database keeps failing. Default: 1 s, doubling to
-	// 5 min, ±10 % jitter.
+	// Backoff spaces the retries of a failing message. It also spaces the
+	// retries of every message while the database keeps failing. Default
+	// 1 s, doubling to 5 min, with ±10 % jitter.
 	Backoff Backoff
 
-	// ScopeIDByType makes a message's key its type and ID together, for
-	// producers that number each message type on its own: with it,
-	// "order-123" as OrderCreated and as OrderShipped are two messages;
-	// without it (the default, false) the second is skipped as a duplicate
-	// and reported as a fingerprint conflict. The stored message_id is then
-	// the type's length (a uvarint), the type's bytes as given (any bytes)
-	// and the ID, so that no two (type, ID) pairs share a key; these must
-	// fit in MaxIDLen bytes together, or the message is invalid. It works
-	// the same with Process, ProcessTx and Consume. Changing it changes
-	// every key: a message processed before the change and redelivered
-	// after it runs again, so choose it before the consumer's first
-	// message, or with a new Consumer name. IdempotencyKey sees only the
-	// ID: put the type into its purpose.
+	// ScopeIDByType makes a message's key its type and ID together. It is
+	// for producers that number each message type on its own.
+	//
+	// With it, "order-123" as OrderCreated and as OrderShipped are two
+	// messages. Without it, the second is skipped as a duplicate and
+	// reported as a fingerprint conflict.
+	//
+	// The stored message_id is then the type's length as a uvarint, the
+	// type's bytes as given, and the ID. The type may hold any bytes. No
+	// two pairs of type and ID share a key. Together they must fit in
+	// MaxIDLen bytes, or the message is invalid. It works the same with
+	// Process, ProcessTx and Consume.
+	//
+	// Changing it changes every key. A message processed before the change
+	// and redelivered after it runs again. So choose it before the
+	// consumer's first message, or with a new Consumer name.
+	// [IdempotencyKey] sees only the ID, so put the type into its purpose.
+	//
+	// Default false.
 	ScopeIDByType bool
-	// NoFingerprint, when true, stores no fingerprint (the SHA-256 of the
-	// payload) with the inbox row and reads none for a duplicate (except
-	// ProcessQueued's, which reads the row to tell a duplicate from a
-	// claim rolled back): 33 bytes of WAL less per message (of about 385
-	// on PostgreSQL; README, Performance: from 3 % slower to 12 % faster
-	// at 8 goroutines), and a batch with many duplicates up to 1.7 times as
-	// fast; but an ID reused for another payload is then a plain
-	// duplicate, never a fingerprint conflict. Default false: the
-	// fingerprint is stored and compared.
+	// NoFingerprint, when true, stores no fingerprint with the inbox row.
+	// The fingerprint is the SHA-256 of the payload. No fingerprint is read
+	// for a duplicate either. ProcessQueued still reads the row, to tell a
+	// duplicate from a claim rolled back.
+	//
+	// It saves the fingerprint's 33 bytes of WAL per message. It makes a
+	// batch with many duplicates faster. But an ID reused for another
+	// payload is then a plain duplicate, never a fingerprint conflict.
+	//
+	// Default false, which stores and compares the fingerprint.
 	NoFingerprint bool
 
 	// Hooks receive outcomes. Each may implement any of [ProcessedHook],
 	// [DuplicateHook], [RetryHook], [DeadLetteredHook],
-	// [FingerprintConflictHook], [StartHook] and [BatchSplitHook], and must
-	// implement one: New rejects a value that implements none (a method
-	// with a wrong signature). A panic in a hook is recovered and logged
-	// at ERROR; the outcome and the ack stand. Default none.
+	// [FingerprintConflictHook], [StartHook] and [BatchSplitHook]. Each must
+	// implement one. New rejects a value that implements none, such as one
+	// whose method has a wrong signature. A hook's panic is recovered and
+	// logged at ERROR. The outcome and the ack stand. Default none.
 	Hooks []any
 
-	// Logger receives what a consumer does, at the default level: dead
-	// letters (WARN), retries (INFO, at most one line per 10 s, with the
-	// number left out), database failures (WARN, ERROR for one no retry
-	// fixes, at most one line per 10 s with the number left out; INFO when
-	// the database answers again after a logged failure), reused IDs
-	// (WARN), batches split after a lock conflict (WARN, at most one line
-	// per 10 s). Default slog.Default().
+	// Logger receives what a consumer does, at the default level. The
+	// package's section "Logging" tells what it logs, at which level and
+	// how often. Default slog.Default().
 	Logger *slog.Logger
 }
 
-// Backoff is exponential: the delay after the n-th failed attempt is
-// Initial·2^(n-1), at most Max, then moved by a random ±Jitter fraction.
+// Backoff spaces retries exponentially. The delay after the n-th failed
+// attempt is Initial·2^(n-1), at most Max. A random fraction of up to
+// ±Jitter then moves it.
 type Backoff struct {
 	// Initial is the delay after the first failure. Default 1 s.
 	Initial time.Duration
 	// Max caps the delay. Default 5 min.
 	Max time.Duration
 	// Jitter is the random spread as a fraction of the delay, 0 to 1.
-	// Default 0.1; negative means none.
+	// Negative means none. Default 0.1.
 	Jitter float64
 }
 

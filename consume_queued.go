@@ -9,22 +9,23 @@ import (
 	"github.com/inboxkit/inbox/store"
 )
 
-// ConsumeQueued is [Consume] with a [QueuedHandler]: each delivery goes
-// through [Inbox.ProcessQueued], so that its claim, its queued statements
-// and the COMMIT take one round trip to the database.
+// ConsumeQueued is [Consume] with a [QueuedHandler].
+//
+// Each delivery goes through [Inbox.ProcessQueued]. Its claim, its queued
+// statements and the COMMIT take one round trip to the database.
 //
 // Outcomes, acks, leases and shutdown are those of Consume. A delivery is
-// acked only after its COMMIT; a Retry is nacked with its delay.
+// acked only after its COMMIT. A Retry is nacked with its delay.
 //
 // The handler has no transaction. It must not read what its statements
-// depend on, nor write anywhere but through its [Queue]: the statements
-// run after it returns. It also runs for a duplicate, whose statements
-// then apply nothing.
+// depend on. It must not write anywhere but through its [Queue]. The
+// statements run after it returns. It also runs for a duplicate, whose
+// statements then apply nothing.
 //
-// The pipeline is per message: a ConsumerConfig.BatchSize above 1 is an
-// error wrapping ErrInvalidConfig. So is a nil ib, src or h, and a store
-// that is not a store.Pipeliner (only pgxstore is), which also wraps
-// [ErrNoPipeline]. These are returned before anything starts.
+// The pipeline is per message. A [ConsumerConfig.BatchSize] above 1 is an
+// error wrapping [ErrInvalidConfig]. So is a nil ib, src or h. So is a store
+// that is not a store.Pipeliner, and that error also wraps [ErrNoPipeline].
+// Only pgxstore is one. These errors come before anything starts.
 func ConsumeQueued[TTx any](ctx context.Context, ib *Inbox[TTx], src broker.Source, h QueuedHandler, cfg *ConsumerConfig) error {
 	if err := checkQueued(ib, src, h, cfg); err != nil {
 		return err

@@ -12,7 +12,7 @@ import (
 	"github.com/inboxkit/inbox/store"
 )
 
-// The defaults of ConsumerConfig.
+// The defaults of [ConsumerConfig].
 const (
 	DefaultWorkers         = 4
 	DefaultShutdownTimeout = 30 * time.Second
@@ -21,88 +21,88 @@ const (
 	DefaultBatchLinger     = 5 * time.Millisecond
 )
 
-// ConsumerConfig configures Consume. Zero values mean the defaults.
+// ConsumerConfig configures [Consume]. Zero values mean the defaults.
 type ConsumerConfig struct {
-	// Workers is the number of deliveries processed at once. Default
-	// DefaultWorkers (4).
-	// Give the broker a prefetch (QoS, MaxAckPending) of at least this.
+	// Workers is the number of deliveries processed at once. Give the
+	// broker a prefetch, such as QoS or MaxAckPending, of at least this.
+	// Default DefaultWorkers, 4.
 	Workers int
 
 	// ShutdownTimeout is how long deliveries in flight may take to finish
 	// after Consume's context is done. Then their handlers' contexts are
 	// canceled, and what did not commit is not acked. Default
-	// DefaultShutdownTimeout (30 s).
+	// DefaultShutdownTimeout, 30 s.
 	ShutdownTimeout time.Duration
 
-	// ID extracts the message ID from a delivered message. Default: the
-	// broker's producer ID (broker.Message.ID). An empty or invalid ID makes
-	// the message a dead letter that keeps its payload, then it is acked.
+	// ID extracts the message ID from a delivered message. An empty or
+	// invalid ID makes the message a dead letter that keeps its payload.
+	// Then it is acked. Default the broker's producer ID,
+	// broker.Message.ID.
 	ID func(*broker.Message) string
 
 	// LeaseInterval is how often a delivery still being processed is
-	// reported InProgress, so that the broker does not redeliver it to
-	// another consumer meanwhile. Default: the source's LeaseInterval (a
-	// broker.LeaseSource), or never. Negative: never.
+	// reported InProgress. The broker then does not redeliver it to another
+	// consumer meanwhile. Negative means never. Default the LeaseInterval
+	// of a broker.LeaseSource, or else never.
 	LeaseInterval time.Duration
 
-	// AckTimeout bounds each Ack and Nack. Default DefaultAckTimeout (10 s).
+	// AckTimeout bounds each Ack and Nack. Default DefaultAckTimeout, 10 s.
 	AckTimeout time.Duration
 
 	// BatchSize, above 1, processes deliveries in batches, each in one
-	// transaction (ProcessBatch): a worker takes up to BatchSize
-	// deliveries, waiting at most BatchLinger after the first for more,
-	// and acks or nacks each by its own outcome. Give the broker a
-	// prefetch of at least Workers × BatchSize: Consume warns at start
-	// when a broker.Prefetcher source holds fewer. Default 1: one message per
-	// transaction (Consume), DefaultBatchSize (100) for ConsumeBatch.
-	// A broker.BatchSource (Kafka) makes the batches itself: up to
-	// BatchSize records of one partition in offset order, without linger.
+	// transaction as [Inbox.ProcessBatch] does.
+	//
+	// A worker takes up to BatchSize deliveries. It waits at most
+	// BatchLinger after the first for more. It acks or nacks each by its
+	// own outcome. A broker.BatchSource such as Kafka makes the batches
+	// itself. It takes up to BatchSize records of one partition in offset
+	// order, without linger.
+	//
+	// Give the broker a prefetch of at least Workers × BatchSize. Consume
+	// warns at start when a broker.Prefetcher source holds fewer.
+	//
+	// Default 1 for Consume, one message per transaction. Default
+	// DefaultBatchSize, 100, for [ConsumeBatch].
 	BatchSize int
 	// BatchLinger is how long a worker waits for a batch to fill, unless
-	// the source is a broker.BatchSource. Default DefaultBatchLinger (5 ms).
+	// the source is a broker.BatchSource. Default DefaultBatchLinger, 5 ms.
 	BatchLinger time.Duration
 	// FixedBatchSize, when true, keeps every batch at BatchSize, run by
-	// every worker at once. By default batches adapt to lock conflicts:
-	// a batch whose handlers or COMMIT meet a deadlock, a serialization
-	// failure or a lock timeout is rolled back, and its messages run
-	// again in halves, each in a transaction of its own. None of them
-	// counts as failed. The consumer then runs fewer batches at once,
-	// down to one; if conflicts go on (with other processes), smaller
-	// ones, down to one message per transaction. After a second without
-	// conflicts it steps back up, and waits four times as long before the
-	// next step each time a step up meets conflicts again (up to five
-	// minutes). A consumer also starts with one batch at a time, and
-	// reaches Workers batches within a second unless conflicts stop it. Each split is logged
-	// (WARN, at most one line per 10 s) and told to a [BatchSplitHook].
-	// A [BatchHandler] that updates shared rows in a stable order (sorted
-	// by key) does not deadlock, and keeps its batches. Default false.
+	// every worker at once. Otherwise batches adapt to lock conflicts, as
+	// the package's section "Batches" tells. Default false.
 	FixedBatchSize bool
 
-	// Retention is how long the inbox keeps processed IDs: the pruner's
-	// PrunerConfig.Retention. Consume compares it at start with the
-	// broker's redelivery window (a broker.RedeliveryWindower source) and
-	// logs a warning when the window is longer (see CheckRetention).
-	// Default DefaultRetention (7 days); negative: no check.
+	// Retention is how long the inbox keeps processed IDs. It is the
+	// pruner's [PrunerConfig.Retention]. Consume compares it at start with
+	// the redelivery window of a broker.RedeliveryWindower source. It logs
+	// a warning when the window is longer, as [CheckRetention] tells.
+	// Negative means no check. Default DefaultRetention, 7 days.
 	Retention time.Duration
 
 	// Logger receives failed acks and nacks and the error that stops
-	// Consume. Default slog.Default(). What becomes of each message is the
-	// Inbox's Config.Logger's to say.
+	// Consume. What becomes of each message is for [Config.Logger] to say.
+	// Default slog.Default().
 	Logger *slog.Logger
 }
 
-// CheckRetention compares retention, how long the inbox keeps processed IDs
-// (PrunerConfig.Retention), with how long src's broker may redeliver a
-// message (broker.RedeliveryWindower). It returns a warning when the window
-// is longer, because a redelivery after its row was pruned is processed
-// again; and a note when the broker keeps messages without a time limit,
-// where only a consumer reset (a new consumer reading from the start, an
-// offset moved back) can bring back a message older than retention. Both
-// are empty when src cannot tell, or the window is within retention. A
-// retention of 0 means DefaultRetention, as in ConsumerConfig.Retention; a
-// negative one is compared as it is, so that any window is longer. A nil
-// src (or a typed nil, such as a nil *natsjs.Source) is an error wrapping
-// ErrInvalidConfig.
+// CheckRetention compares the inbox's retention with src's redelivery
+// window.
+//
+// The retention is how long the inbox keeps processed IDs, as in
+// [PrunerConfig.Retention]. The window is how long the broker may redeliver
+// a message, as a broker.RedeliveryWindower tells.
+//
+// CheckRetention returns a warning when the window is longer. A redelivery
+// after its row was pruned is processed again. It returns a note when the
+// broker keeps messages without a time limit. Then only a consumer reset can
+// bring back a message older than the retention. A new consumer reading from
+// the start is such a reset, and so is an offset moved back. Both are empty
+// when src cannot tell, or when the window is within the retention.
+//
+// A retention of 0 means DefaultRetention, as in
+// [ConsumerConfig.Retention]. A negative one is compared as it is, so any
+// window is longer. A nil src is an error wrapping [ErrInvalidConfig]. So
+// is a typed nil, such as a nil *natsjs.Source.
 func CheckRetention(ctx context.Context, src broker.Source, retention time.Duration) (warning, note string, err error) {
 	if isNil(src) {
 		return "", "", fmt.Errorf("%w: nil source (%T)", ErrInvalidConfig, src)
@@ -189,23 +189,30 @@ func (c *ConsumerConfig) withDefaults(src broker.Source) ConsumerConfig {
 	return out
 }
 
-// Consume processes the deliveries of src through ib and h until ctx is
-// done or src fails for good, acking each delivery only after its outcome
-// committed:
+// Consume processes the deliveries of src through ib and h.
 //
-//   - Processed, Duplicate, DeadLettered (including a message whose ID is
-//     missing or invalid, kept with its payload): Ack.
-//   - Retry: Nack with the outcome's delay (the broker redelivers later).
+// It runs until ctx is done or src fails for good. It acks each delivery
+// only after its outcome committed.
 //
-// A handler's panic is a handler error. When ctx is done, Consume stops
-// fetching, lets deliveries in flight finish for up to ShutdownTimeout,
-// then cancels them (they are not acked) and returns nil. A terminal error
-// of src (a deleted consumer), or a database error that no retry fixes
-// (ErrUnrecoverable: the inbox's tables dropped, permission denied), stops
-// every worker the same way and is returned. A nil ib, src or h is an
-// error wrapping ErrInvalidConfig, returned before anything starts; so is
-// a src that holds a nil pointer (a nil *natsjs.Source). [ConsumeQueued]
-// is Consume for a [QueuedHandler], in one round trip per message.
+//   - Processed, Duplicate and DeadLettered are acked. A message whose ID is
+//     missing or invalid is dead-lettered with its payload.
+//   - Retry is nacked with the outcome's delay. The broker redelivers later.
+//
+// A handler's panic is a handler error.
+//
+// When ctx is done, Consume stops fetching. It lets deliveries in flight
+// finish for up to [ConsumerConfig.ShutdownTimeout]. Then it cancels them,
+// without acking them, and returns nil. A terminal error of src, such as a
+// deleted consumer, stops every worker the same way and is returned. So
+// does a database error that no retry fixes, which wraps
+// [ErrUnrecoverable].
+//
+// A nil ib, src or h is an error wrapping [ErrInvalidConfig]. So is a src
+// that holds a nil pointer, such as a nil *natsjs.Source. Such errors come
+// before anything starts.
+//
+// [ConsumeQueued] is Consume for a [QueuedHandler], in one round trip per
+// message.
 func Consume[TTx any](ctx context.Context, ib *Inbox[TTx], src broker.Source, h Handler[TTx], cfg *ConsumerConfig) error {
 	if err := checkArgs(ib, h); err != nil {
 		return err
@@ -221,9 +228,11 @@ func Consume[TTx any](ctx context.Context, ib *Inbox[TTx], src broker.Source, h 
 	})
 }
 
-// ConsumeBatch is Consume in batches (ConsumerConfig.BatchSize, default
-// DefaultBatchSize) with one handler for all the new messages of a batch
-// (ProcessBatchFunc): a multi-row business write per batch.
+// ConsumeBatch is Consume in batches, with one handler for all the new
+// messages of a batch.
+//
+// It suits a multi-row business write per batch, as [Inbox.ProcessBatchFunc]
+// does. [ConsumerConfig.BatchSize] defaults to DefaultBatchSize here.
 func ConsumeBatch[TTx any](ctx context.Context, ib *Inbox[TTx], src broker.Source, h BatchHandler[TTx], cfg *ConsumerConfig) error {
 	if ib == nil || h == nil {
 		return fmt.Errorf("%w: nil *Inbox or handler", ErrInvalidConfig)

@@ -13,23 +13,25 @@ import (
 )
 
 // ErrDeadLetterNotFound is returned for a dead letter ID that does not
-// exist (or belongs to another consumer).
+// exist, or that belongs to another consumer.
 var ErrDeadLetterNotFound = errors.New("inbox: dead letter not found")
 
-// DeadLetter is a message that failed for good, kept with its payload
-// until it is replayed or discarded. Its inbox row is marked dead, so that
-// redeliveries are duplicates.
+// DeadLetter is a message that failed for good.
+//
+// It is kept with its payload until it is replayed or discarded. Its inbox
+// row is marked dead, so redeliveries are duplicates.
 type DeadLetter struct {
-	// ID identifies the dead letter (not the message).
+	// ID identifies the dead letter, not the message.
 	ID       int64
 	Message  Message
 	Error    string
 	Attempts int
 	FailedAt time.Time
 	// PayloadLost is true when the database refused to store the message's
-	// payload and headers with the dead letter (larger than MySQL's
-	// max_allowed_packet): Message has neither, Error says why, and the
-	// broker's copy, if any, is the only one. Replay refuses it.
+	// payload and headers with the dead letter. That happens when they are
+	// larger than MySQL's max_allowed_packet. Message then has neither, and
+	// Error says why. The broker's copy, if any, is the only one. Replay
+	// refuses such a dead letter.
 	PayloadLost bool
 }
 
@@ -39,7 +41,7 @@ var payloadLostMarker = headers.LostMarker
 
 // DeadLetterQuery selects dead letters.
 type DeadLetterQuery struct {
-	// AfterID lists dead letters whose ID is greater: pass the last ID of a
+	// AfterID lists dead letters whose ID is greater. Pass the last ID of a
 	// page for the next. Default 0, from the first.
 	AfterID int64
 	// Limit is the most listed. Default 100.
@@ -98,17 +100,24 @@ func deadLetterFrom(r *store.DeadLetter, scopeByType bool) (DeadLetter, error) {
 	}, nil
 }
 
-// Replay processes dead letter id again through h, in one transaction that
-// removes the dead letter, claims the message again, runs h and forgets the
-// failed attempts. If h fails, nothing changes and the dead letter stays.
-// If the message was processed since it was dead-lettered (a redelivery
-// after its dead inbox row was pruned), h does not run: the dead letter is
-// removed and the outcome is Duplicate. A dead letter of an invalid message
-// cannot be replayed (the error says why), nor one whose payload was not
-// kept (ErrPayloadLost): Discard them. Two replays of one
-// dead letter at once run h once; the other waits for the first and then
-// gets ErrDeadLetterNotFound (or a lock timeout). Hooks are told of the
-// outcome once the dead letter was read: a failure as Retry.
+// Replay processes dead letter id again through h.
+//
+// One transaction removes the dead letter, claims the message again, runs h
+// and forgets the failed attempts. If h fails, nothing changes and the dead
+// letter stays.
+//
+// The message may have been processed since it was dead-lettered. A
+// redelivery after its dead inbox row was pruned does that. Then h does not
+// run, the dead letter is removed, and the outcome is Duplicate.
+//
+// A dead letter of an invalid message cannot be replayed, and the error
+// says why. Nor can one whose payload was not kept, with [ErrPayloadLost].
+// [Inbox.Discard] them.
+//
+// Two replays of one dead letter at once run h once. The other waits for
+// the first. It then gets [ErrDeadLetterNotFound], or a lock timeout. Hooks
+// are told of the outcome once the dead letter was read. A failure is told
+// as Retry.
 func (ib *Inbox[TTx]) Replay(ctx context.Context, id int64, h Handler[TTx]) (Outcome, error) {
 	start := time.Now()
 	tx, err := ib.driver.Begin(ctx, &store.BeginParams{LockTimeout: ib.cfg.LockTimeout})
@@ -173,7 +182,7 @@ func (ib *Inbox[TTx]) Replay(ctx context.Context, id int64, h Handler[TTx]) (Out
 }
 
 // Discard deletes dead letter id for good. Its inbox row stays marked dead,
-// so that redeliveries of the message are still duplicates.
+// so redeliveries of the message are still duplicates.
 func (ib *Inbox[TTx]) Discard(ctx context.Context, id int64) error {
 	tx, err := ib.driver.Begin(ctx, &store.BeginParams{LockTimeout: ib.cfg.LockTimeout})
 	if err != nil {

@@ -9,59 +9,65 @@ import (
 	"time"
 )
 
-// Event describes one message's outcome, for hooks; for StartHook, only
-// Consumer and Message are set. The attempts a failed message has used are
-// in Outcome.Attempts (Retry after a handler error, DeadLettered).
+// Event describes one message's outcome, for hooks.
+//
+// For a [StartHook], only Consumer and Message are set. The attempts a
+// failed message has used are in [Outcome.Attempts].
 type Event struct {
 	Consumer string
 	Message  *Message
 	Outcome  Outcome
-	// Duration is the time Process (or ProcessTx, ProcessQueued, Replay, or
-	// ProcessBatch for the whole batch) took, claim and COMMIT included.
+	// Duration is the time the call took, claim and COMMIT included. The
+	// call is Process, ProcessTx, ProcessQueued or Replay. For ProcessBatch
+	// it is the whole batch's time.
 	Duration time.Duration
-	// HandlerDuration is the time the handler took (Process, ProcessTx,
-	// ProcessQueued, Replay); 0 when it did not run (a duplicate, an
-	// invalid message, a failed claim) and in batches, where handlers
-	// run together.
+	// HandlerDuration is the time the handler took in Process, ProcessTx,
+	// ProcessQueued and Replay. It is 0 when the handler did not run, as
+	// for a duplicate, an invalid message or a failed claim. It is 0 in
+	// batches too, where handlers run together.
 	HandlerDuration time.Duration
 	// StoredFingerprint and Fingerprint are the SHA-256 of the payload first
-	// processed under the ID and of this one (FingerprintConflictHook only).
+	// processed under the ID and of this one. They are set for a
+	// FingerprintConflictHook only.
 	StoredFingerprint, Fingerprint []byte
-	// StoredType is the type of the message first processed under the ID
-	// (FingerprintConflictHook only; Message.Type is this one's).
+	// StoredType is the type of the message first processed under the ID.
+	// It is set for a FingerprintConflictHook only. Message.Type is this
+	// one's.
 	StoredType string
 }
 
-// PruneEvent describes one Prune call, for hooks.
+// PruneEvent describes one Prune call, for a [PrunedHook].
 type PruneEvent struct {
 	Deleted  int
 	Duration time.Duration
 	Err      error
 }
 
-// Hooks are optional single-method interfaces: a value in Config.Hooks (or
-// PrunerConfig.Hooks) implements those it cares about, and New (NewPruner)
-// rejects one that implements none. Hooks run synchronously on the
-// processing goroutine, after COMMIT and before the ack, and must be quick.
-// A hook's panic is recovered and logged at ERROR; the outcome stands.
+// Hooks are optional single-method interfaces. The package's section
+// "Hooks" tells how they run. go doc shows each type on its own, without
+// this comment.
 type (
-	// StartHook is told of each message before its claim, and returns
-	// the context that the handler and the message's outcome hooks then
-	// receive (a span started in it ends in them, as with pgx's tracers).
-	// Every OnStart is followed by exactly one of OnProcessed,
-	// OnDuplicate, OnRetry and OnDeadLettered for the same message (and
-	// OnFingerprintConflict before OnDuplicate, when it applies), with
-	// the returned context. A nil context, or a panic, leaves the context
-	// as it was. It is called by Process, ProcessTx, ProcessQueued,
-	// Replay, and ProcessBatch and ProcessBatchFunc once per message (a
-	// ProcessBatchFunc handler given several messages gets the batch's
-	// context; given one, that message's).
+	// StartHook is told of each message before its claim.
 	//
-	// The returned context must derive from ctx (context.WithValue,
-	// tracer.Start on ctx): the handler's statements and the consumer's
-	// shutdown are cancelled through it. One that does not (made from
-	// context.Background) keeps ctx's deadline and cancellation anyway, and
-	// its values are looked up before ctx's; a WARN says so once.
+	// OnStart returns the context that the handler and the message's
+	// outcome hooks then receive. A span started in it ends in them, as
+	// with pgx's tracers. Every OnStart is followed by exactly one of
+	// OnProcessed, OnDuplicate, OnRetry and OnDeadLettered for the same
+	// message, with the returned context. OnFingerprintConflict comes
+	// before OnDuplicate, when it applies. A nil context, or a panic,
+	// leaves the context as it was.
+	//
+	// Process, ProcessTx, ProcessQueued and Replay call it. ProcessBatch and
+	// ProcessBatchFunc call it once per message. A ProcessBatchFunc handler
+	// given several messages gets the batch's context. Given one, it gets
+	// that message's.
+	//
+	// The returned context must derive from ctx, as with context.WithValue
+	// or tracer.Start on ctx. The handler's statements and the consumer's
+	// shutdown are cancelled through it. A context that does not derive
+	// from ctx, such as one made from context.Background, keeps ctx's
+	// deadline and cancellation anyway. Its values are looked up before
+	// ctx's. A WARN says so once.
 	StartHook interface {
 		OnStart(ctx context.Context, e *Event) context.Context
 	}
@@ -82,8 +88,8 @@ type (
 		OnDeadLettered(ctx context.Context, e *Event)
 	}
 	// FingerprintConflictHook is told when a duplicate's payload differs
-	// from the payload first processed under its ID: a producer reused an
-	// ID for different content, a bug worth an alarm.
+	// from the payload first processed under its ID. A producer reused an
+	// ID for different content. That is a bug worth an alarm.
 	FingerprintConflictHook interface {
 		OnFingerprintConflict(ctx context.Context, e *Event)
 	}
@@ -93,25 +99,39 @@ type (
 	}
 )
 
-// Counts is a ready-made hook that counts outcomes, for logs, tests and
-// programs that print a summary: put a *Counts in Config.Hooks (one Counts
-// may serve several inboxes) and read its fields at any time. A fingerprint
-// conflict is counted in FingerprintConflicts and, being a duplicate, in
-// Duplicates too. BatchSplits counts the batches split after a lock
-// conflict (see [BatchSplitHook]). For metrics, see the OpenTelemetry
-// package.
+// Counts is a ready-made hook that counts outcomes.
+//
+// It suits logs, tests and programs that print a summary. Put a *Counts in
+// [Config.Hooks] and read its fields at any time. One Counts may serve
+// several inboxes.
+//
+// A fingerprint conflict is counted in FingerprintConflicts. Being a
+// duplicate, it is counted in Duplicates too. BatchSplits counts the
+// batches split after a lock conflict, as [BatchSplitHook] tells. For
+// metrics, see the OpenTelemetry package.
 type Counts struct {
 	Processed, Duplicates, Retries, DeadLettered, FingerprintConflicts atomic.Int64
 	BatchSplits                                                        atomic.Int64
 }
 
-func (c *Counts) OnProcessed(context.Context, *Event)    { c.Processed.Add(1) }
-func (c *Counts) OnDuplicate(context.Context, *Event)    { c.Duplicates.Add(1) }
-func (c *Counts) OnRetry(context.Context, *Event)        { c.Retries.Add(1) }
+// OnProcessed counts a Processed outcome.
+func (c *Counts) OnProcessed(context.Context, *Event) { c.Processed.Add(1) }
+
+// OnDuplicate counts a Duplicate outcome.
+func (c *Counts) OnDuplicate(context.Context, *Event) { c.Duplicates.Add(1) }
+
+// OnRetry counts a Retry outcome.
+func (c *Counts) OnRetry(context.Context, *Event) { c.Retries.Add(1) }
+
+// OnDeadLettered counts a DeadLettered outcome.
 func (c *Counts) OnDeadLettered(context.Context, *Event) { c.DeadLettered.Add(1) }
+
+// OnFingerprintConflict counts a fingerprint conflict.
 func (c *Counts) OnFingerprintConflict(context.Context, *Event) {
 	c.FingerprintConflicts.Add(1)
 }
+
+// OnBatchSplit counts a batch split after a lock conflict.
 func (c *Counts) OnBatchSplit(context.Context, *SplitEvent) { c.BatchSplits.Add(1) }
 
 // Outcomes is the number of outcomes counted: processed, duplicates,
@@ -120,9 +140,9 @@ func (c *Counts) Outcomes() int64 {
 	return c.Processed.Load() + c.Duplicates.Load() + c.Retries.Load() + c.DeadLettered.Load()
 }
 
-// String reads "processed 3, duplicates 1, retries 0, dead-lettered 0",
-// with ", fingerprint conflicts N" and ", batch splits N" when there were
-// any.
+// String reads "processed 3, duplicates 1, retries 0, dead-lettered 0".
+// It adds ", fingerprint conflicts N" and ", batch splits N" when there
+// were any.
 func (c *Counts) String() string {
 	s := fmt.Sprintf("processed %d, duplicates %d, retries %d, dead-lettered %d",
 		c.Processed.Load(), c.Duplicates.Load(), c.Retries.Load(), c.DeadLettered.Load())

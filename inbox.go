@@ -11,19 +11,26 @@ import (
 	"github.com/inboxkit/inbox/store"
 )
 
-// Handler processes one message inside tx, the transaction that also holds
-// the message's claim. Its writes through tx commit together with the claim,
-// at most once per message ID. An error rolls both back and the message is
-// retried; wrap it with Permanent to dead-letter the message at once, or
-// with RetryAfter to choose the delay. Effects outside tx are not covered:
-// send them through the outbox, or give them IdempotencyKey(*msg, purpose).
-// It must not commit or roll back tx, which Process does: that is a
-// handler failure (ErrTxEndedByHandler).
+// Handler processes one message in tx, the transaction that holds the
+// message's claim.
+//
+// Its writes through tx commit together with the claim, at most once per
+// message ID. An error rolls both back, and the message is retried. Wrap the
+// error with [Permanent] to dead-letter the message at once. Wrap it with
+// [RetryAfter] to choose the delay.
+//
+// Effects outside tx are not covered. Send them through the outbox, or give
+// them an [IdempotencyKey].
+//
+// A Handler must not commit or roll back tx. Process does. A handler that
+// does has failed with [ErrTxEndedByHandler]. See the package's section
+// "Transactions handlers must not end".
 type Handler[TTx any] func(ctx context.Context, tx TTx, msg *Message) error
 
-// Inbox processes messages effectively once for one consumer, with
-// transactions of type TTx (pgx.Tx, *sql.Tx). It is safe for concurrent
-// use.
+// Inbox processes messages effectively once for one consumer.
+//
+// TTx is its store's transaction type, such as pgx.Tx or *sql.Tx. An Inbox
+// is safe for concurrent use.
 type Inbox[TTx any] struct {
 	driver   store.Driver[TTx]
 	cfg      Config
@@ -34,12 +41,16 @@ type Inbox[TTx any] struct {
 	splitLog sometimes // and of batches split after a lock conflict
 }
 
-// New returns an Inbox on driver. It checks that the tables are migrated
-// to the schema version this code needs (an error wrapping ErrNotMigrated
-// otherwise: run Migrate), and checks the database's durability settings
-// once, logging a warning for each one that could lose a committed claim in
-// a crash. A nil driver (or one holding a nil pointer) is an error
-// wrapping ErrInvalidConfig.
+// New returns an Inbox on driver.
+//
+// It checks that the tables are at the schema version this code needs. If
+// they are not, the error wraps [ErrNotMigrated]. Run [Migrate] then.
+//
+// New also checks the database's durability settings once. It logs a
+// warning for each one that could lose a committed claim in a crash.
+//
+// A nil driver is an error wrapping [ErrInvalidConfig]. So is a driver that
+// holds a nil pointer.
 func New[TTx any](ctx context.Context, driver store.Driver[TTx], cfg *Config) (*Inbox[TTx], error) {
 	if isNil(driver) {
 		return nil, fmt.Errorf("%w: nil driver (%T)", ErrInvalidConfig, driver)
@@ -87,9 +98,11 @@ func (ib *Inbox[TTx]) checkSchema(ctx context.Context) error {
 	return nil
 }
 
-// Migrate creates or updates the inbox's tables. It is safe to run from
-// several processes at once. A nil driver (or one holding a nil pointer)
-// is an error wrapping ErrInvalidConfig.
+// Migrate creates or updates the inbox's tables.
+//
+// It is safe to run from several processes at once. A nil driver is an
+// error wrapping [ErrInvalidConfig]. So is a driver that holds a nil
+// pointer.
 func Migrate[TTx any](ctx context.Context, driver store.Driver[TTx]) error {
 	if isNil(driver) {
 		return fmt.Errorf("%w: nil driver (%T)", ErrInvalidConfig, driver)
@@ -100,38 +113,39 @@ func Migrate[TTx any](ctx context.Context, driver store.Driver[TTx]) error {
 // Consumer returns the consumer name the inbox scopes IDs with.
 func (ib *Inbox[TTx]) Consumer() string { return ib.cfg.Consumer }
 
-// Process processes msg effectively once: in one transaction it claims the
-// message's ID and runs h; it commits both, or neither.
+// Process processes msg effectively once.
 //
-//   - A new message whose handler succeeds: Processed, after COMMIT.
-//   - A message processed (or dead-lettered) before: Duplicate; h does not
-//     run. If its payload differs from the first one's, Outcome.Err is
-//     ErrFingerprintConflict.
-//   - A failing handler: its writes and the claim roll back, the failure
-//     is recorded in a transaction of its own, and the outcome is Retry with
-//     a backoff delay, or DeadLettered (see Config.MaxAttempts and
-//     Config.MaxTransientFailures for what counts, and Permanent).
-//   - An invalid message (an empty or oversized ID): DeadLettered, with its
-//     payload kept and Outcome.Err an *InvalidMessageError; a redelivery of
-//     the same invalid message is a Duplicate, so that it leaves one dead
-//     letter.
-//   - An error of the inbox's own statements (a lock timeout behind a
-//     racing delivery, a lost connection, a COMMIT of unknown outcome):
-//     Retry, with a delay that grows while the database keeps failing. One
-//     that no retry fixes (missing tables, permission denied) wraps
-//     ErrUnrecoverable.
+// In one transaction it claims the message's ID and runs h. It commits
+// both, or neither.
 //
-// The error is non-nil exactly when the outcome is Retry: nothing was
-// committed, redeliver the message after Outcome.Delay (Nack with it).
-// Otherwise (Outcome.Ack() is true) the message's fate is committed: ack.
-// So the habitual
+//   - A new message whose handler succeeds is Processed, after COMMIT.
+//   - A message processed or dead-lettered before is a Duplicate. Then h
+//     does not run. If the payload differs from the first one's,
+//     [Outcome.Err] is [ErrFingerprintConflict].
+//   - A failing handler's writes and claim roll back. The failure is
+//     recorded in a transaction of its own. The outcome is Retry with a
+//     backoff delay, or DeadLettered. A [Permanent] error dead-letters at
+//     once.
+//   - A message with an empty or oversized ID is invalid. It is
+//     DeadLettered with its payload.
+//   - An error of the inbox's own statements is a Retry. Its delay grows
+//     while the database keeps failing.
 //
-//	if err != nil { nack(out.Delay); return }
+// The error is non-nil exactly when the outcome is Retry. Nothing was
+// committed then. Nack the delivery with [Outcome.Delay]. Otherwise
+// [Outcome.Ack] is true, the message's fate is committed, and you ack.
+//
+//	if err != nil {
+//		nack(out.Delay)
+//		return
+//	}
 //	ack()
 //
-// is right.
+// The package's sections "Outcomes and acks" and "Failures and retries"
+// tell more. [Config.MaxAttempts] and [Config.MaxTransientFailures] bound
+// the retries.
 //
-// A nil ib or h gives Retry and an error wrapping ErrInvalidConfig, and
+// A nil ib or h gives Retry and an error wrapping [ErrInvalidConfig]. Then
 // nothing runs.
 func (ib *Inbox[TTx]) Process(ctx context.Context, msg Message, h Handler[TTx]) (Outcome, error) {
 	if err := checkArgs(ib, h); err != nil {
@@ -204,44 +218,35 @@ func checkArgs[TTx any](ib *Inbox[TTx], h Handler[TTx]) error {
 // savepoint is the name of ProcessTx's savepoint in the caller's transaction.
 const savepoint = "inbox_claim"
 
-// ProcessTx is Process in the caller's transaction tx, for a service that
-// owns its transactions. It claims msg's ID in tx and runs h with tx. It
-// neither commits nor rolls back: commit when Outcome.Commit() is true and
-// roll back otherwise; then, when Outcome.Ack() is true (the error is nil
-// exactly then, as for Process), ack, after the COMMIT succeeded if there
-// was one (a Duplicate has none: roll back and ack).
+// ProcessTx is Process in the caller's transaction tx.
 //
-//   - Processed: commit; the claim and h's writes persist together.
-//   - Duplicate: roll back.
-//   - Retry after a handler failure, DeadLettered: commit. The claim and
-//     h's writes were rolled back to a savepoint, and the failure (or the
-//     dead letter) was recorded in tx after it: committing keeps the count
-//     (and also what tx wrote before ProcessTx: call ProcessTx first, or
-//     write in h). Recording it in tx, not in a transaction of the inbox's
-//     own, cannot wait for a second connection of a pool that tx's own
-//     connection may have exhausted.
-//   - Retry after a database error: roll back.
+// It is for a service that owns its transactions. It claims msg's ID in tx
+// and runs h with tx. It neither commits nor rolls back.
 //
-// A handler that returns nil after a statement failed in tx (PostgreSQL
-// then aborts tx, and MySQL rolls it back on a deadlock), or that left a
-// result set open on pgx, has failed: the outcome is that of a handler
-// error, never Processed.
+//   - Processed. Commit. The claim and h's writes persist together.
+//   - Duplicate. Roll back.
+//   - Retry after a handler failure, or DeadLettered. Commit, to keep the
+//     failure's count or the dead letter.
+//   - Retry after a database error. Roll back.
 //
-// Three failures cannot be recorded in tx, and ProcessTx then rolls tx back
-// itself (a later Rollback of the caller's is harmless) and records them
-// in a transaction of its own, with Commit() false: a handler that left a
-// result set open on pgx (tx's connection cannot run a statement; pgx
-// closes it), a dead letter that the database refuses (see
-// DeadLetter.PayloadLost), and a handler that committed or rolled back tx
-// itself (ErrTxEndedByHandler; on sqlstore: pgxstore cannot tell it of a
-// caller's pgxpool.Tx without a round trip, and then reports Processed and
-// the caller's COMMIT fails). That transaction takes a connection of the
-// store's pool: rolling tx back gives tx's connection back when tx came
-// from the pool (pgxpool.Pool.Begin, sql.DB.BeginTx), but not when it came
-// from a connection the caller holds (pgxpool.Conn, sql.Conn), and then
-// the pool needs room for one more or it waits until ctx ends.
+// [Outcome.Commit] tells which. Ack when [Outcome.Ack] is true, after the
+// COMMIT succeeded if there was one. The error is nil exactly then, as for
+// Process.
 //
-// Hooks see Processed before the caller's COMMIT.
+// Committing after a failure also keeps what tx wrote before ProcessTx. So
+// call ProcessTx first, or write in h.
+//
+// A handler that returns nil after a failed statement aborted tx has
+// failed. PostgreSQL aborts tx at a failed statement, and MySQL rolls it
+// back on a deadlock. A handler that left a result set open on pgx has
+// failed too. The outcome is then never Processed.
+//
+// Three failures cannot be recorded in tx. ProcessTx then rolls tx back
+// itself, and [Outcome.Commit] is false. It records the failure in a
+// transaction of its own, which needs a connection of the store's pool.
+//
+// Hooks see Processed before the caller's COMMIT. The package's section
+// "The caller's transaction" tells the rest.
 func (ib *Inbox[TTx]) ProcessTx(ctx context.Context, tx TTx, msg Message, h Handler[TTx]) (Outcome, error) {
 	if err := checkArgs(ib, h); err != nil {
 		return Outcome{Status: Retry}, err

@@ -26,37 +26,38 @@ const (
 // Message is one message as the broker delivered it.
 type Message struct {
 	// ID is the producer's ID for the message, the same on every
-	// redelivery: opaque bytes, 1 to MaxIDLen long. It is compared byte by
-	// byte: NUL bytes and invalid UTF-8 are allowed, and "a", "A" and "a "
-	// are three IDs.
+	// redelivery. It is opaque bytes, 1 to MaxIDLen long. It is compared
+	// byte by byte. NUL bytes and invalid UTF-8 are allowed, and "a", "A"
+	// and "a " are three IDs.
 	ID string
-	// Type names the kind of message, for dead letters and metrics;
+	// Type names the kind of message, for dead letters and metrics. It is
 	// optional. It is stored as valid UTF-8 without NUL bytes, at most
-	// MaxTypeLen bytes: other bytes are replaced, a longer type is cut.
+	// MaxTypeLen bytes. Other bytes are replaced, and a longer type is cut.
 	Type string
-	// Payload is the body. It is not stored except in a dead letter; its
-	// SHA-256 is stored with the claim to detect a reused ID.
+	// Payload is the body. It is stored only in a dead letter. Its SHA-256
+	// is stored with the claim, to detect a reused ID.
 	Payload []byte
 	// Headers are kept with a dead letter.
 	Headers map[string]string
-	// Subject is where the message was published, as Consume got it from
-	// the broker (broker.Message.Subject): a NATS subject, an AMQP routing
-	// key, a Kafka topic. Not stored, not part of the key.
+	// Subject is where the message was published, such as a NATS subject,
+	// an AMQP routing key or a Kafka topic. Consume takes it from
+	// broker.Message.Subject. It is not stored, nor part of the key.
 	Subject string
 	// Deliveries counts the broker's deliveries of the message, this one
-	// included, as Consume got it from the broker (broker.Message.Deliveries):
-	// 1 for the first, 0 when the broker does not say (a RabbitMQ classic
-	// queue). It is not the inbox's count of failed attempts (Outcome.Attempts),
-	// which survives redelivery by another broker and ignores duplicates.
+	// included. Consume takes it from broker.Message.Deliveries. It is 1
+	// for the first, and 0 when the broker does not say, as with a RabbitMQ
+	// classic queue. It is not the inbox's count of failed attempts, which
+	// is [Outcome.Attempts]. That count survives redelivery by another
+	// broker and ignores duplicates.
 	Deliveries int
-	// Time is when the message was published, as Consume got it from the
-	// broker (broker.Message.Time), for end-to-end latency; zero when
-	// unknown. Not stored.
+	// Time is when the message was published, for end-to-end latency.
+	// Consume takes it from broker.Message.Time. It is zero when unknown.
+	// It is not stored.
 	Time time.Time
-	// System names the broker that delivered the message, as Consume got
-	// it from the broker (broker.Message.System): "nats", "kafka",
-	// "rabbitmq", "aws_sqs" (OpenTelemetry's messaging.system); empty when
-	// unknown. Not stored.
+	// System names the broker that delivered the message, as OpenTelemetry's
+	// messaging.system does. Examples are "nats", "kafka", "rabbitmq" and
+	// "aws_sqs". Consume takes it from broker.Message.System. It is empty
+	// when unknown. It is not stored.
 	System string
 }
 
@@ -148,13 +149,17 @@ func fingerprint(payload []byte) []byte {
 	return sum[:]
 }
 
-// IdempotencyKey returns the key to send with an external call (an HTTP
-// request, a payment) that a handler makes for msg, so that the external
-// system can deduplicate it: such calls are outside the inbox's transaction
-// and may repeat when a handler is retried. The key is the same for the same
-// message ID and purpose on every delivery and every process, and differs
-// between purposes: use one purpose per kind of call ("charge", "email").
-// It is 64 lowercase hex digits (a SHA-256).
+// IdempotencyKey returns the key to send with an external call that a
+// handler makes for msg.
+//
+// An HTTP request or a payment is such a call. The external system can
+// deduplicate it by the key. Such calls are outside the inbox's transaction
+// and may repeat when a handler is retried.
+//
+// The key is the same for the same message ID and purpose, on every
+// delivery and in every process. It differs between purposes. Use one
+// purpose per kind of call, such as "charge" or "email". The key is 64
+// lowercase hex digits, a SHA-256.
 func IdempotencyKey(msg Message, purpose string) string {
 	h := sha256.New()
 	var n [8]byte

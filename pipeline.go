@@ -10,8 +10,8 @@ import (
 	"github.com/inboxkit/inbox/store"
 )
 
-// Queue collects the statements of a QueuedHandler, in the store's SQL
-// dialect ($1 placeholders on PostgreSQL).
+// Queue collects the statements of a [QueuedHandler]. They are in the
+// store's SQL dialect, with $1 placeholders on PostgreSQL.
 type Queue struct{ stmts []store.Statement }
 
 // Add queues a statement, to run after the claim in the same transaction.
@@ -20,31 +20,38 @@ func (q *Queue) Add(sql string, args ...any) {
 }
 
 // QueuedHandler queues the statements of a message's effect instead of
-// running them. It has no transaction and must not read what its
-// statements depend on: they run after it returns. For effects that are
-// writes alone (insert an event, bump a counter, upsert a row).
+// running them.
+//
+// It has no transaction. It must not read what its statements depend on,
+// because they run after it returns. It suits effects that are writes
+// alone, such as inserting an event, bumping a counter or upserting a row.
 type QueuedHandler func(ctx context.Context, q *Queue, msg *Message) error
 
-// ErrNoPipeline is returned by ProcessQueued for a store that cannot send a
-// claim and statements in one round trip (only pgxstore can).
+// ErrNoPipeline is returned by [Inbox.ProcessQueued] for a store that
+// cannot send a claim and statements in one round trip. Only pgxstore can.
 var ErrNoPipeline = errors.New("inbox: the store cannot pipeline a claim with queued statements")
 
-// ProcessQueued is Process for a handler that queues its statements: the
-// claim (a plain INSERT), the statements and the COMMIT go to the database
-// in one round trip, as one implicit transaction, where Process takes
-// three (BEGIN with the claim, the handler's, COMMIT). A duplicate's claim
-// fails on the key and nothing applies; a racing delivery waits for the
-// holder and then fails the same way, or succeeds if the holder rolled
-// back. Outcomes, attempts, dead letters and hooks are those of Process: a
-// handler error or a failed statement is the handler's failure (a deadlock
-// or serialization failure in the statements is transient). A store
-// without the pipeline (anything but pgxstore) gives Retry and an error
-// wrapping ErrNoPipeline, and nothing runs.
+// ProcessQueued is Process for a handler that queues its statements.
 //
-// The handler runs before the claim, so it also runs for a duplicate;
-// should it fail for one, the failure is counted like a new message's
-// until the dead letter, which finds the processed row and makes the
-// outcome Duplicate: nothing applies twice.
+// The claim, the statements and the COMMIT go to the database in one round
+// trip. They run as one implicit transaction. The claim is a plain INSERT.
+// Process takes three round trips, for BEGIN with the claim, for the
+// handler's statements and for COMMIT.
+//
+// A duplicate's claim fails on the key, and nothing applies. A racing
+// delivery waits for the holder. It then fails the same way, or succeeds if
+// the holder rolled back.
+//
+// Outcomes, attempts, dead letters and hooks are those of Process. A
+// handler error or a failed statement is the handler's failure. A deadlock
+// or a serialization failure in the statements is transient. A store
+// without the pipeline gives Retry and an error wrapping [ErrNoPipeline].
+// Then nothing runs. Only pgxstore has the pipeline.
+//
+// The handler runs before the claim, so it also runs for a duplicate.
+// Should it fail for one, the failure is counted like a new message's. That
+// goes on until the dead letter, which finds the processed row and makes
+// the outcome Duplicate. Nothing applies twice.
 //
 // [ConsumeQueued] runs it for each delivery of a broker.
 func (ib *Inbox[TTx]) ProcessQueued(ctx context.Context, msg Message, h QueuedHandler) (Outcome, error) {

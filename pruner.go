@@ -10,44 +10,43 @@ import (
 	"github.com/inboxkit/inbox/store"
 )
 
-// PruneStore is the part of a store driver a Pruner uses; every
+// PruneStore is the part of a store driver that a [Pruner] uses. Every
 // store.Driver has it.
 type PruneStore interface {
 	Prune(ctx context.Context, p *store.PruneParams) (*store.PruneResult, error)
 }
 
-// PrunerConfig configures a Pruner. Zero values mean defaults.
+// PrunerConfig configures a [Pruner]. Zero values mean defaults.
 type PrunerConfig struct {
 	// Retention is how long an inbox row is kept after its message was
 	// first received, by the database's clock. It must be longer than the
-	// broker's redelivery window: a message redelivered after its row was
-	// pruned is processed again. Default 7 days; less than 1 hour is an
-	// error.
+	// broker's redelivery window. A message redelivered after its row was
+	// pruned is processed again. Less than 1 hour is an error. Default 7
+	// days.
 	Retention time.Duration
 	// Interval is the time between two prunes in Run. Default 1 min.
 	Interval time.Duration
 	// BatchSize is the most rows one DELETE removes. Default 1000.
 	BatchSize int
 	// Pause is the least wait between two batches, to leave the database
-	// room; the Pruner also waits at least as long as the last batch took,
+	// room. The Pruner also waits at least as long as the last batch took,
 	// times how many times longer than twice the fastest batch so far it
-	// took (at most 4 times), so that it backs off when the database is busy and its
-	// batches slow down. Default 30 ms: on PostgreSQL a batch of 1000 takes about 4 ms,
-	// so the defaults delete about 30,000 rows/s alone, and faster than 8
-	// busy writers insert at no measurable cost to them (README,
-	// Performance, for MariaDB and SQLite).
+	// took. That factor is at most 4. So the Pruner backs off when the
+	// database is busy and its batches slow down. Default 30 ms.
 	Pause time.Duration
-	// Hooks are told of each Prune call; each must implement PrunedHook
-	// (NewPruner rejects one that does not). A panic in a hook is
-	// recovered and logged. Default none.
+	// Hooks are told of each Prune call. Each must implement [PrunedHook],
+	// and NewPruner rejects one that does not. A hook's panic is recovered
+	// and logged. Default none.
 	Hooks []any
 	// Logger receives errors of Run. Default slog.Default().
 	Logger *slog.Logger
 }
 
-// Pruner deletes inbox rows (and attempt records) older than the retention,
-// for every consumer of the tables. Pruners in several processes are safe:
-// one at a time works on a table. Dead letters are never pruned.
+// Pruner deletes inbox rows and attempt records older than the retention.
+//
+// It works for every consumer of the tables. Pruners in several processes
+// are safe, as one at a time works on a table. Dead letters are never
+// pruned.
 type Pruner struct {
 	store PruneStore
 	cfg   PrunerConfig
@@ -56,8 +55,9 @@ type Pruner struct {
 	fastest atomic.Int64
 }
 
-// NewPruner returns a Pruner on s (any store driver). A nil s (or one
-// holding a nil pointer) is an error wrapping ErrInvalidConfig.
+// NewPruner returns a Pruner on s, which may be any store driver. A nil s
+// is an error wrapping [ErrInvalidConfig]. So is an s that holds a nil
+// pointer.
 func NewPruner(s PruneStore, cfg *PrunerConfig) (*Pruner, error) {
 	var c PrunerConfig
 	if cfg != nil {
@@ -90,12 +90,14 @@ func NewPruner(s PruneStore, cfg *PrunerConfig) (*Pruner, error) {
 	return &Pruner{store: s, cfg: c, hooks: newHookSet(c.Hooks, c.Logger)}, nil
 }
 
-// Prune deletes every row older than the retention, in batches of
-// BatchSize with at least Pause between them, and returns how many it
-// deleted. A batch that finds the table busy (another pruner works on it;
-// SQLite: writers held the lock for the whole busy timeout) is tried again
-// up to pruneBusyRetries times, each after twice the last wait; then Prune
-// stops early, without error, and leaves the rest to the next one.
+// Prune deletes every row older than the retention and returns how many it
+// deleted.
+//
+// It deletes in batches of BatchSize, with at least Pause between them. A
+// batch may find the table busy, as when another pruner works on it. On
+// SQLite, writers may have held the lock for the whole busy timeout. Such a
+// batch is tried again up to 3 times, each after twice the last wait. Prune
+// then stops early, without error, and leaves the rest to the next call.
 func (p *Pruner) Prune(ctx context.Context) (int, error) {
 	start := time.Now()
 	total, err := p.prune(ctx)
@@ -175,8 +177,8 @@ func pruneSlowdown(took, fastest time.Duration) float64 {
 // maxPruneSlowdown bounds how much longer pace makes a wait.
 const maxPruneSlowdown = 4
 
-// Run prunes at once and then every Interval until ctx is done, logging
-// errors; it returns nil when ctx is done.
+// Run prunes at once and then every Interval until ctx is done. It logs
+// errors. It returns nil when ctx is done.
 func (p *Pruner) Run(ctx context.Context) error {
 	t := time.NewTicker(p.cfg.Interval)
 	defer t.Stop()
