@@ -1,4 +1,4 @@
-package inbox_test
+package sqlite_test
 
 import (
 	"context"
@@ -14,9 +14,9 @@ import (
 // dead-lettered with its payload. Once the ledger is back, Replay
 // processes the dead letter through a handler that works. The dead letter
 // is then gone, and a late redelivery is a duplicate.
-func ExampleInbox_Replay() {
+func Example_deadLetterReplay() {
 	ctx := context.Background()
-	db, driver, done := openExampleDB()
+	db, driver, done := openDemoDB()
 	defer done()
 	ib, err := inbox.New(ctx, driver, &inbox.Config{Consumer: "billing", MaxAttempts: 2})
 	if err != nil {
@@ -38,18 +38,18 @@ func ExampleInbox_Replay() {
 	for _, d := range dead {
 		fmt.Printf("dead letter: %s %s attempts: %d error: %s\n", d.Message.ID, d.Message.Payload, d.Attempts, d.Error)
 	}
-	out, err := ib.Replay(ctx, dead[0].ID, credit)
+	out, err := ib.Replay(ctx, dead[0].ID, demoCredit)
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println("replay:", out.Status, "balance:", balance(db))
+	fmt.Println("replay:", out.Status, "balance:", demoBalance(db))
 
 	dead, err = ib.DeadLetters(ctx, nil)
 	if err != nil {
 		log.Fatal(err)
 	}
-	out, _ = ib.Process(ctx, msg, credit)
-	fmt.Println("dead letters:", len(dead), "redelivery:", out.Status, "balance:", balance(db))
+	out, _ = ib.Process(ctx, msg, demoCredit)
+	fmt.Println("dead letters:", len(dead), "redelivery:", out.Status, "balance:", demoBalance(db))
 	// Output:
 	// retry attempts: 1
 	// dead-lettered attempts: 2
@@ -61,9 +61,9 @@ func ExampleInbox_Replay() {
 // Discard deletes a dead letter that should never be processed. The
 // message's inbox row stays marked dead: a redelivery is still a
 // duplicate, and the handler does not run.
-func ExampleInbox_Discard() {
+func Example_discard() {
 	ctx := context.Background()
-	db, driver, done := openExampleDB()
+	db, driver, done := openDemoDB()
 	defer done()
 	ib, err := inbox.New(ctx, driver, &inbox.Config{Consumer: "billing"})
 	if err != nil {
@@ -87,11 +87,11 @@ func ExampleInbox_Discard() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	out, err := ib.Process(ctx, msg, credit)
+	out, err := ib.Process(ctx, msg, demoCredit)
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println("dead letters:", len(dead), "redelivery:", out.Status, "balance:", balance(db))
+	fmt.Println("dead letters:", len(dead), "redelivery:", out.Status, "balance:", demoBalance(db))
 	// Output:
 	// dead letters: 0 redelivery: duplicate balance: 0
 }

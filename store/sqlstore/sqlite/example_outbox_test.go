@@ -1,4 +1,4 @@
-package outbox_test
+package sqlite_test
 
 import (
 	"context"
@@ -18,11 +18,11 @@ import (
 	"github.com/inboxkit/inbox/store/sqlstore/sqlite"
 )
 
-// openExampleDB opens a SQLite file in a new temporary directory and
+// openOutboxDB opens a SQLite file in a new temporary directory and
 // migrates the inbox's tables, the outbox's among them. It adds the
 // examples' own table, orders. done closes the database and removes the
 // directory.
-func openExampleDB() (db *sql.DB, driver *sqlstore.Driver, done func()) {
+func openOutboxDB() (db *sql.DB, driver *sqlstore.Driver, done func()) {
 	dir, err := os.MkdirTemp("", "outbox-example")
 	if err != nil {
 		log.Fatal(err)
@@ -73,9 +73,9 @@ func placeOrder(ctx context.Context, db *sql.DB, ob *outbox.Outbox[*sql.Tx], id 
 // The order and its event commit together. The order that rolls back
 // leaves no event. A relay then publishes what committed to a broker,
 // here inboxtest's in memory, and deletes it from the outbox.
-func ExampleOutbox_Write() {
+func Example_outboxWrite() {
 	ctx := context.Background()
-	db, driver, done := openExampleDB()
+	db, driver, done := openOutboxDB()
 	defer done()
 	ob, err := outbox.New(ctx, driver, nil)
 	if err != nil {
@@ -123,9 +123,9 @@ func ExampleOutbox_Write() {
 // message commits with the claim: a redelivery, a duplicate, writes
 // nothing. Should the consumer process the message again (a replay), the
 // same ID lets the next inbox tell it is a copy.
-func ExampleDerivedID() {
+func Example_derivedID() {
 	ctx := context.Background()
-	_, driver, done := openExampleDB()
+	_, driver, done := openOutboxDB()
 	defer done()
 	ib, err := inbox.New(ctx, driver, &inbox.Config{Consumer: "billing"})
 	if err != nil {
@@ -175,9 +175,9 @@ func ExampleDerivedID() {
 
 // Run relays until its context is done. On SQLite it polls every
 // PollInterval; on PostgreSQL a NOTIFY at COMMIT wakes it at once.
-func ExampleRelay_Run() {
+func Example_relayRun() {
 	ctx := context.Background()
-	db, driver, done := openExampleDB()
+	db, driver, done := openOutboxDB()
 	defer done()
 	ob, err := outbox.New(ctx, driver, nil)
 	if err != nil {
@@ -225,9 +225,9 @@ func ExampleRelay_Run() {
 // A publication that no retry fixes parks its message: the relay keeps
 // it and stops publishing it. Once the cause is fixed, Unpark makes it
 // due again, and it is published as it was written.
-func ExampleRelay_Unpark() {
+func Example_relayUnpark() {
 	ctx := context.Background()
-	db, driver, done := openExampleDB()
+	db, driver, done := openOutboxDB()
 	defer done()
 	ob, err := outbox.New(ctx, driver, nil)
 	if err != nil {

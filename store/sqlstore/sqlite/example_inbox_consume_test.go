@@ -1,4 +1,4 @@
-package inbox_test
+package sqlite_test
 
 import (
 	"context"
@@ -15,9 +15,9 @@ import (
 // committed. Here the broker is inboxtest's, in memory. It loses the first
 // ack of every message, as a crash between COMMIT and ack would: each
 // message comes back, and its second delivery is a duplicate.
-func ExampleConsume() {
+func Example_consume() {
 	ctx := context.Background()
-	db, driver, done := openExampleDB()
+	db, driver, done := openDemoDB()
 	defer done()
 	var counts inbox.Counts
 	ib, err := inbox.New(ctx, driver, &inbox.Config{Consumer: "billing", Hooks: []any{&counts}})
@@ -37,7 +37,7 @@ func ExampleConsume() {
 	defer src.Close()
 	cctx, stop := context.WithCancel(ctx)
 	stopped := make(chan error)
-	go func() { stopped <- inbox.Consume(cctx, ib, src, credit, nil) }()
+	go func() { stopped <- inbox.Consume(cctx, ib, src, demoCredit, nil) }()
 
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -50,7 +50,7 @@ func ExampleConsume() {
 	}
 	fmt.Println(counts.String())
 	fmt.Println("acks lost:", len(b.LostAcks()), "acked:", len(b.Acked()), "unsettled:", len(b.Unsettled()))
-	fmt.Println("balance:", balance(db))
+	fmt.Println("balance:", demoBalance(db))
 	// Output:
 	// processed 3, duplicates 3, retries 0, dead-lettered 0
 	// acks lost: 3 acked: 3 unsettled: 0

@@ -1,4 +1,4 @@
-package inbox_test
+package sqlite_test
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 // A broker delivers a payment three times. The handler credits the
 // account once; the two redeliveries are duplicates, and each delivery
 // may be acked.
-func ExampleInbox_Process() {
+func Example_process() {
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "inbox-example")
 	if err != nil {
@@ -44,13 +44,13 @@ func ExampleInbox_Process() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	credit := func(ctx context.Context, tx *sql.Tx, msg *inbox.Message) error {
+	demoCredit := func(ctx context.Context, tx *sql.Tx, msg *inbox.Message) error {
 		_, err := tx.ExecContext(ctx, `UPDATE accounts SET balance = balance + 10 WHERE id = 'alice'`)
 		return err
 	}
 	msg := inbox.Message{ID: "payment-1", Type: "payment.received", Payload: []byte(`{"cents":10}`)}
 	for range 3 {
-		out, err := ib.Process(ctx, msg, credit)
+		out, err := ib.Process(ctx, msg, demoCredit)
 		if err != nil { // Retry: nothing committed; nack with out.Delay
 			log.Fatal(err)
 		}
@@ -71,9 +71,9 @@ func ExampleInbox_Process() {
 // A service that owns its transaction claims the message in it. The
 // outcome says whether to commit; ack only after the COMMIT. The second
 // delivery is a duplicate: roll back and ack.
-func ExampleInbox_ProcessTx() {
+func Example_processTxOutcomes() {
 	ctx := context.Background()
-	db, driver, done := openExampleDB()
+	db, driver, done := openDemoDB()
 	defer done()
 	ib, err := inbox.New(ctx, driver, &inbox.Config{Consumer: "billing"})
 	if err != nil {
@@ -84,7 +84,7 @@ func ExampleInbox_ProcessTx() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		out, err := ib.ProcessTx(ctx, tx, inbox.Message{ID: "payment-1"}, credit)
+		out, err := ib.ProcessTx(ctx, tx, inbox.Message{ID: "payment-1"}, demoCredit)
 		if out.Commit() {
 			if cerr := tx.Commit(); cerr != nil {
 				log.Fatal(cerr) // do not ack: the message comes back
@@ -97,7 +97,7 @@ func ExampleInbox_ProcessTx() {
 		}
 		fmt.Println(out.Status, "commit:", out.Commit(), "ack:", out.Ack())
 	}
-	fmt.Println("balance:", balance(db))
+	fmt.Println("balance:", demoBalance(db))
 	// Output:
 	// processed commit: true ack: true
 	// duplicate commit: false ack: true

@@ -1,4 +1,4 @@
-package inbox_test
+package sqlite_test
 
 import (
 	"context"
@@ -12,12 +12,12 @@ import (
 	"github.com/inboxkit/inbox/store/sqlstore/sqlite"
 )
 
-// openExampleDB does the setup of every example but [ExampleInbox_Process],
+// openDemoDB does the setup of every example but [ExampleInbox_Process],
 // which shows it in full. It opens a SQLite file in a new temporary
 // directory and migrates the inbox's tables. It adds the example's own
 // table: accounts, with alice at balance 0. done closes the database and
 // removes the directory.
-func openExampleDB() (db *sql.DB, driver *sqlstore.Driver, done func()) {
+func openDemoDB() (db *sql.DB, driver *sqlstore.Driver, done func()) {
 	dir, err := os.MkdirTemp("", "inbox-example")
 	if err != nil {
 		log.Fatal(err)
@@ -44,7 +44,7 @@ func openExampleDB() (db *sql.DB, driver *sqlstore.Driver, done func()) {
 }
 
 // balance reads alice's balance.
-func balance(db *sql.DB) int {
+func demoBalance(db *sql.DB) int {
 	var b int
 	if err := db.QueryRow(`SELECT balance FROM accounts WHERE id = 'alice'`).Scan(&b); err != nil {
 		log.Fatal(err)
@@ -52,9 +52,9 @@ func balance(db *sql.DB) int {
 	return b
 }
 
-// credit is the examples' handler: it adds 10 to alice's balance in tx,
+// demoCredit is the examples' handler: it adds 10 to alice's balance in tx,
 // the inbox's transaction.
-func credit(ctx context.Context, tx *sql.Tx, msg *inbox.Message) error {
+func demoCredit(ctx context.Context, tx *sql.Tx, msg *inbox.Message) error {
 	_, err := tx.ExecContext(ctx, `UPDATE accounts SET balance = balance + 10 WHERE id = 'alice'`)
 	return err
 }

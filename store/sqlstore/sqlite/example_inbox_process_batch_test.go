@@ -1,4 +1,4 @@
-package inbox_test
+package sqlite_test
 
 import (
 	"context"
@@ -14,9 +14,9 @@ import (
 // first one again: a duplicate. The fourth cannot be parsed: its handler
 // fails permanently, and it alone is dead-lettered while the others
 // commit. Each outcome says whether to ack its delivery.
-func ExampleInbox_ProcessBatch() {
+func Example_processBatch() {
 	ctx := context.Background()
-	db, driver, done := openExampleDB()
+	db, driver, done := openDemoDB()
 	defer done()
 	ib, err := inbox.New(ctx, driver, &inbox.Config{Consumer: "billing"})
 	if err != nil {
@@ -43,7 +43,7 @@ func ExampleInbox_ProcessBatch() {
 	for i, out := range outs {
 		fmt.Println(msgs[i].ID, out.Status, "ack:", out.Ack())
 	}
-	fmt.Println("balance:", balance(db))
+	fmt.Println("balance:", demoBalance(db))
 	// Output:
 	// payment-1 processed ack: true
 	// payment-2 processed ack: true

@@ -1,4 +1,4 @@
-package inbox_test
+package sqlite_test
 
 import (
 	"context"
@@ -15,9 +15,9 @@ import (
 // handler marks its error Permanent. The message is dead-lettered at its
 // first attempt instead of being retried, and the delivery is acked. A
 // redelivery is a duplicate.
-func ExamplePermanent() {
+func Example_permanent() {
 	ctx := context.Background()
-	_, driver, done := openExampleDB()
+	_, driver, done := openDemoDB()
 	defer done()
 	ib, err := inbox.New(ctx, driver, &inbox.Config{Consumer: "billing"})
 	if err != nil {
@@ -57,9 +57,9 @@ func ExamplePermanent() {
 // makes that the delay: Process returns an error, nothing committed, and
 // the delivery is nacked with out.Delay. The attempt counts towards
 // MaxAttempts. The redelivery succeeds.
-func ExampleRetryAfter() {
+func Example_retryAfter() {
 	ctx := context.Background()
-	db, driver, done := openExampleDB()
+	db, driver, done := openDemoDB()
 	defer done()
 	ib, err := inbox.New(ctx, driver, &inbox.Config{Consumer: "billing"})
 	if err != nil {
@@ -72,14 +72,14 @@ func ExampleRetryAfter() {
 		if calls == 1 {
 			return inbox.RetryAfter(30*time.Second, errRateLimited)
 		}
-		return credit(ctx, tx, msg)
+		return demoCredit(ctx, tx, msg)
 	}
 	msg := inbox.Message{ID: "payment-1"}
 	out, err := ib.Process(ctx, msg, creditLater)
 	fmt.Println(out.Status, "delay:", out.Delay, "attempts:", out.Attempts, "error:", err)
 	out, err = ib.Process(ctx, msg, creditLater) // the redelivery
 	fmt.Println(out.Status, "error:", err)
-	fmt.Println("balance:", balance(db))
+	fmt.Println("balance:", demoBalance(db))
 	// Output:
 	// retry delay: 30s attempts: 1 error: ledger: rate limited
 	// processed error: <nil>
