@@ -3,10 +3,9 @@ package inbox_test
 import (
 	"cmp"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"slices"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/inboxkit/inbox"
 	"github.com/inboxkit/inbox/broker"
@@ -23,7 +22,7 @@ func ExampleBatchHandler() {
 		Account string `json:"account"`
 		Cents   int64  `json:"cents"`
 	}
-	credit := func(ctx context.Context, tx pgx.Tx, msgs []*inbox.Message) error {
+	credit := func(ctx context.Context, tx *sql.Tx, msgs []*inbox.Message) error {
 		totals := map[string]int64{}
 		for _, m := range msgs {
 			var p payment
@@ -38,13 +37,13 @@ func ExampleBatchHandler() {
 		}
 		slices.SortFunc(accounts, cmp.Compare) // a stable lock order
 		for _, a := range accounts {
-			if _, err := tx.Exec(ctx, "UPDATE accounts SET balance = balance + $2 WHERE id = $1", a, totals[a]); err != nil {
+			if _, err := tx.ExecContext(ctx, "UPDATE accounts SET balance = balance + ? WHERE id = ?", totals[a], a); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
-	consume := func(ctx context.Context, ib *inbox.Inbox[pgx.Tx], src broker.Source) error {
+	consume := func(ctx context.Context, ib *inbox.Inbox[*sql.Tx], src broker.Source) error {
 		return inbox.ConsumeBatch(ctx, ib, src, credit, &inbox.ConsumerConfig{BatchSize: 100})
 	}
 	_ = consume

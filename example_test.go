@@ -6,7 +6,10 @@ import (
 	"github.com/inboxkit/inbox"
 )
 
-// delivery of the message.
+// A handler that charges a card through a payment service sends it a key.
+// The key is the same on every delivery of the message, so the service
+// charges once however often the handler runs. Another purpose, such as
+// a receipt email, gets another key.
 func ExampleIdempotencyKey() {
 	msg := inbox.Message{ID: "payment-42"}
 	k1 := inbox.IdempotencyKey(msg, "charge")
