@@ -58,6 +58,7 @@ type Message struct {
 	// "rabbitmq", "aws_sqs" (OpenTelemetry's messaging.system); empty when
 	// unknown. Not stored.
 	System string
+	idHint string // why an empty ID is empty, from Consume
 }
 
 // storedID is the key under which msg is claimed: its ID, or with
@@ -88,6 +89,8 @@ func (m *Message) validate(scopeByType bool) error {
 
 func (m *Message) validateID() error {
 	switch {
+	case len(m.ID) == 0 && m.idHint != "":
+		return invalid("empty ID: " + m.idHint)
 	case len(m.ID) == 0:
 		return invalid("empty ID")
 	case len(m.ID) > MaxIDLen:
