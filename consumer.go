@@ -83,6 +83,8 @@ type ConsumerConfig struct {
 	// Consume. What becomes of each message is for [Config.Logger] to say.
 	// Default slog.Default().
 	Logger *slog.Logger
+
+	missingID func(*broker.Message) string // why an ID is empty, set by withDefaults
 }
 
 // CheckRetention compares the inbox's retention with src's redelivery
@@ -168,8 +170,10 @@ func (c *ConsumerConfig) withDefaults(src broker.Source) ConsumerConfig {
 	if out.ShutdownTimeout <= 0 {
 		out.ShutdownTimeout = DefaultShutdownTimeout
 	}
+	out.missingID = func(*broker.Message) string { return "ConsumerConfig.ID returned an empty string" }
 	if out.ID == nil {
 		out.ID = func(m *broker.Message) string { return m.ID }
+		out.missingID = missingID(src)
 	}
 	if ls, ok := src.(broker.LeaseSource); ok && out.LeaseInterval == 0 {
 		out.LeaseInterval = ls.LeaseInterval()
@@ -460,21 +464,39 @@ func settle[TTx any](ctx context.Context, ib *Inbox[TTx], d broker.Delivery, msg
 
 // message makes the inbox's Message of a delivered one.
 func message(c *ConsumerConfig, m *broker.Message) Message {
-	return Message{ID: messageID(c, m), Type: m.Type, Payload: m.Payload, Headers: m.Headers,
+	id, panicked := messageID(c, m)
+	msg := Message{ID: id, Type: m.Type, Payload: m.Payload, Headers: m.Headers,
 		Subject: m.Subject, Deliveries: m.Deliveries, Time: m.Time, System: m.System}
+	switch {
+	case panicked != nil:
+		msg.idHint = fmt.Sprintf("ConsumerConfig.ID panicked: %v", panicked)
+	case id == "" && c.missingID != nil:
+		msg.idHint = c.missingID(m)
+	}
+	return msg
+}
+
+// missingID says why a message of src has no ID: src's own words (a
+// broker.MissingIDer) or broker.Message.ID's, and what to do.
+func missingID(src broker.Source) func(*broker.Message) string {
+	const todo = "; set it when publishing, or derive an ID with ConsumerConfig.ID"
+	if mi, ok := src.(broker.MissingIDer); ok {
+		return func(m *broker.Message) string { return mi.MissingID(m) + todo }
+	}
+	return func(*broker.Message) string { return "the source gave it no broker.Message.ID" + todo }
 }
 
 // messageID runs c.ID; a panic in it leaves the ID empty, so that the
 // message becomes a dead letter with its payload instead of killing the
 // worker.
-func messageID(c *ConsumerConfig, m *broker.Message) (id string) {
+func messageID(c *ConsumerConfig, m *broker.Message) (id string, panicked any) {
 	defer func() {
 		if v := recover(); v != nil {
 			c.Logger.Error("inbox: ConsumerConfig.ID panicked; the message will be dead-lettered", "panic", v)
-			id = ""
+			id, panicked = "", v
 		}
 	}()
-	return c.ID(m)
+	return c.ID(m), nil
 }
 
 // keepLease reports d InProgress every interval until the returned function

@@ -59,6 +59,7 @@ type Message struct {
 	// "aws_sqs". Consume takes it from broker.Message.System. It is empty
 	// when unknown. It is not stored.
 	System string
+	idHint string // why an empty ID is empty, from Consume
 }
 
 // storedID is the key under which msg is claimed: its ID, or with
@@ -89,6 +90,8 @@ func (m *Message) validate(scopeByType bool) error {
 
 func (m *Message) validateID() error {
 	switch {
+	case len(m.ID) == 0 && m.idHint != "":
+		return invalid("empty ID: " + m.idHint)
 	case len(m.ID) == 0:
 		return invalid("empty ID")
 	case len(m.ID) > MaxIDLen:

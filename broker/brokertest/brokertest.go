@@ -447,7 +447,8 @@ func testMissingID(t *testing.T, h Harness) {
 	if err := env.PublishNoID(ctx, []byte("no id here")); err != nil {
 		t.Fatal(err)
 	}
-	stop := f.Consume(t, env.Source(t), handler, nil)
+	src := env.Source(t)
+	stop := f.Consume(t, src, handler, nil)
 	Eventually(t, 15*time.Second, "the message without ID was never dead-lettered", func() bool { return hooks.DeadLettered.Load() >= 1 })
 	if err := stop(); err != nil {
 		t.Fatal(err)
@@ -457,6 +458,13 @@ func testMissingID(t *testing.T, h Harness) {
 	if err != nil || len(dls) != 1 || string(dls[0].Message.Payload) != "no id here" || hooks.DeadLettered.Load() != 1 || calls.Load() != 0 {
 		t.Fatalf("dead letters %+v (%v), %d dead-lettered, handler ran %d times; want one dead letter with the payload",
 			dls, err, hooks.DeadLettered.Load(), calls.Load())
+	}
+	want := "ConsumerConfig.ID"
+	if mi, ok := src.(broker.MissingIDer); ok {
+		want = mi.MissingID(&broker.Message{}) + "; set it when publishing, or derive an ID with ConsumerConfig.ID"
+	}
+	if !strings.Contains(dls[0].Error, want) {
+		t.Fatalf("dead letter's error %q, want it to say where the ID comes from: %q", dls[0].Error, want)
 	}
 }
 

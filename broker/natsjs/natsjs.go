@@ -127,6 +127,9 @@ func RedeliveryWindow(ctx context.Context, js jetstream.JetStream, stream string
 
 func streamConfig(ctx context.Context, js jetstream.JetStream, stream string) (*jetstream.StreamConfig, error) {
 	st, err := js.Stream(ctx, stream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, noStream(stream, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("natsjs: stream %s: %w", stream, err)
 	}
@@ -181,6 +184,9 @@ func NewSource(ctx context.Context, js jetstream.JetStream, cfg *Config) (*Sourc
 		cc.FilterSubjects = c.FilterSubjects
 	}
 	cons, err := js.CreateOrUpdateConsumer(ctx, c.Stream, cc)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, noStream(c.Stream, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("natsjs: consumer %s on stream %s: %w", c.Durable, c.Stream, err)
 	}
@@ -393,7 +399,7 @@ func (p *Publisher) Publish(ctx context.Context, msg *broker.Message) error {
 		return fmt.Errorf("natsjs: publish %q to %q: %w: payload of %d bytes: %w",
 			msg.ID, msg.Subject, broker.ErrInvalidMessage, len(msg.Payload), err)
 	case errors.Is(err, jetstream.ErrNoStreamResponse):
-		return fmt.Errorf("natsjs: publish %q to %q: %w (does a stream capture the subject?)", msg.ID, msg.Subject, err)
+		return noStreamFor(msg.ID, msg.Subject, err)
 	}
 	return fmt.Errorf("natsjs: publish %q to %q: %w", msg.ID, msg.Subject, err)
 }

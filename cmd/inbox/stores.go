@@ -28,9 +28,11 @@ import (
 // storeFlags select a database and the inbox's table names.
 type storeFlags struct {
 	postgres, mysql, sqlite, schema, prefix string
+	cmd                                     string // the command's name, for a usage error
 }
 
 func (s *storeFlags) register(fs *flag.FlagSet) {
+	s.cmd = fs.Name()
 	fs.StringVar(&s.postgres, "postgres", "", "PostgreSQL DSN, e.g. postgres://postgres@127.0.0.1:5432/test")
 	fs.StringVar(&s.mysql, "mysql", "", "MySQL/MariaDB DSN (go-sql-driver/mysql format), e.g. root@tcp(127.0.0.1:3306)/test")
 	fs.StringVar(&s.sqlite, "sqlite", "", "SQLite database file")
@@ -75,7 +77,7 @@ func (s *storeFlags) open(ctx context.Context, create bool, stderr io.Writer) (*
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	switch {
 	case given > 1:
-		return nil, errors.New("give one of -postgres, -mysql and -sqlite")
+		return nil, s.usage(stderr, "give one of -postgres, -mysql and -sqlite")
 	case s.mysql != "":
 		db, err := mysql.Open(s.mysql, nil)
 		if err != nil {
@@ -91,7 +93,7 @@ func (s *storeFlags) open(ctx context.Context, create bool, stderr io.Writer) (*
 				`SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = COALESCE(NULLIF(?, ''), DATABASE()) AND table_name = ?`,
 				tables.Schema, tables.Prefix+"inbox_migrations")
 		}
-		return &opened{d, applied, func() { db.Close() }, newInspection(d)}, nil
+		return &opened{d, applied, func() { db.Close() }, checked(newInspection(d), applied)}, nil
 	case s.postgres != "":
 		pool, err := pgxpool.New(ctx, s.postgres)
 		if err != nil {
@@ -112,7 +114,7 @@ func (s *storeFlags) open(ctx context.Context, create bool, stderr io.Writer) (*
 			rows, _ := pool.Query(ctx, `SELECT version FROM `+name)
 			return pgx.CollectRows(rows, pgx.RowTo[int])
 		}
-		return &opened{d, applied, pool.Close, newInspection(d)}, nil
+		return &opened{d, applied, pool.Close, checked(newInspection(d), applied)}, nil
 	case s.sqlite != "":
 		if _, err := os.Stat(s.sqlite); !create && errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("no SQLite database at %s (inbox migrate -sqlite %s creates it)", s.sqlite, s.sqlite)
@@ -130,9 +132,9 @@ func (s *storeFlags) open(ctx context.Context, create bool, stderr io.Writer) (*
 			return sqlVersions(ctx, db, tables.Name("inbox_migrations", store.QuoteDouble),
 				`SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = ?`, tables.Prefix+"inbox_migrations")
 		}
-		return &opened{d, applied, func() { db.Close() }, newInspection(d)}, nil
+		return &opened{d, applied, func() { db.Close() }, checked(newInspection(d), applied)}, nil
 	}
-	return nil, errors.New("give -postgres DSN, -mysql DSN or -sqlite FILE")
+	return nil, s.usage(stderr, "give -postgres DSN, -mysql DSN or -sqlite FILE")
 }
 
 // sqlVersions reads the versions in the migrations table name, if exists

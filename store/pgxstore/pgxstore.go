@@ -252,7 +252,8 @@ func (d *Driver) Claim(ctx context.Context, tx pgx.Tx, p *store.ClaimParams) (*s
 // when the transaction ends (as pgxpool's own transactions are).
 type connTx struct {
 	pgx.Tx
-	conn *pgxpool.Conn
+	conn   *pgxpool.Conn
+	failed error // the last statement's error PostgreSQL gave
 }
 
 func (t *connTx) release() {
@@ -314,6 +315,9 @@ func (d *Driver) Commit(ctx context.Context, tx pgx.Tx) error {
 	if errors.Is(err, pgx.ErrTxClosed) {
 		return txDone("commit", err)
 	}
+	if pgsql.CommitAborted(err) {
+		return fmt.Errorf("pgxstore: %w", aborted(tx, true, err))
+	}
 	return pgsql.Classify(err)
 }
 
@@ -332,7 +336,10 @@ func (d *Driver) CheckTx(ctx context.Context, tx pgx.Tx, savepoint string) error
 	if tx.Conn().PgConn().IsBusy() {
 		return ErrConnBusy
 	}
-	return pgsql.CheckTxStatus(tx.Conn().PgConn().TxStatus())
+	if err := pgsql.CheckTxStatus(tx.Conn().PgConn().TxStatus()); err != nil {
+		return fmt.Errorf("pgxstore: %w", aborted(tx, false, nil))
+	}
+	return nil
 }
 
 // Rollback rolls tx back. A closed tx is not an error.

@@ -460,7 +460,13 @@ func (d *Driver) insertIfAbsent(ctx context.Context, st txStmt, args ...any) (bo
 // unknown, as a broken connection does. So is one that a later attempt may
 // not hit, such as SQLITE_BUSY. A tx already ended wraps [store.ErrTxDone].
 func (d *Driver) Commit(_ context.Context, tx *sql.Tx) error {
-	return d.fail("commit", tx.Commit())
+	err := tx.Commit()
+	if a, ok := d.dialect.(sqldialect.Aborter); ok && err != nil {
+		if aerr := a.Aborted(err, true); aerr != nil {
+			return fmt.Errorf("sqlstore: %w", aerr)
+		}
+	}
+	return d.fail("commit", err)
 }
 
 // CheckTx releases the savepoint. That fails when tx can no longer commit
@@ -488,6 +494,11 @@ func (d *Driver) CheckTx(ctx context.Context, tx *sql.Tx, savepoint string) erro
 		}
 		if d.dialect.ConnBusy(err) { // the handler's fault: not wrapped, so not transient
 			return fmt.Errorf("sqlstore: %w (a result set left open: close its rows): %v", store.ErrTxUnusable, err)
+		}
+		if a, ok := d.dialect.(sqldialect.Aborter); ok {
+			if aerr := a.Aborted(err, false); aerr != nil {
+				return fmt.Errorf("sqlstore: %w", aerr)
+			}
 		}
 		return fmt.Errorf("sqlstore: the transaction can no longer commit what it did since the claim (a failed statement's error was not returned): %w", err)
 	}

@@ -143,11 +143,11 @@ func Open(dsn string, opts *Options) (*sql.DB, error) {
 	}
 	conn, err := mysql.NewConnector(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("sqlstore: Open: %w", err)
+		return nil, fmt.Errorf("mysql: Open: %w", err)
 	}
 	lockWait, err := strconv.ParseInt(cfg.Params["innodb_lock_wait_timeout"], 10, 64)
 	if err != nil { // mysqlConfig checked it
-		return nil, fmt.Errorf("%w: Open: %w", sqlstore.ErrInvalidConfig, err)
+		return nil, invalidConfig(nil, "innodb_lock_wait_timeout: %v", err)
 	}
 	db := sql.OpenDB(mysqlConnector{Connector: conn, lockWait: lockWait})
 	idle := 0
@@ -157,18 +157,21 @@ func Open(dsn string, opts *Options) (*sql.DB, error) {
 	sqldialect.SetMaxIdleConns(db, idle)
 	if err := db.Ping(); err != nil {
 		_ = db.Close()
-		return nil, fmt.Errorf("sqlstore: Open %s: %w", cfg.Addr, err)
+		return nil, fmt.Errorf("mysql: Open %s: %w", cfg.Addr, err)
 	}
 	return db, nil
 }
 
 func mysqlConfig(dsn string, opts *Options) (*mysql.Config, error) {
+	if isURL(dsn) {
+		return nil, badDSN(dsn, nil)
+	}
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("%w: Open: %w", sqlstore.ErrInvalidConfig, err)
+		return nil, badDSN(dsn, err)
 	}
 	if cfg.ClientFoundRows {
-		return nil, fmt.Errorf("%w: %w", sqlstore.ErrInvalidConfig, ErrClientFoundRows)
+		return nil, invalidConfig(ErrClientFoundRows, "%v", ErrClientFoundRows)
 	}
 	cfg.ParseTime = true
 	if cfg.Params == nil {
@@ -179,12 +182,12 @@ func mysqlConfig(dsn string, opts *Options) (*mysql.Config, error) {
 		timeout = opts.LockTimeout
 	} else if s, ok := cfg.Params["innodb_lock_wait_timeout"]; ok {
 		if _, err := strconv.ParseUint(s, 10, 32); err != nil {
-			return nil, fmt.Errorf("%w: Open: innodb_lock_wait_timeout=%q, want whole seconds", sqlstore.ErrInvalidConfig, s)
+			return nil, invalidConfig(nil, "innodb_lock_wait_timeout=%q, want whole seconds", s)
 		}
 		return cfg, nil
 	}
 	if timeout < 0 {
-		return nil, fmt.Errorf("%w: Open: negative LockTimeout %v", sqlstore.ErrInvalidConfig, timeout)
+		return nil, invalidConfig(nil, "negative LockTimeout %v", timeout)
 	}
 	cfg.Params["innodb_lock_wait_timeout"] = strconv.FormatInt(mysqlSeconds(timeout), 10)
 	return cfg, nil
