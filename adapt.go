@@ -26,16 +26,16 @@ const (
 // without a conflict (startHold until the first conflict, then at least
 // minBatchHold): size doubles back first, then width. A conflict
 // steps down: width halves, down to 1, which leaves the consumer's own
-// batches no one to deadlock with; then size halves, down to 1, against
-// conflicts with other processes. A conflict in a batch that started
+// batches no one to deadlock with; then size becomes half the conflicting
+// batch's, down to 1, against conflicts with other processes. A conflict in a batch that started
 // before the last step down steps no further: that step answered the same
 // wave. Any conflict delays the next step up by a hold.
 //
 // A step up that meets a conflict within two holds (at least two
 // seconds: PostgreSQL takes one to find a deadlock) makes hold four times
 // as long, up to maxBatchHold: that limit is tried less often. A step up
-// that lasts a whole hold halves it, down to minBatchHold. Five minutes
-// without a conflict start over at minBatchHold.
+// that lasts a whole hold halves it, down to minBatchHold. A conflict
+// five minutes after the limit last changed starts over at minBatchHold.
 type batchLimit struct {
 	maxWidth, maxSize int
 	now               func() time.Time
@@ -65,34 +65,41 @@ func newBatchLimit(workers, size int) *batchLimit {
 func (l *batchLimit) next() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	now := l.now()
-	if (l.size < l.maxSize || l.width < l.maxWidth) && now.Sub(l.changed) >= l.hold {
-		if l.grew && l.down > 0 { // the last step up met no conflict for a whole hold
-			l.hold = max(l.hold/2, minBatchHold)
-		}
-		if l.size < l.maxSize {
-			l.size = min(2*l.size, l.maxSize)
-		} else {
-			l.width = min(2*l.width, l.maxWidth)
-			l.free.Broadcast()
-		}
-		l.epoch++
-		l.up = l.epoch
-		l.changed, l.grew = now, true
-	}
+	l.stepUp()
 	return l.size
+}
+
+// stepUp steps the limit up when it has held long enough. l.mu is held.
+func (l *batchLimit) stepUp() {
+	now := l.now()
+	if (l.size == l.maxSize && l.width == l.maxWidth) || now.Sub(l.changed) < l.hold {
+		return
+	}
+	if l.grew && l.down > 0 { // the last step up met no conflict for a whole hold
+		l.hold = max(l.hold/2, minBatchHold)
+	}
+	if l.size < l.maxSize {
+		l.size = min(2*l.size, l.maxSize)
+	} else {
+		l.width = min(2*l.width, l.maxWidth)
+		l.free.Broadcast()
+	}
+	l.epoch++
+	l.up = l.epoch
+	l.changed, l.grew = now, true
 }
 
 // start waits until a batch of n messages may run, and returns the
 // epoch it starts in and the function that ends it. A batch of one
-// message does not wait.
+// message does not wait. A waiting batch steps the limit up when it is
+// due, each time another batch ends.
 func (l *batchLimit) start(n int) (epoch int, end func()) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if n <= 1 {
 		return l.epoch, func() {}
 	}
-	for l.running >= l.width {
+	for l.stepUp(); l.running >= l.width; l.stepUp() {
 		l.free.Wait()
 	}
 	l.running++
@@ -108,8 +115,9 @@ func (l *batchLimit) start(n int) (epoch int, end func()) {
 // run together by a batch that started in *epoch. A batch that started
 // before the last step down does not step again: that step answered the
 // same wave of conflicts. It returns how many of the batch's messages to
-// run together next: fewer than n, so that the batch ends.
-func (l *batchLimit) conflicted(epoch *int, n int) int {
+// run together next (fewer than n, so that the batch ends), and the
+// width and size from then on.
+func (l *batchLimit) conflicted(epoch *int, n int) (next, width, size int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
@@ -133,14 +141,7 @@ func (l *batchLimit) conflicted(epoch *int, n int) int {
 	}
 	l.changed = now // no step up while conflicts go on
 	*epoch = l.epoch
-	return max(min(l.size, n/2), 1)
-}
-
-// current returns the width and the size.
-func (l *batchLimit) current() (width, size int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.width, l.size
+	return max(min(l.size, n/2), 1), l.width, l.size
 }
 
 // SplitEvent describes a batch that met a lock conflict, for a

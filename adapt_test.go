@@ -107,9 +107,9 @@ func TestBatchLimit(t *testing.T) {
 					if s.stale {
 						epoch = l.down - 1
 					}
-					next := l.conflicted(&epoch, s.conflict)
-					if want := max(min(l.size, s.conflict/2), 1); next != want {
-						t.Fatalf("step %d: conflicted returned %d, want %d", i+1, next, want)
+					next, width, sz := l.conflicted(&epoch, s.conflict)
+					if want := max(min(s.size, s.conflict/2), 1); next != want || width != s.width || sz != s.size {
+						t.Fatalf("step %d: conflicted returned %d, %d, %d; want %d, %d, %d", i+1, next, width, sz, want, s.width, s.size)
 					}
 					size = l.size
 				}
@@ -145,5 +145,29 @@ func TestBatchLimitStart(t *testing.T) {
 		end()
 	case <-time.After(10 * time.Second):
 		t.Fatal("the second batch did not start after the first ended")
+	}
+}
+
+// A batch that waits for its turn steps the limit up when it is due: the
+// slow start does not stall behind a long batch.
+func TestBatchLimitStartStepsUp(t *testing.T) {
+	t.Parallel()
+	l, clock := testLimit(4, 50)
+	_, end1 := l.start(10) // width 1: the only one
+	defer end1()
+	clock.add(startHold)
+	started := make(chan func(), 1)
+	go func() {
+		_, end := l.start(10)
+		started <- end
+	}()
+	select {
+	case end := <-started:
+		end()
+	case <-time.After(10 * time.Second):
+		t.Fatal("a batch waited behind the first one although the width was due to grow")
+	}
+	if l.width != 2 {
+		t.Fatalf("width %d, want 2", l.width)
 	}
 }

@@ -30,7 +30,7 @@ func ConsumeQueued[TTx any](ctx context.Context, ib *Inbox[TTx], src broker.Sour
 	if err := checkQueued(ib, src, h, cfg); err != nil {
 		return err
 	}
-	return consume(ctx, ib, src, cfg, 1, func(ctx context.Context, ds []broker.Delivery, c *ConsumerConfig, _ splitFunc) error {
+	return consume(ctx, ib, src, cfg, 1, func(ctx context.Context, ds []broker.Delivery, c *ConsumerConfig, _ *batchLimit) error {
 		var uerr error
 		for _, d := range ds { // one, as BatchSize is 1
 			if err := deliverQueued(ctx, ib, d, h, c); err != nil && uerr == nil {

@@ -222,11 +222,11 @@ func Consume[TTx any](ctx context.Context, ib *Inbox[TTx], src broker.Source, h 
 		return err
 	}
 	run := ib.eachRun(h)
-	return consume(ctx, ib, src, cfg, 1, func(ctx context.Context, ds []broker.Delivery, c *ConsumerConfig, split splitFunc) error {
+	return consume(ctx, ib, src, cfg, 1, func(ctx context.Context, ds []broker.Delivery, c *ConsumerConfig, limit *batchLimit) error {
 		if len(ds) == 1 {
 			return deliver(ctx, ib, ds[0], h, c)
 		}
-		return deliverBatch(ctx, ib, ds, c, func(ctx context.Context, msgs []Message) ([]Outcome, error) {
+		return deliverBatch(ctx, ib, ds, c, limit, func(ctx context.Context, msgs []Message, split splitFunc) ([]Outcome, error) {
 			return ib.processBatch(ctx, msgs, run, split)
 		})
 	})
@@ -242,17 +242,17 @@ func ConsumeBatch[TTx any](ctx context.Context, ib *Inbox[TTx], src broker.Sourc
 		return fmt.Errorf("%w: nil *Inbox or handler", ErrInvalidConfig)
 	}
 	run := ib.batchFuncRun(h)
-	return consume(ctx, ib, src, cfg, DefaultBatchSize, func(ctx context.Context, ds []broker.Delivery, c *ConsumerConfig, split splitFunc) error {
-		return deliverBatch(ctx, ib, ds, c, func(ctx context.Context, msgs []Message) ([]Outcome, error) {
+	return consume(ctx, ib, src, cfg, DefaultBatchSize, func(ctx context.Context, ds []broker.Delivery, c *ConsumerConfig, limit *batchLimit) error {
+		return deliverBatch(ctx, ib, ds, c, limit, func(ctx context.Context, msgs []Message, split splitFunc) ([]Outcome, error) {
 			return ib.processBatch(ctx, msgs, run, split)
 		})
 	})
 }
 
 // consume runs the workers; each hands process the deliveries it took,
-// and the splitFunc of the consumer's batch size (nil when it is fixed).
+// and the consumer's batch limit (nil when the batch size is fixed).
 func consume[TTx any](ctx context.Context, ib *Inbox[TTx], src broker.Source, cfg *ConsumerConfig, batchSize int,
-	process func(ctx context.Context, ds []broker.Delivery, c *ConsumerConfig, split splitFunc) error) error {
+	process func(ctx context.Context, ds []broker.Delivery, c *ConsumerConfig, limit *batchLimit) error) error {
 	if isNil(src) {
 		return fmt.Errorf("%w: nil source (%T)", ErrInvalidConfig, src)
 	}
@@ -313,10 +313,7 @@ func consume[TTx any](ctx context.Context, ib *Inbox[TTx], src broker.Source, cf
 					}
 					return
 				}
-				split, end := startBatch(ib, limit, len(ds))
-				err := process(work, ds, &c, split)
-				end()
-				if err != nil {
+				if err := process(work, ds, &c, limit); err != nil {
 					stop(err, "inbox: the database cannot be used; stopping")
 					return
 				}
@@ -340,8 +337,7 @@ func startBatch[TTx any](ib *Inbox[TTx], limit *batchLimit, n int) (splitFunc, f
 	}
 	epoch, end := limit.start(n)
 	return func(ctx context.Context, n int, err error) int {
-		next := limit.conflicted(&epoch, n)
-		width, size := limit.current()
+		next, width, size := limit.conflicted(&epoch, n)
 		ib.split(ctx, &SplitEvent{Consumer: ib.Consumer(), Size: n, Next: next, Width: width, Limit: size, Err: err})
 		// Wait again, under the new width: the batches that met the
 		// conflict must not go on side by side.
@@ -391,10 +387,12 @@ func gather(fetch context.Context, src broker.Source, c *ConsumerConfig, n int) 
 const settleParallel = 64
 
 // deliverBatch processes deliveries in one batch and acks or nacks each
-// by its outcome. It returns the error of a database that no retry fixes,
-// after nacking.
-func deliverBatch[TTx any](ctx context.Context, ib *Inbox[TTx], ds []broker.Delivery, c *ConsumerConfig,
-	process func(ctx context.Context, msgs []Message) ([]Outcome, error)) error {
+// by its outcome. It waits for limit's turn with the deliveries leased.
+// It returns the error of a database that no retry fixes, after nacking;
+// any other error of process is already in the outcomes (a split batch
+// may fail in a part after earlier parts committed).
+func deliverBatch[TTx any](ctx context.Context, ib *Inbox[TTx], ds []broker.Delivery, c *ConsumerConfig, limit *batchLimit,
+	process func(ctx context.Context, msgs []Message, split splitFunc) ([]Outcome, error)) error {
 	msgs := make([]Message, len(ds))
 	stops := make([]func(), len(ds))
 	for i, d := range ds {
@@ -402,7 +400,10 @@ func deliverBatch[TTx any](ctx context.Context, ib *Inbox[TTx], ds []broker.Deli
 		msgs[i] = message(c, m)
 		stops[i] = keepLease(ctx, d, c.LeaseInterval)
 	}
-	outs, err := process(ctx, msgs)
+	// Leased while the batch waits for its turn too.
+	split, end := startBatch(ib, limit, len(ds))
+	outs, err := process(ctx, msgs, split)
+	end()
 	for _, stop := range stops {
 		stop()
 	}

@@ -219,8 +219,9 @@
 //   - After a second without conflicts it steps back up. Each time a step up
 //     meets conflicts again, it waits four times as long before the next
 //     step. The wait is at most five minutes.
-//   - A consumer starts with one batch at a time. It reaches Workers
-//     batches within a second unless conflicts stop it.
+//   - A consumer starts with one batch at a time. It doubles that every
+//     quarter second, as batches end, until the first conflict.
+//   - Deliveries waiting for their batch's turn keep their leases.
 //
 // Each split is logged at WARN, at most one line per 10 s. It is told to a
 // [BatchSplitHook]. A BatchHandler that updates shared rows in a stable
