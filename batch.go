@@ -275,16 +275,16 @@ func (ib *Inbox[TTx]) runBatch(ctx context.Context, bc store.BatchClaimer[TTx], 
 			continue
 		}
 		rest = rest[len(part):]
-		if err != nil { // the rest gets the part's delay
-			out := ib.retryNow()
+		if err != nil { // the rest did not run: Retry, after the part's delay
+			delay := ib.retryNow().Delay
 			for _, it := range part {
-				if it.out.Status == Retry {
-					out = it.out
+				if it.out.Status == Retry && it.out.Attempts == 0 && it.out.Err == nil {
+					delay = it.out.Delay // the database's failure, not a message's
 					break
 				}
 			}
 			for _, it := range rest {
-				it.out, it.err = out, err
+				it.out, it.err = Outcome{Status: Retry, Delay: delay}, err
 			}
 			return err
 		}

@@ -99,6 +99,7 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"ConflictReported", testConflictReported[TTx]},
 		{"BatchSplitOnConflict", testBatchSplitOnConflict[TTx]},
 		{"BatchHotRows", testBatchHotRows[TTx]},
+		{"BatchSplitPartFails", testBatchSplitPartFails[TTx]},
 		// pipeline.go: ProcessQueued, where the store pipelines
 		{"QueuedThenDuplicate", testQueuedThenDuplicate[TTx]},
 		{"QueuedFailures", testQueuedFailures[TTx]},
