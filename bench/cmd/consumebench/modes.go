@@ -57,37 +57,48 @@ func ackBatchMode(o *options) runFunc {
 		}
 		defer src.Close()
 		p.begin()
-		var wg sync.WaitGroup
-		errs := make(chan error, o.workers)
-		for range o.workers {
-			wg.Go(func() {
-				for {
-					ds, err := take(ctx, src, o.batch)
-					actx := context.WithoutCancel(ctx)
-					var acks sync.WaitGroup
-					for _, d := range ds {
-						acks.Go(func() {
-							if err := d.Ack(actx); err != nil {
-								p.retries.Add(1)
-								return
-							}
-							p.add(1)
-						})
-					}
-					acks.Wait()
-					if err != nil {
-						if ctx.Err() == nil {
-							errs <- err
-						}
+		return batchWorkers(ctx, o.workers, src, o.batch, func(ctx context.Context, ds []broker.Delivery) {
+			var acks sync.WaitGroup
+			for _, d := range ds {
+				acks.Go(func() {
+					if err := d.Ack(ctx); err != nil {
+						p.retries.Add(1)
 						return
 					}
-				}
-			})
-		}
-		wg.Wait()
-		close(errs)
-		return <-errs
+					p.add(1)
+				})
+			}
+			acks.Wait()
+		})
 	}
+}
+
+// batchWorkers runs n goroutines that take up to size deliveries of src
+// at a time (take) and hand them to fn, with a context that outlives ctx
+// so that a transaction in progress finishes and is acked, until ctx is
+// done.
+func batchWorkers(ctx context.Context, n int, src broker.Source, size int, fn func(ctx context.Context, ds []broker.Delivery)) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for range n {
+		wg.Go(func() {
+			for {
+				ds, err := take(ctx, src, size)
+				if len(ds) > 0 {
+					fn(context.WithoutCancel(ctx), ds)
+				}
+				if err != nil {
+					if ctx.Err() == nil {
+						errs <- err
+					}
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
 }
 
 // take waits for a delivery, then takes up to n in all, waiting at most
@@ -268,28 +279,9 @@ func (m *modes[TTx]) plainBatch(ctx context.Context, q queue, p *progress) error
 	}
 	defer src.Close()
 	p.begin()
-	var wg sync.WaitGroup
-	errs := make(chan error, m.o.workers)
-	for range m.o.workers {
-		wg.Go(func() {
-			for {
-				ds, err := take(ctx, src, m.o.batch)
-				actx := context.WithoutCancel(ctx)
-				if len(ds) > 0 {
-					m.settleBatch(actx, ds, p)
-				}
-				if err != nil {
-					if ctx.Err() == nil {
-						errs <- err
-					}
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	return <-errs
+	return batchWorkers(ctx, m.o.workers, src, m.o.batch, func(ctx context.Context, ds []broker.Delivery) {
+		m.settleBatch(ctx, ds, p)
+	})
 }
 
 // settleBatch writes ds in one transaction and acks them, or nacks them

@@ -17,7 +17,7 @@ import (
 // message comes back, and its second delivery is a duplicate.
 func Example_consume() {
 	ctx := context.Background()
-	db, driver, done := openDemoDB()
+	db, driver, done := openExampleDB()
 	defer done()
 	var counts inbox.Counts
 	ib, err := inbox.New(ctx, driver, &inbox.Config{Consumer: "billing", Hooks: []any{&counts}})
@@ -50,7 +50,7 @@ func Example_consume() {
 	}
 	fmt.Println(counts.String())
 	fmt.Println("acks lost:", len(b.LostAcks()), "acked:", len(b.Acked()), "unsettled:", len(b.Unsettled()))
-	fmt.Println("balance:", demoBalance(db))
+	fmt.Println("balance:", exampleBalance(db))
 	// Output:
 	// processed 3, duplicates 3, retries 0, dead-lettered 0
 	// acks lost: 3 acked: 3 unsettled: 0

@@ -16,7 +16,7 @@ import (
 // is then gone, and a late redelivery is a duplicate.
 func Example_deadLetterReplay() {
 	ctx := context.Background()
-	db, driver, done := openDemoDB()
+	db, driver, done := openExampleDB()
 	defer done()
 	ib, err := inbox.New(ctx, driver, &inbox.Config{Consumer: "billing", MaxAttempts: 2})
 	if err != nil {
@@ -42,14 +42,14 @@ func Example_deadLetterReplay() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println("replay:", out.Status, "balance:", demoBalance(db))
+	fmt.Println("replay:", out.Status, "balance:", exampleBalance(db))
 
 	dead, err = ib.DeadLetters(ctx, nil)
 	if err != nil {
 		log.Fatal(err)
 	}
 	out, _ = ib.Process(ctx, msg, demoCredit)
-	fmt.Println("dead letters:", len(dead), "redelivery:", out.Status, "balance:", demoBalance(db))
+	fmt.Println("dead letters:", len(dead), "redelivery:", out.Status, "balance:", exampleBalance(db))
 	// Output:
 	// retry attempts: 1
 	// dead-lettered attempts: 2
@@ -63,7 +63,7 @@ func Example_deadLetterReplay() {
 // duplicate, and the handler does not run.
 func Example_discard() {
 	ctx := context.Background()
-	db, driver, done := openDemoDB()
+	db, driver, done := openExampleDB()
 	defer done()
 	ib, err := inbox.New(ctx, driver, &inbox.Config{Consumer: "billing"})
 	if err != nil {
@@ -91,7 +91,7 @@ func Example_discard() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println("dead letters:", len(dead), "redelivery:", out.Status, "balance:", demoBalance(db))
+	fmt.Println("dead letters:", len(dead), "redelivery:", out.Status, "balance:", exampleBalance(db))
 	// Output:
 	// dead letters: 0 redelivery: duplicate balance: 0
 }

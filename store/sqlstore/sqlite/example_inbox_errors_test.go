@@ -17,7 +17,7 @@ import (
 // redelivery is a duplicate.
 func Example_permanent() {
 	ctx := context.Background()
-	_, driver, done := openDemoDB()
+	_, driver, done := openExampleDB()
 	defer done()
 	ib, err := inbox.New(ctx, driver, &inbox.Config{Consumer: "billing"})
 	if err != nil {
@@ -59,7 +59,7 @@ func Example_permanent() {
 // MaxAttempts. The redelivery succeeds.
 func Example_retryAfter() {
 	ctx := context.Background()
-	db, driver, done := openDemoDB()
+	db, driver, done := openExampleDB()
 	defer done()
 	ib, err := inbox.New(ctx, driver, &inbox.Config{Consumer: "billing"})
 	if err != nil {
@@ -79,7 +79,7 @@ func Example_retryAfter() {
 	fmt.Println(out.Status, "delay:", out.Delay, "attempts:", out.Attempts, "error:", err)
 	out, err = ib.Process(ctx, msg, creditLater) // the redelivery
 	fmt.Println(out.Status, "error:", err)
-	fmt.Println("balance:", demoBalance(db))
+	fmt.Println("balance:", exampleBalance(db))
 	// Output:
 	// retry delay: 30s attempts: 1 error: ledger: rate limited
 	// processed error: <nil>

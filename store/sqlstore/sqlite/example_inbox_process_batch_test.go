@@ -16,7 +16,7 @@ import (
 // commit. Each outcome says whether to ack its delivery.
 func Example_processBatch() {
 	ctx := context.Background()
-	db, driver, done := openDemoDB()
+	db, driver, done := openExampleDB()
 	defer done()
 	ib, err := inbox.New(ctx, driver, &inbox.Config{Consumer: "billing"})
 	if err != nil {
@@ -43,7 +43,7 @@ func Example_processBatch() {
 	for i, out := range outs {
 		fmt.Println(msgs[i].ID, out.Status, "ack:", out.Ack())
 	}
-	fmt.Println("balance:", demoBalance(db))
+	fmt.Println("balance:", exampleBalance(db))
 	// Output:
 	// payment-1 processed ack: true
 	// payment-2 processed ack: true

@@ -73,7 +73,7 @@ func Example_process() {
 // delivery is a duplicate: roll back and ack.
 func Example_processTxOutcomes() {
 	ctx := context.Background()
-	db, driver, done := openDemoDB()
+	db, driver, done := openExampleDB()
 	defer done()
 	ib, err := inbox.New(ctx, driver, &inbox.Config{Consumer: "billing"})
 	if err != nil {
@@ -97,7 +97,7 @@ func Example_processTxOutcomes() {
 		}
 		fmt.Println(out.Status, "commit:", out.Commit(), "ack:", out.Ack())
 	}
-	fmt.Println("balance:", demoBalance(db))
+	fmt.Println("balance:", exampleBalance(db))
 	// Output:
 	// processed commit: true ack: true
 	// duplicate commit: false ack: true

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log"
-	"os"
-	"path/filepath"
 	"slices"
 	"time"
 
@@ -15,36 +13,16 @@ import (
 	"github.com/inboxkit/inbox/inboxtest"
 	"github.com/inboxkit/inbox/outbox"
 	"github.com/inboxkit/inbox/store/sqlstore"
-	"github.com/inboxkit/inbox/store/sqlstore/sqlite"
 )
 
-// openOutboxDB opens a SQLite file in a new temporary directory and
-// migrates the inbox's tables, the outbox's among them. It adds the
-// examples' own table, orders. done closes the database and removes the
-// directory.
+// openOutboxDB is openExampleDB with the outbox examples' own table,
+// orders.
 func openOutboxDB() (db *sql.DB, driver *sqlstore.Driver, done func()) {
-	dir, err := os.MkdirTemp("", "outbox-example")
-	if err != nil {
-		log.Fatal(err)
-	}
-	db, err = sqlite.Open(filepath.Join(dir, "inbox.db"), nil)
-	if err != nil {
-		log.Fatal(err)
-	}
-	driver, err = sqlstore.New(db, &sqlstore.Config{Dialect: sqlite.Dialect})
-	if err != nil {
-		log.Fatal(err)
-	}
-	if err := inbox.Migrate(context.Background(), driver); err != nil {
-		log.Fatal(err)
-	}
+	db, driver, done = openExampleDB()
 	if _, err := db.Exec(`CREATE TABLE orders (id TEXT PRIMARY KEY)`); err != nil {
 		log.Fatal(err)
 	}
-	return db, driver, func() {
-		db.Close()
-		os.RemoveAll(dir)
-	}
+	return db, driver, done
 }
 
 // placeOrder inserts an order and writes its event in one transaction,
