@@ -155,7 +155,8 @@ func testBatchSplitOnConflict[TTx any](t *testing.T, h Harness[TTx]) {
 // Batches whose handlers update a few shared rows in the order of their
 // messages deadlock with each other. Consume then runs fewer of them at
 // once, or smaller ones when two consumers conflict: every message commits
-// once, none fails (no Retry), and the splits are reported. With
+// once, no attempt is counted, hardly any message is retried, and the
+// splits are reported. With
 // FixedBatchSize the same work retries the deadlocked messages over and
 // over.
 func testBatchHotRows[TTx any](t *testing.T, h Harness[TTx]) {
@@ -196,7 +197,8 @@ func testHotRows[TTx any](t *testing.T, h Harness[TTx], consumers, workers int) 
 	}
 	var counts inbox.Counts
 	var split splits
-	ib := newInbox(t, env, inbox.Config{Hooks: []any{&counts, &split}})
+	var rs retries
+	ib := newInbox(t, env, inbox.Config{Hooks: []any{&counts, &split, &rs}})
 	var ids []string
 	for i := range 2000 {
 		ids = append(ids, fmt.Sprintf("hot-%d", i))
@@ -221,8 +223,19 @@ func testHotRows[TTx any](t *testing.T, h Harness[TTx], consumers, workers int) 
 			t.Fatalf("%s: %d effects, want 1", id, n)
 		}
 	}
-	if counts.Retries.Load() != 0 || counts.DeadLettered.Load() != 0 || counts.Processed.Load() != int64(len(ids)) {
-		t.Fatalf("%s; want every message processed, none retried", &counts)
+	// A message alone in its transaction can still be a deadlock's victim:
+	// PostgreSQL queues it for a row behind a batch, and the queue closes
+	// the cycle. Such a Retry is transient and counts no attempt. Without
+	// the splits, hundreds of messages are retried.
+	if counts.DeadLettered.Load() != 0 || counts.Processed.Load() != int64(len(ids)) || counts.Retries.Load() > int64(len(ids)/100) {
+		t.Fatalf("%s; want every message processed, at most %d retried", &counts, len(ids)/100)
+	}
+	for _, id := range ids {
+		for _, out := range rs.of(id) {
+			if out.Attempts != 0 || !inbox.IsRetryable(out.Err) {
+				t.Fatalf("%s: Retry with attempts %d, error %v; want only transient ones, counting no attempt", id, out.Attempts, out.Err)
+			}
+		}
 	}
 	got := split.all()
 	if !env.SingleWriter && len(got) == 0 {
