@@ -52,6 +52,9 @@ func inspectFixture[TTx any](t *testing.T, env *Env[TTx]) []int64 {
 		{b, inbox.Message{ID: "dead-b", Type: "other.type", Payload: []byte("\xff\x00 binary")}, fail(inbox.Permanent(errors.New("boom: b"))), inbox.DeadLettered},
 	}
 	for i, s := range steps {
+		// The stores keep times to the millisecond: a pause gives each
+		// dead letter its own failure time, which the range cases need.
+		time.Sleep(3 * time.Millisecond)
 		out, _ := s.ib.Process(ctx, s.m, s.h)
 		wantStatus(t, fmt.Sprintf("fixture step %d (%s)", i, s.m.ID), out, s.want)
 	}
