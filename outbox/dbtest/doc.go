@@ -1,6 +1,8 @@
 // Package dbtest holds the outbox's tests and benchmarks that need a
-// database and brokers together (PostgreSQL on pgx, NATS JetStream,
-// RabbitMQ, Kafka on kfake), in a package of its own so that a program
-// importing package outbox does not download their drivers through the
-// outbox's tests. It has tests only.
+// database and brokers together. They run on PostgreSQL through pgx, NATS
+// JetStream, RabbitMQ and Kafka on kfake.
+//
+// They live in a package of their own. A program that imports package
+// outbox then downloads none of their drivers through the outbox's tests.
+// It has tests only.
 package dbtest
