@@ -227,6 +227,16 @@
 // [BatchSplitHook]. A BatchHandler that updates shared rows in a stable
 // order does not deadlock, and keeps its batches.
 //
+// # Many message types
+//
+// A [Router] gives each message type on one source its own handler. [Route]
+// adds one, with the payload decoded into a Go type, from JSON by default.
+// A message of a type without a route is dead-lettered, or goes to
+// [RouterConfig.Fallback]. A payload that does not decode is dead-lettered
+// at once. Both dead letters keep the payload. [Router.Handler] suits
+// [Consume] and [Inbox.ProcessTx], and [Router.BatchHandler] suits
+// [ConsumeBatch].
+//
 // # Per database
 //
 // On PostgreSQL, a failed statement aborts the transaction. A handler that

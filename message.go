@@ -30,9 +30,10 @@ type Message struct {
 	// byte by byte. NUL bytes and invalid UTF-8 are allowed, and "a", "A"
 	// and "a " are three IDs.
 	ID string
-	// Type names the kind of message, for dead letters and metrics. It is
-	// optional. It is stored as valid UTF-8 without NUL bytes, at most
-	// MaxTypeLen bytes. Other bytes are replaced, and a longer type is cut.
+	// Type names the kind of message, for a [Router], dead letters and
+	// metrics. It is optional. It is stored as valid UTF-8 without NUL
+	// bytes, at most MaxTypeLen bytes. Other bytes are replaced, and a
+	// longer type is cut.
 	Type string
 	// Payload is the body. It is stored only in a dead letter. Its SHA-256
 	// is stored with the claim, to detect a reused ID.
