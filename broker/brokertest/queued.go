@@ -20,10 +20,10 @@ import (
 	"github.com/inboxkit/inbox/store/pgxstore"
 )
 
-// queuedFixture is an inbox on PostgreSQL (pgxstore, the one store with
-// a pipeline) in a fresh schema, with a ledger of effects, for the cases
-// of inbox.ConsumeQueued. SQLite, the suite's other inbox, has no
-// pipeline.
+// queuedFixture is an inbox on PostgreSQL (pgxstore, the one store that
+// runs queued statements) in a fresh schema, with a ledger of effects, for
+// the cases of inbox.ConsumeQueued. SQLite, the suite's other inbox,
+// cannot run them.
 type queuedFixture struct {
 	pool   *pgxpool.Pool
 	ledger string

@@ -255,8 +255,8 @@ func testStartHook[TTx any](t *testing.T, h Harness[TTx]) {
 		}
 		want["s-4"], want["s-5"], want["s-1"] = 2, 1, want["s-1"]+1
 	}
-	// ProcessQueued, where the store pipelines.
-	if _, ok := any(env.Driver).(store.Pipeliner); ok {
+	// ProcessQueued, where the store runs queued statements.
+	if _, ok := any(env.Driver).(store.QueuedClaimer); ok {
 		out, err := ib.ProcessQueued(ctx, msg("s-6"), func(ctx context.Context, q *inbox.Queue, m *inbox.Message) error {
 			if got := ctx.Value(startKey{}); got != m.ID {
 				return inbox.Permanent(fmt.Errorf("queued handler of %q got the context of %v", m.ID, got))
