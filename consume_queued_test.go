@@ -15,8 +15,8 @@ import (
 	"github.com/inboxkit/inbox/store"
 )
 
-// plainStore is a driver that New accepts and nothing else: no queued statements.
-// Its other methods are nil and must not be called.
+// plainStore is a driver that New accepts and nothing else. It cannot
+// run queued statements. Its other methods are nil and must not be called.
 type plainStore struct{ store.Driver[struct{}] }
 
 func (plainStore) Migrations() []store.Migration                        { return nil }
@@ -138,7 +138,7 @@ func (d *queueDelivery) Nack(context.Context, time.Duration) error { return d.sr
 func (d *queueDelivery) Term(context.Context, string) error        { return d.src.settle(d, true) }
 func (d *queueDelivery) InProgress(context.Context) error          { return nil }
 
-func quietInbox[TTx any](t *testing.T, d store.Driver[TTx], hooks ...any) *Inbox[TTx] {
+func quietInbox[TTx any](t *testing.T, d store.Driver[TTx], hooks ...Hook) *Inbox[TTx] {
 	t.Helper()
 	ib, err := New(context.Background(), d, &Config{Consumer: "queued", Hooks: hooks, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {

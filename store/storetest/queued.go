@@ -43,7 +43,7 @@ func testQueuedThenDuplicate[TTx any](t *testing.T, h Harness[TTx]) {
 	env, ib := openQueued(t, h)
 	ctx := context.Background()
 	counts := &inbox.Counts{}
-	ib = newInbox(t, env, inbox.Config{Hooks: []any{counts}})
+	ib = newInbox(t, env, inbox.Config{Hooks: []inbox.Hook{counts}})
 	m := msg("q-1")
 	for i, want := range []inbox.Status{inbox.Processed, inbox.Duplicate} {
 		if out, err := ib.ProcessQueued(ctx, m, queuedWriter(env)); out.Status != want || err != nil {

@@ -321,7 +321,7 @@ func (m *modes[TTx]) withInbox(consume func(ctx context.Context, ib *inbox.Inbox
 	return func(ctx context.Context, q queue, p *progress) error {
 		m.counts = &inbox.Counts{}
 		ib, err := inbox.New(ctx, m.driver, &inbox.Config{Consumer: "consumebench", Logger: m.o.logger,
-			Hooks: []any{m.counts, processedHook{p}}})
+			Hooks: []inbox.Hook{m.counts, processedHook{p}}})
 		if err != nil {
 			return err
 		}
