@@ -103,13 +103,13 @@ type Config struct {
 	// Default false, which stores and compares the fingerprint.
 	NoFingerprint bool
 
-	// Hooks receive outcomes. Each may implement any of [ProcessedHook],
-	// [DuplicateHook], [RetryHook], [DeadLetteredHook],
-	// [FingerprintConflictHook], [StartHook] and [BatchSplitHook]. Each must
-	// implement one. New rejects a value that implements none, such as one
-	// whose method has a wrong signature. A hook's panic is recovered and
-	// logged at ERROR. The outcome and the ack stand. Default none.
-	Hooks []any
+	// Hooks receive outcomes. Each implements one or more of the
+	// interfaces that [Hook] lists, [PrunedHook] aside. New rejects a value
+	// that implements none, such as one whose method has a wrong signature.
+	// The check is at run time: a compile-time one would make every hook
+	// type embed one of ours, as [Hook] tells. A hook's panic is recovered
+	// and logged at ERROR. The outcome and the ack stand. Default none.
+	Hooks []Hook
 
 	// Logger receives what a consumer does, at the default level. The
 	// package's section "Logging" tells what it logs, at which level and

@@ -34,21 +34,21 @@ func TestHooksValidated(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name   string
-		hooks  []any
+		hooks  []Hook
 		pruner bool
 		ok     bool
 	}{
-		{"int", []any{42}, false, false},
-		{"nil", []any{nil}, false, false},
-		{"wrong signature", []any{wrongSignature{}}, false, false},
-		{"pruned hook in Config.Hooks", []any{onlyPruned{}}, false, false},
-		{"conflict hook", []any{onlyConflict{}}, false, true},
-		{"start hook", []any{onlyStart{}}, false, true},
-		{"pruner: start hook only", []any{onlyStart{}}, true, false},
-		{"outcome hook", []any{&outcomeCounter{}}, false, true},
-		{"pruner: int", []any{42}, true, false},
-		{"pruner: outcome hook only", []any{&outcomeCounter{}}, true, false},
-		{"pruner: pruned hook", []any{onlyPruned{}}, true, true},
+		{"int", []Hook{42}, false, false},
+		{"nil", []Hook{nil}, false, false},
+		{"wrong signature", []Hook{wrongSignature{}}, false, false},
+		{"pruned hook in Config.Hooks", []Hook{onlyPruned{}}, false, false},
+		{"conflict hook", []Hook{onlyConflict{}}, false, true},
+		{"start hook", []Hook{onlyStart{}}, false, true},
+		{"pruner: start hook only", []Hook{onlyStart{}}, true, false},
+		{"outcome hook", []Hook{&outcomeCounter{}}, false, true},
+		{"pruner: int", []Hook{42}, true, false},
+		{"pruner: outcome hook only", []Hook{&outcomeCounter{}}, true, false},
+		{"pruner: pruned hook", []Hook{onlyPruned{}}, true, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -66,6 +66,28 @@ func TestHooksValidated(t *testing.T) {
 				t.Fatalf("hooks %#v: err = %v, want ErrInvalidConfig", tc.hooks, err)
 			}
 		})
+	}
+}
+
+// New and NewPruner themselves refuse a value that implements no hook
+// interface, before they touch the store. The error names the field, the
+// index and the type.
+func TestNewRefusesNonHook(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ib, err := New(ctx, plainStore{}, &Config{Consumer: "c", Hooks: []Hook{&Counts{}, wrongSignature{}}})
+	if ib != nil || !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("New with a non-hook: %v, %v, want nil and ErrInvalidConfig", ib, err)
+	}
+	if want := "Config.Hooks[1] (inbox.wrongSignature)"; !strings.Contains(err.Error(), want) {
+		t.Fatalf("New with a non-hook: %q, want it to name %q", err, want)
+	}
+	p, err := NewPruner(unusedStore{}, &PrunerConfig{Hooks: []Hook{"x"}})
+	if p != nil || !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("NewPruner with a non-hook: %v, %v, want nil and ErrInvalidConfig", p, err)
+	}
+	if want := "PrunerConfig.Hooks[0] (string)"; !strings.Contains(err.Error(), want) {
+		t.Fatalf("NewPruner with a non-hook: %q, want it to name %q", err, want)
 	}
 }
 

@@ -22,10 +22,10 @@ import (
 // statements run after it returns. It also runs for a duplicate, whose
 // statements then apply nothing.
 //
-// The pipeline is per message. A [ConsumerConfig.BatchSize] above 1 is an
-// error wrapping [ErrInvalidConfig]. So is a nil ib, src or h. So is a store
-// that is not a store.Pipeliner, and that error also wraps [ErrNoPipeline].
-// Only pgxstore is one. These errors come before anything starts.
+// One round trip carries one message. A [ConsumerConfig.BatchSize] above 1
+// is an error wrapping [ErrInvalidConfig]. So is a nil ib, src or h. So is a
+// store that is not a store.QueuedClaimer, and that error also wraps
+// [ErrNoQueued]. Only pgxstore is one. These errors come before anything starts.
 func ConsumeQueued[TTx any](ctx context.Context, ib *Inbox[TTx], src broker.Source, h QueuedHandler, cfg *ConsumerConfig) error {
 	if err := checkQueued(ib, src, h, cfg); err != nil {
 		return err
@@ -51,8 +51,8 @@ func checkQueued[TTx any](ib *Inbox[TTx], src broker.Source, h QueuedHandler, cf
 	case isNil(src):
 		return fmt.Errorf("%w: nil source (%T)", ErrInvalidConfig, src)
 	}
-	if _, ok := ib.driver.(store.Pipeliner); !ok {
-		return fmt.Errorf("%w: ConsumeQueued: %w (%T)", ErrInvalidConfig, ErrNoPipeline, ib.driver)
+	if _, ok := ib.driver.(store.QueuedClaimer); !ok {
+		return fmt.Errorf("%w: ConsumeQueued: %w (%T)", ErrInvalidConfig, ErrNoQueued, ib.driver)
 	}
 	if cfg != nil && cfg.BatchSize > 1 {
 		return fmt.Errorf("%w: ConsumeQueued processes one message per round trip: ConsumerConfig.BatchSize %d, want 0 or 1",

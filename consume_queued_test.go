@@ -15,8 +15,8 @@ import (
 	"github.com/inboxkit/inbox/store"
 )
 
-// plainStore is a driver that New accepts and nothing else: no pipeline.
-// Its other methods are nil and must not be called.
+// plainStore is a driver that New accepts and nothing else. It cannot
+// run queued statements. Its other methods are nil and must not be called.
 type plainStore struct{ store.Driver[struct{}] }
 
 func (plainStore) Migrations() []store.Migration                        { return nil }
@@ -29,9 +29,9 @@ var errTablesGone = errors.New("relation inbox does not exist")
 
 func (plainStore) Unrecoverable(err error) bool { return errors.Is(err, errTablesGone) }
 
-// pipelineStore is a store.Pipeliner in memory: a claim and its
+// queuedStore is a store.QueuedClaimer in memory: a claim and its
 // statements commit together, a claimed ID's next claim is a duplicate.
-type pipelineStore struct {
+type queuedStore struct {
 	plainStore
 	fail func(id string) error // the error of ClaimAndRun for id, if any
 
@@ -40,7 +40,7 @@ type pipelineStore struct {
 	applied   []string // the first argument of every statement applied
 }
 
-func (s *pipelineStore) ClaimAndRun(_ context.Context, p *store.ClaimParams, stmts []store.Statement) (*store.ClaimResult, error) {
+func (s *queuedStore) ClaimAndRun(_ context.Context, p *store.ClaimParams, stmts []store.Statement) (*store.ClaimResult, error) {
 	id := string(p.MessageID)
 	if s.fail != nil {
 		if err := s.fail(id); err != nil {
@@ -59,7 +59,7 @@ func (s *pipelineStore) ClaimAndRun(_ context.Context, p *store.ClaimParams, stm
 	return &store.ClaimResult{Claimed: true}, nil
 }
 
-func (s *pipelineStore) isCommitted(id string) bool {
+func (s *queuedStore) isCommitted(id string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.committed[id]
@@ -76,7 +76,7 @@ type settlement struct {
 
 // queueSource hands out its deliveries in order, then waits for ctx.
 type queueSource struct {
-	st       *pipelineStore
+	st       *queuedStore
 	ds       chan *queueDelivery
 	ackDelay time.Duration // how long each Ack takes
 	nexts    atomic.Int32
@@ -87,7 +87,7 @@ type queueSource struct {
 	left    int
 }
 
-func newQueueSource(st *pipelineStore, ids ...string) *queueSource {
+func newQueueSource(st *queuedStore, ids ...string) *queueSource {
 	s := &queueSource{st: st, ds: make(chan *queueDelivery, len(ids)), all: make(chan struct{}), left: len(ids)}
 	for _, id := range ids {
 		s.ds <- &queueDelivery{src: s, msg: &broker.Message{ID: id}}
@@ -138,7 +138,7 @@ func (d *queueDelivery) Nack(context.Context, time.Duration) error { return d.sr
 func (d *queueDelivery) Term(context.Context, string) error        { return d.src.settle(d, true) }
 func (d *queueDelivery) InProgress(context.Context) error          { return nil }
 
-func quietInbox[TTx any](t *testing.T, d store.Driver[TTx], hooks ...any) *Inbox[TTx] {
+func quietInbox[TTx any](t *testing.T, d store.Driver[TTx], hooks ...Hook) *Inbox[TTx] {
 	t.Helper()
 	ib, err := New(context.Background(), d, &Config{Consumer: "queued", Hooks: hooks, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
@@ -156,22 +156,22 @@ func queueID(_ context.Context, q *Queue, m *Message) error {
 // ConsumeQueued refuses, before it takes a delivery, what it cannot run.
 func TestConsumeQueuedRejects(t *testing.T) {
 	t.Parallel()
-	piped := quietInbox[struct{}](t, &pipelineStore{committed: map[string]bool{}})
+	piped := quietInbox[struct{}](t, &queuedStore{committed: map[string]bool{}})
 	plain := quietInbox[struct{}](t, plainStore{})
 	var nilSource *queueSource
 	tests := []struct {
-		name       string
-		ib         *Inbox[struct{}]
-		src        func() broker.Source // nil: a fresh queueSource
-		h          QueuedHandler
-		cfg        *ConsumerConfig
-		noPipeline bool // the error wraps ErrNoPipeline too
+		name     string
+		ib       *Inbox[struct{}]
+		src      func() broker.Source // nil: a fresh queueSource
+		h        QueuedHandler
+		cfg      *ConsumerConfig
+		noQueued bool // the error wraps ErrNoQueued too
 	}{
 		{name: "nil inbox", h: queueID},
 		{name: "nil handler", ib: piped},
 		{name: "nil source", ib: piped, h: queueID, src: func() broker.Source { return nil }},
 		{name: "typed nil source", ib: piped, h: queueID, src: func() broker.Source { return nilSource }},
-		{name: "store without pipeline", ib: plain, h: queueID, noPipeline: true},
+		{name: "store without queued statements", ib: plain, h: queueID, noQueued: true},
 		{name: "batch size 2", ib: piped, h: queueID, cfg: &ConsumerConfig{BatchSize: 2}},
 		{name: "batch size 100", ib: piped, h: queueID, cfg: &ConsumerConfig{BatchSize: 100}},
 		{name: "negative batch size", ib: piped, h: queueID, cfg: &ConsumerConfig{BatchSize: -1}},
@@ -190,8 +190,8 @@ func TestConsumeQueuedRejects(t *testing.T) {
 			if !errors.Is(err, ErrInvalidConfig) {
 				t.Fatalf("ConsumeQueued returned %v, want an error wrapping ErrInvalidConfig", err)
 			}
-			if got := errors.Is(err, ErrNoPipeline); got != tc.noPipeline {
-				t.Fatalf("error %q wraps ErrNoPipeline: %v, want %v", err, got, tc.noPipeline)
+			if got := errors.Is(err, ErrNoQueued); got != tc.noQueued {
+				t.Fatalf("error %q wraps ErrNoQueued: %v, want %v", err, got, tc.noQueued)
 			}
 			if n := qs.nexts.Load(); n != 0 {
 				t.Fatalf("the source's Next ran %d times before the error, want 0", n)
@@ -204,7 +204,7 @@ func TestConsumeQueuedRejects(t *testing.T) {
 // redelivery's statements apply nothing, and a failed round trip is nacked.
 func TestConsumeQueuedAcksAfterCommit(t *testing.T) {
 	t.Parallel()
-	st := &pipelineStore{committed: map[string]bool{}, fail: func(id string) error {
+	st := &queuedStore{committed: map[string]bool{}, fail: func(id string) error {
 		if id == "lost" {
 			return store.Retryable(errors.New("connection reset"))
 		}
@@ -237,7 +237,7 @@ func TestConsumeQueuedAcksAfterCommit(t *testing.T) {
 // error; the delivery is nacked.
 func TestConsumeQueuedUnrecoverable(t *testing.T) {
 	t.Parallel()
-	st := &pipelineStore{committed: map[string]bool{}, fail: func(string) error { return errTablesGone }}
+	st := &queuedStore{committed: map[string]bool{}, fail: func(string) error { return errTablesGone }}
 	ib := quietInbox[struct{}](t, st)
 	src := newQueueSource(st, "m-1")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -262,7 +262,7 @@ func (fn onProcessed) OnProcessed(context.Context, *Event) { fn() }
 // the source.
 func TestConsumeQueuedReturnsAfterAcks(t *testing.T) {
 	t.Parallel()
-	st := &pipelineStore{committed: map[string]bool{}}
+	st := &queuedStore{committed: map[string]bool{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ib := quietInbox[struct{}](t, st, onProcessed(cancel))

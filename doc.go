@@ -262,7 +262,7 @@
 //
 // # Hooks
 //
-// Hooks are optional single-method interfaces. A value in [Config.Hooks]
+// Hooks are optional single-method interfaces. A [Hook] in [Config.Hooks]
 // or [PrunerConfig.Hooks] implements those it cares about. [New] and
 // [NewPruner] reject one that implements none.
 //

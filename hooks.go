@@ -43,6 +43,26 @@ type PruneEvent struct {
 	Err      error
 }
 
+// Hook is a value given in [Config.Hooks] or [PrunerConfig.Hooks]. It
+// implements one or more of these interfaces:
+//   - [StartHook], before a message's claim.
+//   - [ProcessedHook], [DuplicateHook], [RetryHook] and [DeadLetteredHook],
+//     one for each outcome.
+//   - [FingerprintConflictHook], for an ID reused for another payload.
+//   - [BatchSplitHook], for a batch split after a lock conflict.
+//   - [PrunedHook], for each Prune call. It belongs in
+//     [PrunerConfig.Hooks] only.
+//
+// [Counts] is one, and so is the OpenTelemetry package's Hooks.
+//
+// Hook is any, not an interface with a marker method. A marker would catch
+// a wrong value at compile time. But every user's hook type would then
+// have to embed a type of ours, as River's hooks embed HookDefaults. So
+// the check is at run time. [New] and [NewPruner] reject a value that
+// implements none of their interfaces, with an error wrapping
+// [ErrInvalidConfig]. A method with a wrong signature is caught that way.
+type Hook any
+
 // Hooks are optional single-method interfaces. The package's section
 // "Hooks" tells how they run. go doc shows each type on its own, without
 // this comment.
@@ -174,9 +194,9 @@ type hookSet struct {
 // validateHooks rejects a value of hooks that implements none of the hook
 // interfaces a role uses (outcome: Config.Hooks; else PrunerConfig.Hooks),
 // so that a typo in a method's signature is not silently ignored.
-func validateHooks(field string, hooks []any, outcome bool) error {
+func validateHooks(field string, hooks []Hook, outcome bool) error {
 	for i, h := range hooks {
-		s := newHookSet([]any{h}, nil)
+		s := newHookSet([]Hook{h}, nil)
 		ok := len(s.pruned) > 0
 		if outcome {
 			ok = s.any || len(s.conflict) > 0 || len(s.start) > 0 || len(s.split) > 0
@@ -188,7 +208,7 @@ func validateHooks(field string, hooks []any, outcome bool) error {
 	return nil
 }
 
-func newHookSet(hooks []any, logger *slog.Logger) hookSet {
+func newHookSet(hooks []Hook, logger *slog.Logger) hookSet {
 	s := hookSet{logger: logger}
 	for _, h := range hooks {
 		if x, ok := h.(StartHook); ok {

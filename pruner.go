@@ -37,7 +37,7 @@ type PrunerConfig struct {
 	// Hooks are told of each Prune call. Each must implement [PrunedHook],
 	// and NewPruner rejects one that does not. A hook's panic is recovered
 	// and logged. Default none.
-	Hooks []any
+	Hooks []Hook
 	// Logger receives errors of Run. Default slog.Default().
 	Logger *slog.Logger
 }

@@ -5,10 +5,10 @@
 // it links no OpenTelemetry code. One [*Hooks] serves every role.
 //
 //	hooks, err := otelinbox.New(nil) // the global providers
-//	ib, err := inbox.New(ctx, driver, &inbox.Config{Consumer: "billing", Hooks: []any{hooks}})
-//	pruner, err := inbox.NewPruner(driver, &inbox.PrunerConfig{Hooks: []any{hooks}})
-//	ob, err := outbox.New(ctx, driver, &outbox.Config{Hooks: []any{hooks}})
-//	relay, err := outbox.NewRelay(ctx, driver, &outbox.RelayConfig{Publish: outbox.ToBroker(pub), Hooks: []any{hooks}})
+//	ib, err := inbox.New(ctx, driver, &inbox.Config{Consumer: "billing", Hooks: []inbox.Hook{hooks}})
+//	pruner, err := inbox.NewPruner(driver, &inbox.PrunerConfig{Hooks: []inbox.Hook{hooks}})
+//	ob, err := outbox.New(ctx, driver, &outbox.Config{Hooks: []outbox.Hook{hooks}})
+//	relay, err := outbox.NewRelay(ctx, driver, &outbox.RelayConfig{Publish: outbox.ToBroker(pub), Hooks: []outbox.Hook{hooks}})
 //
 // # Traces
 //

@@ -29,7 +29,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	// In a program: inbox.New(ctx, driver, &inbox.Config{Consumer: "billing", Hooks: []any{hooks}}).
+	// In a program: inbox.New(ctx, driver, &inbox.Config{Consumer: "billing", Hooks: []inbox.Hook{hooks}}).
 
 	// A message whose producer was traced: its headers carry traceparent.
 	producer := sdktrace.NewTracerProvider().Tracer("shop")

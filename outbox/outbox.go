@@ -88,9 +88,23 @@ type Outbox[TTx any] struct {
 type Config struct {
 	// Hooks are values that implement [WriteHook]. The OpenTelemetry package's
 	// carries the writer's trace to the consumer. New rejects a value that is no
-	// WriteHook. Default none.
-	Hooks []any
+	// WriteHook, at run time for the reason [Hook] gives. Default none.
+	Hooks []Hook
 }
+
+// Hook is a value given in [Config.Hooks] or [RelayConfig.Hooks]. It
+// implements one of these interfaces:
+//   - [WriteHook], for each message Write writes, in [Config.Hooks].
+//   - [PublishHook], for each publication, in [RelayConfig.Hooks].
+//
+// The OpenTelemetry package's Hooks implements both.
+//
+// Hook is any, not an interface with a marker method, as is [inbox.Hook]. A
+// marker would catch a wrong value at compile time. But every user's hook
+// type would then have to embed a type of ours. So [New] and [NewRelay]
+// check at run time instead. They reject a value that implements none of
+// their interfaces, with an error wrapping [ErrInvalidConfig].
+type Hook any
 
 // WriteHook is told of each message that Write is about to write.
 //

@@ -138,8 +138,8 @@ type RelayConfig struct {
 	Logger *slog.Logger
 	// Hooks are values that implement [PublishHook]. The OpenTelemetry
 	// package's gives a span per publication. NewRelay rejects a value that is
-	// no PublishHook. Default none.
-	Hooks []any
+	// no PublishHook, at run time for the reason [Hook] gives. Default none.
+	Hooks []Hook
 }
 
 func (c *RelayConfig) withDefaults() (RelayConfig, error) {

@@ -396,10 +396,10 @@ func truncate(s string, n int) string {
 	return s[:n] + "..."
 }
 
-// Pipeliner is implemented by drivers that can claim a message and run
+// QueuedClaimer is implemented by drivers that can claim a message and run
 // statements queued for it in one round trip. They run as one implicit
 // transaction. PostgreSQL on pgx sends them as a batch with one Sync.
-type Pipeliner interface {
+type QueuedClaimer interface {
 	// ClaimAndRun sends a plain INSERT of the claim, then stmts, then the
 	// implicit COMMIT. When the claim conflicts with a duplicate, nothing is
 	// applied and Claimed is false. When a statement fails, nothing is applied

@@ -20,7 +20,7 @@ func testBatchConsume(t *testing.T, h Harness) {
 	ctx := context.Background()
 	env := h.Open(t, time.Second)
 	counts := &inbox.Counts{}
-	f := NewFixture(t, inbox.Config{MaxAttempts: 2, Hooks: []any{counts},
+	f := NewFixture(t, inbox.Config{MaxAttempts: 2, Hooks: []inbox.Hook{counts},
 		Backoff: inbox.Backoff{Initial: 50 * time.Millisecond, Max: 100 * time.Millisecond}})
 	if _, err := f.Inbox.ProcessBatch(ctx, nil, f.Write); errors.Is(err, inbox.ErrNoBatch) {
 		t.Skipf("the fixture's store cannot claim batches yet: %v", err)

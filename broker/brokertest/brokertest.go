@@ -294,7 +294,7 @@ func testRedeliveryAfterCrash(t *testing.T, h Harness) {
 	ctx := context.Background()
 	env := h.Open(t, time.Second)
 	hooks := &inbox.Counts{}
-	f := NewFixture(t, inbox.Config{Hooks: []any{hooks}})
+	f := NewFixture(t, inbox.Config{Hooks: []inbox.Hook{hooks}})
 	publish(t, env, "m-1")
 
 	first := env.Source(t)
@@ -441,7 +441,7 @@ func testMissingID(t *testing.T, h Harness) {
 	ctx := context.Background()
 	env := h.Open(t, time.Second)
 	hooks := &inbox.Counts{}
-	f := NewFixture(t, inbox.Config{Hooks: []any{hooks}})
+	f := NewFixture(t, inbox.Config{Hooks: []inbox.Hook{hooks}})
 	var calls atomic.Int32
 	handler := func(context.Context, *sql.Tx, *inbox.Message) error { calls.Add(1); return nil }
 	if err := env.PublishNoID(ctx, []byte("no id here")); err != nil {
@@ -596,7 +596,7 @@ func testLongHandler(t *testing.T, h Harness) {
 		t.Fatal("Features.Lease without Features.AckWait: a lease is the AckWait started again")
 	}
 	hooks := &inbox.Counts{}
-	f := NewFixture(t, inbox.Config{Hooks: []any{hooks}})
+	f := NewFixture(t, inbox.Config{Hooks: []inbox.Hook{hooks}})
 	var calls atomic.Int32
 	slow := func(ctx context.Context, tx *sql.Tx, m *inbox.Message) error {
 		calls.Add(1)
@@ -621,7 +621,7 @@ func testLongHandler(t *testing.T, h Harness) {
 func testShutdownGrace(t *testing.T, h Harness) {
 	env := h.Open(t, time.Second)
 	hooks := &inbox.Counts{}
-	f := NewFixture(t, inbox.Config{Hooks: []any{hooks}})
+	f := NewFixture(t, inbox.Config{Hooks: []inbox.Hook{hooks}})
 	started := make(chan struct{}, 1)
 	slow := func(ctx context.Context, tx *sql.Tx, m *inbox.Message) error {
 		started <- struct{}{}
@@ -646,7 +646,7 @@ func testCustomID(t *testing.T, h Harness) {
 	ctx := context.Background()
 	env := h.Open(t, time.Second)
 	hooks := &inbox.Counts{}
-	f := NewFixture(t, inbox.Config{Hooks: []any{hooks}})
+	f := NewFixture(t, inbox.Config{Hooks: []inbox.Hook{hooks}})
 	id := func(m *broker.Message) string {
 		if string(m.Payload) == "payload of boom" {
 			panic("bad header")
@@ -771,7 +771,7 @@ func testPanickingHook(t *testing.T, h Harness) {
 	env := h.Open(t, time.Second)
 	logs := &logtest.Buffer{}
 	hooks := &inbox.Counts{}
-	f := NewFixture(t, inbox.Config{Logger: logs.Logger(), Hooks: []any{panickingHook{}, hooks}})
+	f := NewFixture(t, inbox.Config{Logger: logs.Logger(), Hooks: []inbox.Hook{panickingHook{}, hooks}})
 	publish(t, env, "m-hook-1")
 	stop := f.Consume(t, env.Source(t), f.Write, &inbox.ConsumerConfig{Workers: 1})
 	Eventually(t, 15*time.Second, "the first message was never processed", func() bool { return hooks.Processed.Load() == 1 })

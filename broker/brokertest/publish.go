@@ -27,7 +27,7 @@ const badInputWithin = 5 * time.Second
 func testRepublish(t *testing.T, h Harness) {
 	env := h.Open(t, time.Second)
 	hooks := &inbox.Counts{}
-	f := NewFixture(t, inbox.Config{Hooks: []any{hooks}})
+	f := NewFixture(t, inbox.Config{Hooks: []inbox.Hook{hooks}})
 	publish(t, env, "twice")
 	publish(t, env, "twice")
 	var after []string

@@ -20,10 +20,10 @@ import (
 	"github.com/inboxkit/inbox/store/pgxstore"
 )
 
-// queuedFixture is an inbox on PostgreSQL (pgxstore, the one store with
-// a pipeline) in a fresh schema, with a ledger of effects, for the cases
-// of inbox.ConsumeQueued. SQLite, the suite's other inbox, has no
-// pipeline.
+// queuedFixture is an inbox on PostgreSQL (pgxstore, the one store that
+// runs queued statements) in a fresh schema, with a ledger of effects, for
+// the cases of inbox.ConsumeQueued. SQLite, the suite's other inbox,
+// cannot run them.
 type queuedFixture struct {
 	pool   *pgxpool.Pool
 	ledger string
@@ -125,7 +125,7 @@ func testQueuedEffectOnce(t *testing.T, h Harness) {
 	const ackWait = 2 * time.Second
 	env := h.Open(t, ackWait)
 	hooks := &inbox.Counts{}
-	f := newQueuedFixture(t, inbox.Config{Hooks: []any{hooks}})
+	f := newQueuedFixture(t, inbox.Config{Hooks: []inbox.Hook{hooks}})
 	for i := range n {
 		publish(t, env, fmt.Sprintf("q-%02d", i))
 	}
@@ -190,7 +190,7 @@ func testQueuedRedeliveryIsDuplicate(t *testing.T, h Harness) {
 	ctx := context.Background()
 	env := h.Open(t, time.Second)
 	hooks := &inbox.Counts{}
-	f := newQueuedFixture(t, inbox.Config{Hooks: []any{hooks}})
+	f := newQueuedFixture(t, inbox.Config{Hooks: []inbox.Hook{hooks}})
 	publish(t, env, "q-dup")
 
 	first := env.Source(t)
@@ -228,7 +228,7 @@ func testQueuedRedeliveryIsDuplicate(t *testing.T, h Harness) {
 func testQueuedRetryThenSuccess(t *testing.T, h Harness) {
 	env := h.Open(t, time.Second)
 	hooks := &inbox.Counts{}
-	f := newQueuedFixture(t, inbox.Config{Hooks: []any{hooks}, Backoff: inbox.Backoff{Initial: 200 * time.Millisecond, Max: time.Second, Jitter: -1}})
+	f := newQueuedFixture(t, inbox.Config{Hooks: []inbox.Hook{hooks}, Backoff: inbox.Backoff{Initial: 200 * time.Millisecond, Max: time.Second, Jitter: -1}})
 	var calls atomic.Int32
 	handler := func(ctx context.Context, q *inbox.Queue, m *inbox.Message) error {
 		if err := f.Write(ctx, q, m); err != nil {
@@ -258,7 +258,7 @@ func testQueuedRetryThenSuccess(t *testing.T, h Harness) {
 func testQueuedFailedStatement(t *testing.T, h Harness) {
 	env := h.Open(t, time.Second)
 	hooks := &inbox.Counts{}
-	f := newQueuedFixture(t, inbox.Config{Hooks: []any{hooks}, MaxAttempts: 3,
+	f := newQueuedFixture(t, inbox.Config{Hooks: []inbox.Hook{hooks}, MaxAttempts: 3,
 		Backoff: inbox.Backoff{Initial: 50 * time.Millisecond, Max: 100 * time.Millisecond}})
 	var mu sync.Mutex
 	calls := map[string]int{}
@@ -309,7 +309,7 @@ func testQueuedShutdownAcks(t *testing.T, h Harness) {
 	env := h.Open(t, ackWait)
 	hooks := &inbox.Counts{}
 	last := &lastCommit{n: n, done: make(chan struct{})}
-	f := newQueuedFixture(t, inbox.Config{Hooks: []any{hooks, last}})
+	f := newQueuedFixture(t, inbox.Config{Hooks: []inbox.Hook{hooks, last}})
 	for i := range n {
 		publish(t, env, fmt.Sprintf("qs-%03d", i))
 	}

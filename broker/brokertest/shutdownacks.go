@@ -48,7 +48,7 @@ func testShutdownAcks(t *testing.T, h Harness) {
 			env := h.Open(t, ackWait)
 			hooks := &inbox.Counts{}
 			last := &lastCommit{n: n, done: make(chan struct{})}
-			f := NewFixture(t, inbox.Config{Hooks: []any{hooks, last}})
+			f := NewFixture(t, inbox.Config{Hooks: []inbox.Hook{hooks, last}})
 			for i := range n {
 				publish(t, env, fmt.Sprintf("s-%03d", i))
 			}

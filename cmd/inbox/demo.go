@@ -125,7 +125,7 @@ func demo(ctx context.Context, args []string, out, stderr io.Writer) error {
 		}
 	}
 	counts := &inbox.Counts{}
-	hooks := []any{counts}
+	hooks := []inbox.Hook{counts}
 	if *metricsAddr != "" {
 		shutdown, err := serveMetrics(ctx, *metricsAddr)
 		if err != nil {

@@ -295,7 +295,7 @@ func TestReplayAllStopsAtItsSelection(t *testing.T) {
 	s := newReplayStream(t)
 	e := openDB(t, "sqlite")
 	counts := &inbox.Counts{}
-	ib := e.inbox(t, inbox.Config{Consumer: "loop", Hooks: []any{counts}})
+	ib := e.inbox(t, inbox.Config{Consumer: "loop", Hooks: []inbox.Hook{counts}})
 	var want []int64
 	for i := range 3 {
 		want = append(want, deadLetterOf(t, e, ib, inbox.Message{ID: fmt.Sprintf("l-%d", i), Type: "t", Payload: []byte("p")}))

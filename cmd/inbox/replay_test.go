@@ -121,7 +121,7 @@ func TestReplay(t *testing.T) {
 func testReplay(t *testing.T, b *replayBroker, e *dbEnv) {
 	ctx := context.Background()
 	counts := &inbox.Counts{}
-	ib := e.inbox(t, inbox.Config{Consumer: "replay", Hooks: []any{counts}})
+	ib := e.inbox(t, inbox.Config{Consumer: "replay", Hooks: []inbox.Hook{counts}})
 	var broken sync.Map // IDs whose handler fails for good
 	handler := func(ctx context.Context, tx *sql.Tx, msg *inbox.Message) error {
 		if _, ok := broken.Load(msg.ID); ok {

@@ -77,7 +77,7 @@ func newService(ctx context.Context, pool *pgxpool.Pool, schema, consumer, ddl s
 		return nil, err
 	}
 	s := &service{pool: pool, driver: d, schema: schema, counts: &inbox.Counts{}}
-	if s.inbox, err = inbox.New(ctx, d, &inbox.Config{Consumer: consumer, Hooks: []any{s.counts}}); err != nil {
+	if s.inbox, err = inbox.New(ctx, d, &inbox.Config{Consumer: consumer, Hooks: []inbox.Hook{s.counts}}); err != nil {
 		return nil, err
 	}
 	if s.outbox, err = outbox.New(ctx, d, nil); err != nil {

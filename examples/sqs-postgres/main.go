@@ -79,7 +79,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	counts := &inbox.Counts{}
-	ib, err := inbox.New(ctx, driver, &inbox.Config{Consumer: "example-billing", Hooks: []any{counts}})
+	ib, err := inbox.New(ctx, driver, &inbox.Config{Consumer: "example-billing", Hooks: []inbox.Hook{counts}})
 	if err != nil {
 		return err
 	}

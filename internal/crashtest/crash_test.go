@@ -95,7 +95,7 @@ func TestCrash(t *testing.T) {
 // TestCrashBatch is TestCrash for batch consumption (ConsumerConfig.BatchSize:
 // ProcessBatch, killed mid-batch, before and after its COMMIT) on NATS and
 // on Kafka (whose batches are a partition's consecutive records,
-// broker.BatchSource), and for ProcessQueued's one-round-trip pipeline
+// broker.BatchSource), and for ProcessQueued's one round trip
 // (killed before and after it) on NATS.
 func TestCrashBatch(t *testing.T) {
 	for _, run := range []struct{ broker, mode string }{{"nats", "batch"}, {"kafka", "batch"}, {"nats", "queued"}} {
@@ -343,7 +343,7 @@ func child(point string) error {
 		return inbox.Consume(cctx, ib, csrc, h, &inbox.ConsumerConfig{Workers: 2, BatchSize: 4, BatchLinger: 20 * time.Millisecond})
 	case "queued":
 		// The queued handler runs before the claim: its kill points are
-		// before the pipeline (after-claim, after-write) and around it
+		// before the round trip (after-claim, after-write) and around it
 		// (before-commit, after-failure-commit: see crashDriver).
 		qh := func(ctx context.Context, q *inbox.Queue, m *inbox.Message) error {
 			handled.Add(1)

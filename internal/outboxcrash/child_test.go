@@ -325,7 +325,7 @@ func consume(ctx context.Context, pool *pgxpool.Pool, e childEnv, stage int, k *
 		return err
 	}
 	ib, err := inbox.New(ctx, d, &inbox.Config{Consumer: name, Backoff: inbox.Backoff{Initial: 50 * time.Millisecond, Max: 500 * time.Millisecond},
-		Hooks: []any{&events{pool: pool, schema: e.schema, stage: name}}})
+		Hooks: []inbox.Hook{&events{pool: pool, schema: e.schema, stage: name}}})
 	if err != nil {
 		return err
 	}

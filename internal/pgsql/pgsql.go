@@ -66,8 +66,8 @@ type Statements struct {
 	// lock (behind an ALTER TABLE), which the statement takes before.
 	ClaimSettingLockTimeout string
 	// ClaimPlain is Claim without ON CONFLICT: a duplicate fails it with
-	// unique_violation (23505), which aborts the implicit transaction of a
-	// pipeline it leads.
+	// unique_violation (23505), which aborts the implicit transaction of the
+	// queued statements it leads.
 	ClaimPlain string
 	// ClaimBatch claims many messages of one consumer in one statement, in
 	// the arrays' order: $1 consumer, $2 message_id bytea[], $3

@@ -55,10 +55,10 @@ func TestTraceProducerRelayConsumer(t *testing.T) {
 	}
 	tm := newTelemetry(t)
 	counts := &inbox.Counts{}
-	ib, db, d := openInbox(t, inbox.Config{Consumer: "billing", Hooks: []any{tm.hooks, counts}})
+	ib, db, d := openInbox(t, inbox.Config{Consumer: "billing", Hooks: []inbox.Hook{tm.hooks, counts}})
 
 	// The producer: a traced request writes to the outbox.
-	ob, err := outbox.New(ctx, d, &outbox.Config{Hooks: []any{tm.hooks}})
+	ob, err := outbox.New(ctx, d, &outbox.Config{Hooks: []outbox.Hook{tm.hooks}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestTraceProducerRelayConsumer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	relay, err := outbox.NewRelay(ctx, d, &outbox.RelayConfig{Publish: outbox.ToBroker(pub), Hooks: []any{tm.hooks}})
+	relay, err := outbox.NewRelay(ctx, d, &outbox.RelayConfig{Publish: outbox.ToBroker(pub), Hooks: []outbox.Hook{tm.hooks}})
 	if err != nil {
 		t.Fatal(err)
 	}

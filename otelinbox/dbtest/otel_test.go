@@ -144,7 +144,7 @@ func TestProcessMetricsAndSpans(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	tm := newTelemetry(t)
-	ib, db, d := openInbox(t, inbox.Config{Consumer: "billing", MaxAttempts: 3, Hooks: []any{tm.hooks},
+	ib, db, d := openInbox(t, inbox.Config{Consumer: "billing", MaxAttempts: 3, Hooks: []inbox.Hook{tm.hooks},
 		Backoff: inbox.Backoff{Initial: time.Millisecond, Max: time.Millisecond}})
 
 	// The producer's span, carried in the message's headers.
@@ -243,7 +243,7 @@ func TestProcessMetricsAndSpans(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	pr, err := inbox.NewPruner(d, &inbox.PrunerConfig{Retention: time.Hour, Hooks: []any{tm.hooks}})
+	pr, err := inbox.NewPruner(d, &inbox.PrunerConfig{Retention: time.Hour, Hooks: []inbox.Hook{tm.hooks}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,7 +301,7 @@ func TestInFlightUnderConcurrency(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	tm := newTelemetry(t)
-	ib, _, _ := openInbox(t, inbox.Config{Consumer: "c", Hooks: []any{tm.hooks}})
+	ib, _, _ := openInbox(t, inbox.Config{Consumer: "c", Hooks: []inbox.Hook{tm.hooks}})
 	var wg sync.WaitGroup
 	for g := range 4 {
 		wg.Go(func() {
@@ -348,7 +348,7 @@ func (tm *telemetry) consumerSpans() []sdktrace.ReadOnlySpan {
 func TestProcessSpanLinksAmbientSpan(t *testing.T) {
 	t.Parallel()
 	tm := newTelemetry(t)
-	ib, _, _ := openInbox(t, inbox.Config{Consumer: "c", Hooks: []any{tm.hooks}})
+	ib, _, _ := openInbox(t, inbox.Config{Consumer: "c", Hooks: []inbox.Hook{tm.hooks}})
 	tracer := tm.tp.Tracer("test")
 	producerCtx, producer := tracer.Start(context.Background(), "produce")
 	headers := map[string]string{}
@@ -422,8 +422,8 @@ func TestTwoHooksInstancesNested(t *testing.T) {
 			outerTm, innerTm := newTelemetry(t), newTelemetry(t)
 			// Two SQLite files: the inner transaction runs while the
 			// outer one holds its file's only writer.
-			outer, _, _ := openInbox(t, inbox.Config{Consumer: "outer", Hooks: []any{outerTm.hooks}})
-			inner, _, _ := openInbox(t, inbox.Config{Consumer: "inner", Hooks: []any{tc.inner(innerTm.hooks)}})
+			outer, _, _ := openInbox(t, inbox.Config{Consumer: "outer", Hooks: []inbox.Hook{outerTm.hooks}})
+			inner, _, _ := openInbox(t, inbox.Config{Consumer: "inner", Hooks: []inbox.Hook{tc.inner(innerTm.hooks)}})
 			var outerEndedEarly bool
 			handler := func(ctx context.Context, tx *sql.Tx, m *inbox.Message) error {
 				out, err := inner.Process(ctx, inbox.Message{ID: "in-" + m.ID, Payload: m.Payload}, write)

@@ -37,11 +37,11 @@ func TestOutboxHooks(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	_, db, d := openInbox(t, inbox.Config{Consumer: "c"})
-	if _, err := outbox.New(ctx, d, &outbox.Config{Hooks: []any{42}}); !errors.Is(err, outbox.ErrInvalidConfig) {
+	if _, err := outbox.New(ctx, d, &outbox.Config{Hooks: []outbox.Hook{42}}); !errors.Is(err, outbox.ErrInvalidConfig) {
 		t.Fatalf("outbox.New with a non-hook: %v, want ErrInvalidConfig", err)
 	}
 	noop := func(context.Context, *outbox.Message) error { return nil }
-	if _, err := outbox.NewRelay(ctx, d, &outbox.RelayConfig{Publish: noop, Hooks: []any{"x"}}); !errors.Is(err, outbox.ErrInvalidConfig) {
+	if _, err := outbox.NewRelay(ctx, d, &outbox.RelayConfig{Publish: noop, Hooks: []outbox.Hook{"x"}}); !errors.Is(err, outbox.ErrInvalidConfig) {
 		t.Fatalf("outbox.NewRelay with a non-hook: %v, want ErrInvalidConfig", err)
 	}
 	ob, err := outbox.New(ctx, d, nil)
@@ -75,7 +75,7 @@ func TestOutboxHooks(t *testing.T) {
 		return nil
 	}
 	hook := &publishHook{}
-	relay, err := outbox.NewRelay(ctx, d, &outbox.RelayConfig{Publish: publish, Hooks: []any{hook}, Backoff: inbox.Backoff{Initial: 1, Max: 1}})
+	relay, err := outbox.NewRelay(ctx, d, &outbox.RelayConfig{Publish: publish, Hooks: []outbox.Hook{hook}, Backoff: inbox.Backoff{Initial: 1, Max: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func TestOutboxHooks(t *testing.T) {
 	}
 
 	var logs bytes.Buffer
-	panicky, err := outbox.NewRelay(ctx, d, &outbox.RelayConfig{Publish: publish, Hooks: []any{&publishHook{panic: true}},
+	panicky, err := outbox.NewRelay(ctx, d, &outbox.RelayConfig{Publish: publish, Hooks: []outbox.Hook{&publishHook{panic: true}},
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -151,7 +151,7 @@ func TestPublishTimeoutAfterHooks(t *testing.T) {
 		}
 	}
 	relay, err := outbox.NewRelay(ctx, d, &outbox.RelayConfig{Publish: publish, PublishTimeout: timeout,
-		Hooks: []any{detachedPublishHook{}}, Logger: slog.New(slog.DiscardHandler)})
+		Hooks: []outbox.Hook{detachedPublishHook{}}, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -88,7 +88,7 @@ INSERT INTO `+ledger+` (key) SELECT convert_from(message_id, 'UTF8') FROM ins`, 
 		QueueWrite: func(q *inbox.Queue, key string) {
 			q.Add("INSERT INTO "+ledger+" (key) VALUES ($1)", key)
 		},
-		HandPipeline: func(ctx context.Context, consumer, id string) error {
+		HandQueued: func(ctx context.Context, consumer, id string) error {
 			b := &pgx.Batch{}
 			b.Queue("INSERT INTO "+inboxTable+" (consumer, message_id) VALUES ($1, $2)", []byte(consumer), []byte(id))
 			b.Queue("INSERT INTO "+ledger+" (key) VALUES ($1)", id)

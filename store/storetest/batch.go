@@ -54,7 +54,7 @@ func statuses(outs []inbox.Outcome) string {
 // is dead-lettered with its payload; hooks are told each outcome.
 func testBatchOutcomes[TTx any](t *testing.T, h Harness[TTx]) {
 	counts := &inbox.Counts{}
-	env, ib := openBatch(t, h, inbox.Config{Hooks: []any{counts}})
+	env, ib := openBatch(t, h, inbox.Config{Hooks: []inbox.Hook{counts}})
 	ctx := context.Background()
 	if outs, err := ib.ProcessBatch(ctx, msgs("c"), writer(env)); err != nil || statuses(outs) != "processed" {
 		t.Fatalf("first batch: %s %v", statuses(outs), err)

@@ -64,7 +64,7 @@ func Bench[TTx any](b *testing.B, h Harness[TTx]) {
 	}
 	retry := retryer(env)
 	extra := map[string]func(int64) error{}
-	if _, ok := any(env.Driver).(store.Pipeliner); ok && env.QueueWrite != nil {
+	if _, ok := any(env.Driver).(store.QueuedClaimer); ok && env.QueueWrite != nil {
 		extra["queued"] = func(int64) error {
 			id := fmt.Sprintf("q-%d", seq.Add(1))
 			out, err := ib.ProcessQueued(ctx, inbox.Message{ID: id, Payload: []byte(id)}, func(_ context.Context, q *inbox.Queue, m *inbox.Message) error {
@@ -77,8 +77,8 @@ func Bench[TTx any](b *testing.B, h Harness[TTx]) {
 			return nil
 		}
 	}
-	if env.HandPipeline != nil {
-		extra["handpipeline"] = func(int64) error { return env.HandPipeline(ctx, "bench", fmt.Sprintf("h-%d", seq.Add(1))) }
+	if env.HandQueued != nil {
+		extra["handqueued"] = func(int64) error { return env.HandQueued(ctx, "bench", fmt.Sprintf("h-%d", seq.Add(1))) }
 	}
 	// Warm up: open and prepare the connections of every path first, so
 	// that none pays for it in its timed run.
@@ -118,7 +118,7 @@ func Bench[TTx any](b *testing.B, h Harness[TTx]) {
 			settle(b)
 			parallel(b, g, retry, processTx)
 		})
-		for _, name := range []string{"queued", "handpipeline"} {
+		for _, name := range []string{"queued", "handqueued"} {
 			if fn := extra[name]; fn != nil {
 				b.Run(fmt.Sprintf("%s/goroutines=%d", name, g), func(b *testing.B) {
 					settle(b)

@@ -177,7 +177,7 @@ func testFingerprintConflict[TTx any](t *testing.T, h Harness[TTx]) {
 	ctx := context.Background()
 	env := open(t, h)
 	hook, counts := &conflictHook{}, &inbox.Counts{}
-	ib := newInbox(t, env, inbox.Config{Hooks: []any{hook, counts}})
+	ib := newInbox(t, env, inbox.Config{Hooks: []inbox.Hook{hook, counts}})
 	m := msg("fp")
 	if _, err := ib.Process(ctx, m, writer(env)); err != nil {
 		t.Fatal(err)
@@ -219,7 +219,7 @@ func testIDNotScopedByType[TTx any](t *testing.T, h Harness[TTx]) {
 	env := open(t, h)
 	logs := &logtest.Buffer{}
 	hook := &conflictHook{}
-	ib := newInbox(t, env, inbox.Config{Logger: logs.Logger(), Hooks: []any{hook}})
+	ib := newInbox(t, env, inbox.Config{Logger: logs.Logger(), Hooks: []inbox.Hook{hook}})
 	if out, err := ib.Process(ctx, typed("order-123", "OrderCreated"), writer(env)); err != nil || out.Status != inbox.Processed {
 		t.Fatalf("OrderCreated: %v %v, want Processed", out.Status, err)
 	}
@@ -329,8 +329,8 @@ func testNoFingerprint[TTx any](t *testing.T, h Harness[TTx]) {
 	ctx := context.Background()
 	env := open(t, h)
 	hook, counts := &conflictHook{}, &inbox.Counts{}
-	plain := newInbox(t, env, inbox.Config{Hooks: []any{hook, counts}})
-	bare := newInbox(t, env, inbox.Config{Hooks: []any{hook, counts}, NoFingerprint: true})
+	plain := newInbox(t, env, inbox.Config{Hooks: []inbox.Hook{hook, counts}})
+	bare := newInbox(t, env, inbox.Config{Hooks: []inbox.Hook{hook, counts}, NoFingerprint: true})
 	batchOf := func(ib *inbox.Inbox[TTx]) func(ctx context.Context, m inbox.Message) (inbox.Outcome, error) {
 		return func(ctx context.Context, m inbox.Message) (inbox.Outcome, error) {
 			outs, err := ib.ProcessBatch(ctx, []inbox.Message{m}, writer(env))

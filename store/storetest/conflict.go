@@ -116,7 +116,7 @@ func testBatchSplitOnConflict[TTx any](t *testing.T, h Harness[TTx]) {
 			env, _ := openBatch(t, h, inbox.Config{})
 			var counts inbox.Counts
 			var split splits
-			ib := newInbox(t, env, inbox.Config{Hooks: []any{&counts, &split},
+			ib := newInbox(t, env, inbox.Config{Hooks: []inbox.Hook{&counts, &split},
 				Backoff: inbox.Backoff{Initial: time.Millisecond, Max: time.Millisecond}})
 			var ids []string
 			for i := range 8 {
@@ -198,7 +198,7 @@ func testHotRows[TTx any](t *testing.T, h Harness[TTx], consumers, workers int) 
 	var counts inbox.Counts
 	var split splits
 	var rs retries
-	ib := newInbox(t, env, inbox.Config{Hooks: []any{&counts, &split, &rs}})
+	ib := newInbox(t, env, inbox.Config{Hooks: []inbox.Hook{&counts, &split, &rs}})
 	var ids []string
 	for i := range 2000 {
 		ids = append(ids, fmt.Sprintf("hot-%d", i))
@@ -277,7 +277,7 @@ func testBatchSplitPartFails[TTx any](t *testing.T, h Harness[TTx]) {
 		t.Skip("the harness cannot leave a result set open (Env.LeaveRowsOpen)")
 	}
 	var rs retries
-	ib := newInbox(t, env, inbox.Config{Hooks: []any{&rs}, Backoff: inbox.Backoff{Initial: time.Millisecond, Max: time.Millisecond}})
+	ib := newInbox(t, env, inbox.Config{Hooks: []inbox.Hook{&rs}, Backoff: inbox.Backoff{Initial: time.Millisecond, Max: time.Millisecond}})
 	var ids []string
 	for i := range 8 {
 		ids = append(ids, fmt.Sprintf("part-%d", i))

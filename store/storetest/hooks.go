@@ -42,7 +42,7 @@ func testHooks[TTx any](t *testing.T, h Harness[TTx]) {
 	ctx := context.Background()
 	env := open(t, h)
 	hooks, counts := &outcomeHooks{}, &inbox.Counts{}
-	ib := newInbox(t, env, inbox.Config{MaxAttempts: 2, Hooks: []any{hooks, counts}})
+	ib := newInbox(t, env, inbox.Config{MaxAttempts: 2, Hooks: []inbox.Hook{hooks, counts}})
 	failing := func(context.Context, TTx, *inbox.Message) error { return errors.New("no") }
 	_, _ = ib.Process(ctx, msg("h-1"), writer(env))  // processed
 	_, _ = ib.Process(ctx, msg("h-1"), writer(env))  // duplicate
@@ -76,7 +76,7 @@ func testHookPanics[TTx any](t *testing.T, h Harness[TTx]) {
 	env := open(t, h)
 	logs := &logtest.Buffer{}
 	counted := &outcomeHooks{}
-	ib := newInbox(t, env, inbox.Config{MaxAttempts: 2, Logger: logs.Logger(), Hooks: []any{panicHooks{}, counted}})
+	ib := newInbox(t, env, inbox.Config{MaxAttempts: 2, Logger: logs.Logger(), Hooks: []inbox.Hook{panicHooks{}, counted}})
 	m := msg("hp-1")
 	changed := m
 	changed.Payload = []byte("another payload")
@@ -107,7 +107,7 @@ func testHookPanics[TTx any](t *testing.T, h Harness[TTx]) {
 	if fmt.Sprint(counted.counts) != fmt.Sprint(want) {
 		t.Fatalf("the hook after the panicking one saw %v, want %v", counted.counts, want)
 	}
-	p, err := inbox.NewPruner(env.Driver, &inbox.PrunerConfig{Logger: logs.Logger(), Hooks: []any{panicHooks{}}})
+	p, err := inbox.NewPruner(env.Driver, &inbox.PrunerConfig{Logger: logs.Logger(), Hooks: []inbox.Hook{panicHooks{}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +189,7 @@ func testStartHook[TTx any](t *testing.T, h Harness[TTx]) {
 	ctx := context.Background()
 	env := open(t, h)
 	hooks := &startHooks{}
-	ib := newInbox(t, env, inbox.Config{MaxAttempts: 2, Hooks: []any{hooks}})
+	ib := newInbox(t, env, inbox.Config{MaxAttempts: 2, Hooks: []inbox.Hook{hooks}})
 	failing := func(context.Context, TTx, *inbox.Message) error { return errors.New("no") }
 	changed := msg("s-1")
 	changed.Payload = []byte("another payload")
@@ -255,8 +255,8 @@ func testStartHook[TTx any](t *testing.T, h Harness[TTx]) {
 		}
 		want["s-4"], want["s-5"], want["s-1"] = 2, 1, want["s-1"]+1
 	}
-	// ProcessQueued, where the store pipelines.
-	if _, ok := any(env.Driver).(store.Pipeliner); ok {
+	// ProcessQueued, where the store runs queued statements.
+	if _, ok := any(env.Driver).(store.QueuedClaimer); ok {
 		out, err := ib.ProcessQueued(ctx, msg("s-6"), func(ctx context.Context, q *inbox.Queue, m *inbox.Message) error {
 			if got := ctx.Value(startKey{}); got != m.ID {
 				return inbox.Permanent(fmt.Errorf("queued handler of %q got the context of %v", m.ID, got))
@@ -280,7 +280,7 @@ func testStartHook[TTx any](t *testing.T, h Harness[TTx]) {
 	// message processed as without it.
 	logs := &logtest.Buffer{}
 	counts := &inbox.Counts{}
-	ib2 := newInbox(t, env, inbox.Config{Consumer: "storetest-start", Logger: logs.Logger(), Hooks: []any{startOnly{}, panicStart{}, counts}})
+	ib2 := newInbox(t, env, inbox.Config{Consumer: "storetest-start", Logger: logs.Logger(), Hooks: []inbox.Hook{startOnly{}, panicStart{}, counts}})
 	out, err = ib2.Process(ctx, msg("s-7"), writer(env))
 	wantStatus(t, fmt.Sprintf("Process with a panicking StartHook (%v)", err), out, inbox.Processed)
 	if counts.Processed.Load() != 1 || !logs.Has("level=ERROR", "hook=OnStart", "consumer=storetest-start", "s-7", "start boom") {
@@ -318,7 +318,7 @@ func testStartHookDetached[TTx any](t *testing.T, h Harness[TTx]) {
 	env := open(t, h)
 	logs := &logtest.Buffer{}
 	hook := &detachedStart{}
-	ib := newInbox(t, env, inbox.Config{Consumer: "storetest-detached", Logger: logs.Logger(), Hooks: []any{hook}})
+	ib := newInbox(t, env, inbox.Config{Consumer: "storetest-detached", Logger: logs.Logger(), Hooks: []inbox.Hook{hook}})
 	ctx, cancel := context.WithTimeout(context.WithValue(context.Background(), callerKey{}, "caller"), time.Hour)
 	defer cancel()
 	want, _ := ctx.Deadline()

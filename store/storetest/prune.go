@@ -37,7 +37,7 @@ func testPruneBoundary[TTx any](t *testing.T, h Harness[TTx]) {
 		t.Fatalf("retention under an hour: %v, want ErrInvalidConfig", err)
 	}
 	hook := &pruneHook{}
-	p, err := inbox.NewPruner(env.Driver, &inbox.PrunerConfig{Retention: time.Hour, Hooks: []any{hook}})
+	p, err := inbox.NewPruner(env.Driver, &inbox.PrunerConfig{Retention: time.Hour, Hooks: []inbox.Hook{hook}})
 	if err != nil {
 		t.Fatal(err)
 	}

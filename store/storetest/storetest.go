@@ -74,13 +74,13 @@ type Env[TTx any] struct {
 	// insert of the new ones, and COMMIT.
 	HandBatch func(ctx context.Context, consumer string, ids []string) error
 	// QueueWrite, if set, queues the statement of Write for key, for
-	// ProcessQueued. It is for stores that implement store.Pipeliner.
+	// ProcessQueued. It is for stores that implement store.QueuedClaimer.
 	QueueWrite func(q *inbox.Queue, key string)
-	// HandPipeline, if set, is the hand-written one-round-trip inbox that
+	// HandQueued, if set, is the hand-written one-round-trip inbox that
 	// ProcessQueued is measured against. It sends a plain INSERT of the claim
 	// into the inbox table and the ledger insert for id. They go as one
 	// implicit transaction, with no inbox logic. On pgx that is one batch.
-	HandPipeline func(ctx context.Context, consumer, id string) error
+	HandQueued func(ctx context.Context, consumer, id string) error
 	// HandWrite, if set, writes one outgoing message in tx with a hand-written
 	// INSERT. The table is equivalent to the outbox's, with the same columns
 	// and indexes. It is BenchOutbox's yardstick for Write.

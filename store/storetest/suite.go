@@ -100,7 +100,7 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"BatchSplitOnConflict", testBatchSplitOnConflict[TTx]},
 		{"BatchHotRows", testBatchHotRows[TTx]},
 		{"BatchSplitPartFails", testBatchSplitPartFails[TTx]},
-		// pipeline.go: ProcessQueued, where the store pipelines
+		// queued.go: ProcessQueued, where the store runs queued statements
 		{"QueuedThenDuplicate", testQueuedThenDuplicate[TTx]},
 		{"QueuedFailures", testQueuedFailures[TTx]},
 		{"QueuedRace", testQueuedRace[TTx]},

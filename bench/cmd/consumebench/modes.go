@@ -163,7 +163,7 @@ type modes[TTx any] struct {
 	// amounts to the accounts in the order of their ids.
 	recordBatch func(ctx context.Context, tx TTx, es []entry) error
 	// queue queues the statements of record, for inbox.ConsumeQueued; nil
-	// where the store has no pipeline.
+	// where the store cannot run queued statements.
 	queue func(q *inbox.Queue, e entry)
 	// watermill is the Watermill mode; nil where there is none.
 	watermill runFunc
@@ -321,7 +321,7 @@ func (m *modes[TTx]) withInbox(consume func(ctx context.Context, ib *inbox.Inbox
 	return func(ctx context.Context, q queue, p *progress) error {
 		m.counts = &inbox.Counts{}
 		ib, err := inbox.New(ctx, m.driver, &inbox.Config{Consumer: "consumebench", Logger: m.o.logger,
-			Hooks: []any{m.counts, processedHook{p}}})
+			Hooks: []inbox.Hook{m.counts, processedHook{p}}})
 		if err != nil {
 			return err
 		}

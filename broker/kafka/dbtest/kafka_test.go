@@ -144,7 +144,7 @@ func TestRetryHoldsTheOffset(t *testing.T) {
 		return -1
 	}
 	hooks := &inbox.Counts{}
-	f := brokertest.NewFixture(t, inbox.Config{Hooks: []any{hooks}})
+	f := brokertest.NewFixture(t, inbox.Config{Hooks: []inbox.Hook{hooks}})
 	var failedOnce atomic.Bool
 	handler := func(ctx context.Context, tx *sql.Tx, m *inbox.Message) error {
 		if m.ID == "first" && failedOnce.CompareAndSwap(false, true) {

@@ -68,7 +68,7 @@ func TestExpiredReceiptHandle(t *testing.T) {
 	cl := sqsenv.Client()
 	name := sqsenv.Queue(t, false)
 	hooks := &inbox.Counts{}
-	f := brokertest.NewFixture(t, inbox.Config{Hooks: []any{hooks}})
+	f := brokertest.NewFixture(t, inbox.Config{Hooks: []inbox.Hook{hooks}})
 	var calls atomic.Int32
 	handler := func(ctx context.Context, tx *sql.Tx, m *inbox.Message) error {
 		if calls.Add(1) == 1 {
@@ -110,7 +110,7 @@ func TestBadIDDeadLetteredWithAttributes(t *testing.T) {
 	cl := sqsenv.Client()
 	name := sqsenv.Queue(t, false)
 	hooks := &inbox.Counts{}
-	f := brokertest.NewFixture(t, inbox.Config{Hooks: []any{hooks}})
+	f := brokertest.NewFixture(t, inbox.Config{Hooks: []inbox.Hook{hooks}})
 	str := func(v string) types.MessageAttributeValue {
 		return types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
 	}

@@ -22,7 +22,7 @@ func TestBatchesWaitingKeepLeases(t *testing.T) {
 	t.Parallel()
 	d, _ := migrated(t, filepath.Join(t.TempDir(), "inbox.db"))
 	var counts inbox.Counts
-	ib, err := inbox.New(t.Context(), d, &inbox.Config{Consumer: "lease", Hooks: []any{&counts},
+	ib, err := inbox.New(t.Context(), d, &inbox.Config{Consumer: "lease", Hooks: []inbox.Hook{&counts},
 		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)

@@ -20,7 +20,7 @@ func Example_consume() {
 	db, driver, done := openExampleDB()
 	defer done()
 	var counts inbox.Counts
-	ib, err := inbox.New(ctx, driver, &inbox.Config{Consumer: "billing", Hooks: []any{&counts}})
+	ib, err := inbox.New(ctx, driver, &inbox.Config{Consumer: "billing", Hooks: []inbox.Hook{&counts}})
 	if err != nil {
 		log.Fatal(err)
 	}

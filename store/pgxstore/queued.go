@@ -11,7 +11,7 @@ import (
 	"github.com/inboxkit/inbox/store"
 )
 
-var _ store.Pipeliner = (*Driver)(nil)
+var _ store.QueuedClaimer = (*Driver)(nil)
 
 // ClaimAndRun sends the claim, stmts and the implicit COMMIT as one pgx
 // batch. That is one round trip and one implicit transaction, so a failure

@@ -27,9 +27,9 @@ func (q *Queue) Add(sql string, args ...any) {
 // alone, such as inserting an event, bumping a counter or upserting a row.
 type QueuedHandler func(ctx context.Context, q *Queue, msg *Message) error
 
-// ErrNoPipeline is returned by [Inbox.ProcessQueued] for a store that
+// ErrNoQueued is returned by [Inbox.ProcessQueued] for a store that
 // cannot send a claim and statements in one round trip. Only pgxstore can.
-var ErrNoPipeline = errors.New("inbox: the store cannot pipeline a claim with queued statements")
+var ErrNoQueued = errors.New("inbox: the store cannot run queued statements with the claim")
 
 // ProcessQueued is Process for a handler that queues its statements.
 //
@@ -45,8 +45,8 @@ var ErrNoPipeline = errors.New("inbox: the store cannot pipeline a claim with qu
 // Outcomes, attempts, dead letters and hooks are those of Process. A
 // handler error or a failed statement is the handler's failure. A deadlock
 // or a serialization failure in the statements is transient. A store
-// without the pipeline gives Retry and an error wrapping [ErrNoPipeline].
-// Then nothing runs. Only pgxstore has the pipeline.
+// that cannot run queued statements gives Retry and an error wrapping
+// [ErrNoQueued]. Then nothing runs. Only pgxstore can run them.
 //
 // The handler runs before the claim, so it also runs for a duplicate.
 // Should it fail for one, the failure is counted like a new message's. That
@@ -58,9 +58,9 @@ func (ib *Inbox[TTx]) ProcessQueued(ctx context.Context, msg Message, h QueuedHa
 	if ib == nil || h == nil {
 		return Outcome{Status: Retry}, fmt.Errorf("%w: nil *Inbox or handler", ErrInvalidConfig)
 	}
-	pl, ok := ib.driver.(store.Pipeliner)
+	qc, ok := ib.driver.(store.QueuedClaimer)
 	if !ok {
-		return Outcome{Status: Retry}, fmt.Errorf("%w (%T)", ErrNoPipeline, ib.driver)
+		return Outcome{Status: Retry}, fmt.Errorf("%w (%T)", ErrNoQueued, ib.driver)
 	}
 	start := time.Now()
 	ctx = ib.hooks.started(ctx, ib.cfg.Consumer, &msg)
@@ -77,7 +77,7 @@ func (ib *Inbox[TTx]) ProcessQueued(ctx context.Context, msg Message, h QueuedHa
 		out, err := ib.failed(ctx, nil, &msg, p, herr)
 		return ib.finishRun(ctx, &msg, start, hdur, out, err)
 	}
-	res, err := pl.ClaimAndRun(ctx, p, q.stmts)
+	res, err := qc.ClaimAndRun(ctx, p, q.stmts)
 	var se *store.StatementError
 	switch {
 	case errors.As(err, &se):

@@ -11,21 +11,21 @@ import (
 	"github.com/inboxkit/inbox/store"
 )
 
-// openPipeline opens an environment whose store pipelines, or skips, after
-// checking that ProcessQueued refuses a store that does not.
-func openPipeline[TTx any](t *testing.T, h Harness[TTx]) (*Env[TTx], *inbox.Inbox[TTx]) {
+// openQueued opens an environment whose store runs queued statements, or
+// skips, after checking that ProcessQueued refuses a store that does not.
+func openQueued[TTx any](t *testing.T, h Harness[TTx]) (*Env[TTx], *inbox.Inbox[TTx]) {
 	t.Helper()
 	env := open(t, h)
 	ib := newInbox(t, env, inbox.Config{MaxAttempts: 2, Backoff: inbox.Backoff{Initial: time.Millisecond, Max: time.Millisecond}})
-	if _, ok := any(env.Driver).(store.Pipeliner); !ok {
+	if _, ok := any(env.Driver).(store.QueuedClaimer); !ok {
 		out, err := ib.ProcessQueued(context.Background(), msg("q"), func(context.Context, *inbox.Queue, *inbox.Message) error { return nil })
-		if out.Status != inbox.Retry || !errors.Is(err, inbox.ErrNoPipeline) {
-			t.Fatalf("ProcessQueued on %T: %v %v, want Retry and ErrNoPipeline", env.Driver, out.Status, err)
+		if out.Status != inbox.Retry || !errors.Is(err, inbox.ErrNoQueued) {
+			t.Fatalf("ProcessQueued on %T: %v %v, want Retry and ErrNoQueued", env.Driver, out.Status, err)
 		}
-		t.Skipf("%T does not pipeline (ErrNoPipeline, checked)", env.Driver)
+		t.Skipf("%T does not run queued statements (ErrNoQueued, checked)", env.Driver)
 	}
 	if env.QueueWrite == nil {
-		t.Fatal("the store pipelines, but the harness has no Env.QueueWrite")
+		t.Fatal("the store runs queued statements, but the harness has no Env.QueueWrite")
 	}
 	return env, ib
 }
@@ -40,10 +40,10 @@ func queuedWriter[TTx any](env *Env[TTx]) inbox.QueuedHandler {
 // ProcessQueued: processed once, then duplicates (a changed payload is a
 // fingerprint conflict), hooks told.
 func testQueuedThenDuplicate[TTx any](t *testing.T, h Harness[TTx]) {
-	env, ib := openPipeline(t, h)
+	env, ib := openQueued(t, h)
 	ctx := context.Background()
 	counts := &inbox.Counts{}
-	ib = newInbox(t, env, inbox.Config{Hooks: []any{counts}})
+	ib = newInbox(t, env, inbox.Config{Hooks: []inbox.Hook{counts}})
 	m := msg("q-1")
 	for i, want := range []inbox.Status{inbox.Processed, inbox.Duplicate} {
 		if out, err := ib.ProcessQueued(ctx, m, queuedWriter(env)); out.Status != want || err != nil {
@@ -69,7 +69,7 @@ func testQueuedThenDuplicate[TTx any](t *testing.T, h Harness[TTx]) {
 // dead-lettered with its payload; a later good delivery of another message
 // is unaffected.
 func testQueuedFailures[TTx any](t *testing.T, h Harness[TTx]) {
-	env, ib := openPipeline(t, h)
+	env, ib := openQueued(t, h)
 	ctx := context.Background()
 	bad := func(_ context.Context, q *inbox.Queue, m *inbox.Message) error {
 		env.QueueWrite(q, key(m.ID))
@@ -108,7 +108,7 @@ func testQueuedFailures[TTx any](t *testing.T, h Harness[TTx]) {
 // A delivery racing a claim held in an open transaction waits for it: a
 // duplicate when the holder commits, processed when it rolls back.
 func testQueuedRace[TTx any](t *testing.T, h Harness[TTx]) {
-	env, ib := openPipeline(t, h)
+	env, ib := openQueued(t, h)
 	ctx := context.Background()
 	for _, commit := range []bool{true, false} {
 		id := map[bool]string{true: "race-commit", false: "race-abort"}[commit]
@@ -148,7 +148,7 @@ func testQueuedRace[TTx any](t *testing.T, h Harness[TTx]) {
 // dead letter: not an error of the inbox's own statements, and never one
 // that stops the consumer (ErrUnrecoverable).
 func testQueuedBadStatement[TTx any](t *testing.T, h Harness[TTx]) {
-	env, ib := openPipeline(t, h)
+	env, ib := openQueued(t, h)
 	ctx := context.Background()
 	for _, sql := range []string{"INSERT INTO inbox_storetest_no_such_table VALUES ($1", "SELECT no_such_column FROM (SELECT 1) AS t"} {
 		bad := func(_ context.Context, q *inbox.Queue, m *inbox.Message) error {
