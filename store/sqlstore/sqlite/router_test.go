@@ -127,7 +127,7 @@ func TestRouterEndToEnd(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			var counts inbox.Counts
-			ib, db := sqlitetest.New(t, &inbox.Config{Consumer: "orders", Hooks: []any{&counts},
+			ib, db := sqlitetest.New(t, &inbox.Config{Consumer: "orders", Hooks: []inbox.Hook{&counts},
 				Logger: slog.New(slog.DiscardHandler)})
 			if _, err := db.Exec(`CREATE TABLE orders (id TEXT PRIMARY KEY, cents INTEGER NOT NULL);
 				CREATE TABLE shipments (order_id TEXT PRIMARY KEY, carrier TEXT NOT NULL)`); err != nil {
