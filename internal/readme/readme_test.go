@@ -25,6 +25,7 @@ const preamble = `package readmeblocks
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -49,6 +50,7 @@ var (
 	_ = otelinbox.New
 	_ = nats.Connect
 	_ = time.Second
+	_ = fmt.Sprint
 )
 
 // env is what a reader's program has at hand.
