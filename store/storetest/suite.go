@@ -100,6 +100,8 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"BatchSplitOnConflict", testBatchSplitOnConflict[TTx]},
 		{"BatchHotRows", testBatchHotRows[TTx]},
 		{"BatchSplitPartFails", testBatchSplitPartFails[TTx]},
+		{"BatchSplitShutdown", testBatchSplitShutdown[TTx]},
+		{"BatchHotRowsShutdown", testBatchHotRowsShutdown[TTx]},
 		// pipeline.go: ProcessQueued, where the store pipelines
 		{"QueuedThenDuplicate", testQueuedThenDuplicate[TTx]},
 		{"QueuedFailures", testQueuedFailures[TTx]},
