@@ -79,14 +79,23 @@ func (l *batchLimit) stepUp() {
 		l.hold = max(l.hold/2, minBatchHold)
 	}
 	if l.size < l.maxSize {
-		l.size = min(2*l.size, l.maxSize)
+		l.size = double(l.size, l.maxSize)
 	} else {
-		l.width = min(2*l.width, l.maxWidth)
+		l.width = double(l.width, l.maxWidth)
 		l.free.Broadcast()
 	}
 	l.epoch++
 	l.up = l.epoch
 	l.changed, l.grew = now, true
+}
+
+// double returns 2n, at most limit, without overflowing past a huge
+// limit (a BatchSize of math.MaxInt).
+func double(n, limit int) int {
+	if n > limit/2 {
+		return limit
+	}
+	return 2 * n
 }
 
 // start waits until a batch of n messages may run, and returns the

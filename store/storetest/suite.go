@@ -100,6 +100,8 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"BatchSplitOnConflict", testBatchSplitOnConflict[TTx]},
 		{"BatchHotRows", testBatchHotRows[TTx]},
 		{"BatchSplitPartFails", testBatchSplitPartFails[TTx]},
+		{"BatchSplitShutdown", testBatchSplitShutdown[TTx]},
+		{"BatchHotRowsShutdown", testBatchHotRowsShutdown[TTx]},
 		// queued.go: ProcessQueued, where the store runs queued statements
 		{"QueuedThenDuplicate", testQueuedThenDuplicate[TTx]},
 		{"QueuedFailures", testQueuedFailures[TTx]},
