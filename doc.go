@@ -216,9 +216,12 @@
 //   - The consumer then runs fewer batches at once, down to one. If
 //     conflicts go on, as with other processes, it runs smaller ones. It
 //     goes down to one message per transaction.
-//   - After a second without conflicts it steps back up. Each time a step up
-//     meets conflicts again, it waits four times as long before the next
-//     step. The wait is at most five minutes.
+//   - After a wait without conflicts it steps back up, size first, then
+//     width. The wait is one second at least. A step up that meets a
+//     conflict within two waits makes the wait four times as long, up to
+//     five minutes. A step up that holds for a whole wait halves it. The
+//     slow start's steps count too, so its first conflict sets four
+//     seconds.
 //   - A consumer starts with one batch at a time. It doubles that every
 //     quarter second, as batches end, until the first conflict.
 //   - Deliveries waiting for their batch's turn keep their leases.
