@@ -23,6 +23,11 @@
 //	              takes them, written as consumebatch writes them, in one
 //	              transaction each, then acked (the database's own limit
 //	              for batches)
+//	plaineach     batch without the inbox: batches taken as ackbatch takes
+//	              them, then in one transaction each the two statements of
+//	              every message, one at a time, as batch's per-message
+//	              handler runs them, then acked (the database's own limit
+//	              for batch)
 //	consume       inbox.Consume, one message per transaction
 //	queued        inbox.ConsumeQueued: the claim, the two statements and the
 //	              COMMIT in one round trip (PostgreSQL only)
@@ -61,9 +66,12 @@
 // fresh queue with fresh IDs and fresh tables.
 //
 // Output: for each broker, store and -rows a table of msgs/s (mean, and
-// min–max over -rounds), the ratios to consume, ack and ackbatch, deadlocks,
-// retries and messages left, summed over the rounds. -json FILE writes
-// every measurement too. A failed check is printed loudly and makes the
+// min–max over -rounds), the ratios to consume, ack and ackbatch and to the
+// same writes without the inbox (× no inbox: consume to plain, batch to
+// plaineach, consumebatch to plainbatch), the round trips to PostgreSQL
+// per message (pgx's tracer on the measurement's pool), deadlocks, retries
+// and messages left, summed over the rounds. -json FILE writes every
+// measurement too, with its round trips, statements and COMMITs. A failed check is printed loudly and makes the
 // command exit with status 1.
 //
 // Flags:
@@ -71,7 +79,7 @@
 //	-brokers rabbitmq,nats          brokers to run on
 //	-stores postgres,mariadb        databases to run on
 //	-rows 16,0                      hot accounts (0: one per message)
-//	-modes ack,ackbatch,plain,plainbatch,consume,queued,batch,consumebatch,watermill
+//	-modes ack,ackbatch,plain,plainbatch,plaineach,consume,queued,batch,consumebatch,watermill
 //	-messages 20000                 messages per measurement
 //	-workers 4                      workers of every mode
 //	-batch 50                       BatchSize of batch and consumebatch
@@ -79,6 +87,7 @@
 //	-rounds 3                       measurements of each mode
 //	-max-seconds 120                cap of one measurement
 //	-json FILE                      also write the results as JSON
+//	-cpuprofile FILE                write the run's CPU profile (go tool pprof)
 //	-pg, -mysql, -amqp, -nats       servers (defaults: INBOX_POSTGRES_DSN,
 //	                                INBOX_MYSQL_DSN, INBOX_AMQP_URL,
 //	                                INBOX_NATS_URL, else the local ones)
@@ -100,6 +109,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -117,6 +127,7 @@ type options struct {
 	rounds                 int
 	maxTime                time.Duration
 	jsonFile               string
+	cpuProfile             string
 
 	pgURL, mysqlDSN, amqpURL, natsURL string
 	logger                            *slog.Logger
@@ -144,6 +155,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.rounds, "rounds", 3, "measurements of each mode, interleaved")
 	maxSeconds := fs.Float64("max-seconds", 120, "cap of one measurement, in seconds")
 	fs.StringVar(&o.jsonFile, "json", "", "also write the results as JSON to this file")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write the run's CPU profile to this file")
 	fs.StringVar(&o.pgURL, "pg", envOr("INBOX_POSTGRES_DSN", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"), "PostgreSQL URL")
 	fs.StringVar(&o.mysqlDSN, "mysql", envOr("INBOX_MYSQL_DSN", "root@tcp(127.0.0.1:3306)/test"), "MariaDB DSN (go-sql-driver/mysql)")
 	fs.StringVar(&o.amqpURL, "amqp", envOr("INBOX_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/"), "RabbitMQ URL")
@@ -204,7 +216,21 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	var profile *os.File
+	if o.cpuProfile != "" {
+		if profile, err = os.Create(o.cpuProfile); err == nil {
+			err = pprof.StartCPUProfile(profile)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "consumebench: -cpuprofile:", err)
+			os.Exit(2)
+		}
+	}
 	results, err := run(ctx, o, os.Stderr)
+	if profile != nil {
+		pprof.StopCPUProfile()
+		_ = profile.Close()
+	}
 	cells := summarize(results)
 	printTables(os.Stdout, cells, o)
 	if o.jsonFile != "" {
@@ -297,20 +323,27 @@ type result struct {
 	Processed int64  `json:"processed"` // by the end of the timed part
 	// AtStop is the messages processed once the consumer stopped: a timed
 	// out measurement's deliveries in flight finish first.
-	AtStop     int64    `json:"processed_at_stop"`
-	Seconds    float64  `json:"seconds"`
-	Rate       float64  `json:"msgs_per_s"`
-	TimedOut   bool     `json:"timed_out,omitempty"`
-	Deadlocks  int64    `json:"deadlocks"`
-	Retries    int64    `json:"retries"`
-	Duplicates int64    `json:"duplicates"`
-	Left       int64    `json:"left"`
-	Problems   []string `json:"problems,omitempty"`
+	AtStop     int64   `json:"processed_at_stop"`
+	Seconds    float64 `json:"seconds"`
+	Rate       float64 `json:"msgs_per_s"`
+	TimedOut   bool    `json:"timed_out,omitempty"`
+	Deadlocks  int64   `json:"deadlocks"`
+	Retries    int64   `json:"retries"`
+	Duplicates int64   `json:"duplicates"`
+	Left       int64   `json:"left"`
+	// Traffic is what the consumer sent to the database from its start to
+	// its stop (PostgreSQL only).
+	Traffic  *traffic `json:"traffic,omitempty"`
+	Problems []string `json:"problems,omitempty"`
 }
 
 func (r *result) line(rounds int) string {
 	s := fmt.Sprintf("%s %s rows=%d round %d/%d %-12s %6d msgs in %7.2f s = %8.1f msgs/s, deadlocks %d, retries %d, duplicates %d, left %d",
 		r.Broker, r.Store, r.Rows, r.Round, rounds, r.Mode, r.Processed, r.Seconds, r.Rate, r.Deadlocks, r.Retries, r.Duplicates, r.Left)
+	if t := r.Traffic; t != nil && r.AtStop > 0 {
+		n := float64(r.AtStop)
+		s += fmt.Sprintf(", per message %.2f round trips, %.2f statements, %.3f commits", float64(t.Trips)/n, float64(t.Statements)/n, float64(t.Commits)/n)
+	}
 	if r.TimedOut {
 		s += fmt.Sprintf(" (timed out; %d processed by the stop)", r.AtStop)
 	}
@@ -376,6 +409,10 @@ func measure(ctx context.Context, o *options, b brokerKind, s storeKind, rows in
 		return fail("publish: %v", err)
 	}
 
+	var traffic0 traffic
+	if e != nil {
+		traffic0, _ = e.traffic()
+	}
 	p := newProgress(o.messages)
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -413,6 +450,12 @@ func measure(ctx context.Context, o *options, b brokerKind, s storeKind, rows in
 	// After the stop: what committed while in-flight deliveries finished.
 	processed := p.count.Load()
 	r.AtStop = processed
+	if e != nil {
+		if t, ok := e.traffic(); ok {
+			t = t.sub(traffic0)
+			r.Traffic = &t
+		}
+	}
 	left, err := q.left(context.WithoutCancel(ctx))
 	if err != nil {
 		fail("left in queue: %v", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
 	"os"
 	"strings"
 	"testing"
@@ -39,10 +40,45 @@ func TestSmoke(t *testing.T) {
 		if len(r.Problems) > 0 || r.TimedOut || r.Processed != 300 || r.Left != 0 {
 			t.Errorf("%s: %s", r.Mode, r.line(1))
 		}
+		if r.Mode == "ack" || r.Mode == "ackbatch" {
+			continue
+		}
+		// Every database mode's traffic is counted; plaineach sends its
+		// two statements a message one at a time, each a round trip.
+		switch tr := r.Traffic; {
+		case tr == nil || tr.Trips == 0 || tr.Statements < 300:
+			t.Errorf("%s: traffic %+v, want its round trips and statements counted", r.Mode, tr)
+		case r.Mode == "plaineach" && (tr.Trips < 2*300 || tr.Statements < 2*300):
+			t.Errorf("plaineach: traffic %+v, want at least 600 round trips and statements for 300 messages", *tr)
+		}
 	}
 	for _, m := range allModes {
 		if !seen[m] {
 			t.Errorf("mode %s did not run", m)
+		}
+	}
+}
+
+// TestSummarize checks that each inbox mode is compared with its own
+// writes without the inbox, and the round trips per message.
+func TestSummarize(t *testing.T) {
+	t.Parallel()
+	var results []*result
+	for i, mode := range []string{"plain", "plainbatch", "plaineach", "consume", "batch", "consumebatch"} {
+		results = append(results, &result{Broker: "rabbitmq", Store: "postgres", Mode: mode, Rate: float64(1000 * (i + 1)),
+			AtStop: 100, Traffic: &traffic{Trips: int64(100 * (i + 1))}})
+	}
+	want := map[string]struct {
+		plain string
+		ratio float64
+	}{"consume": {"plain", 4}, "batch": {"plaineach", 5.0 / 3}, "consumebatch": {"plainbatch", 3}}
+	for _, c := range summarize(results) {
+		w := want[c.Mode]
+		if c.PlainMode != w.plain || (w.plain != "" && math.Abs(c.VsPlain-w.ratio) > 1e-9) {
+			t.Errorf("%s: × no inbox %v to %q, want %v to %q", c.Mode, c.VsPlain, c.PlainMode, w.ratio, w.plain)
+		}
+		if c.TripsPerMsg != c.Mean/1000 {
+			t.Errorf("%s: %v round trips per message, want %v", c.Mode, c.TripsPerMsg, c.Mean/1000)
 		}
 	}
 }

@@ -14,8 +14,8 @@ import (
 // is a name here and a case in modes.runner. defaultModes leave out
 // fixed, which collapses on hot rows (the cap of -max-seconds each time).
 var (
-	allModes     = []string{"ack", "ackbatch", "plain", "plainbatch", "consume", "queued", "batch", "fixed", "consumebatch", "watermill"}
-	defaultModes = []string{"ack", "ackbatch", "plain", "plainbatch", "consume", "queued", "batch", "consumebatch", "watermill"}
+	allModes     = []string{"ack", "ackbatch", "plain", "plainbatch", "plaineach", "consume", "queued", "batch", "fixed", "consumebatch", "watermill"}
+	defaultModes = []string{"ack", "ackbatch", "plain", "plainbatch", "plaineach", "consume", "queued", "batch", "consumebatch", "watermill"}
 )
 
 // runFunc consumes q until ctx is done, counting on p the messages whose
@@ -196,7 +196,9 @@ func (m *modes[TTx]) runner(mode string) (runFunc, error) {
 	case "plain":
 		return m.plain, nil
 	case "plainbatch":
-		return m.plainBatch, nil
+		return m.plainBatches(m.recordBatch), nil
+	case "plaineach":
+		return m.plainBatches(m.recordEach), nil
 	case "consume":
 		return m.withInbox(func(ctx context.Context, ib *inbox.Inbox[TTx], src broker.Source) error {
 			return inbox.Consume(ctx, ib, src, handler, &inbox.ConsumerConfig{Workers: m.o.workers, Logger: m.o.logger})
@@ -267,26 +269,41 @@ func (m *modes[TTx]) plain(ctx context.Context, q queue, p *progress) error {
 	})
 }
 
-// plainBatch is consumebatch without the inbox, the database's own limit
-// for batches: each worker takes up to -batch deliveries as the inbox
-// does, writes them with recordBatch in one transaction, then acks them
-// all at once; a failure nacks them for an immediate redelivery.
-func (m *modes[TTx]) plainBatch(ctx context.Context, q queue, p *progress) error {
-	m.counts = nil
-	src, err := q.source(ctx)
-	if err != nil {
-		return err
+// plainBatches runs batches without the inbox: each worker takes up to
+// -batch deliveries as the inbox does, writes them with write in one
+// transaction, then acks them all at once; a failure nacks them for an
+// immediate redelivery. With recordBatch it is plainbatch, consumebatch's
+// own limit; with recordEach plaineach, batch's.
+func (m *modes[TTx]) plainBatches(write func(ctx context.Context, tx TTx, es []entry) error) runFunc {
+	return func(ctx context.Context, q queue, p *progress) error {
+		m.counts = nil
+		src, err := q.source(ctx)
+		if err != nil {
+			return err
+		}
+		defer src.Close()
+		p.begin()
+		return batchWorkers(ctx, m.o.workers, src, m.o.batch, func(ctx context.Context, ds []broker.Delivery) {
+			m.settleBatch(ctx, ds, p, write)
+		})
 	}
-	defer src.Close()
-	p.begin()
-	return batchWorkers(ctx, m.o.workers, src, m.o.batch, func(ctx context.Context, ds []broker.Delivery) {
-		m.settleBatch(ctx, ds, p)
-	})
 }
 
-// settleBatch writes ds in one transaction and acks them, or nacks them
-// all when the transaction fails.
-func (m *modes[TTx]) settleBatch(ctx context.Context, ds []broker.Delivery, p *progress) {
+// recordEach runs record for each entry in turn, as Consume with a
+// BatchSize runs its per-message handler in the batch's transaction: two
+// statements a message, one round trip each.
+func (m *modes[TTx]) recordEach(ctx context.Context, tx TTx, es []entry) error {
+	for _, e := range es {
+		if err := m.record(ctx, tx, e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// settleBatch writes ds with write in one transaction and acks them, or
+// nacks them all when the transaction fails.
+func (m *modes[TTx]) settleBatch(ctx context.Context, ds []broker.Delivery, p *progress, write func(ctx context.Context, tx TTx, es []entry) error) {
 	es := make([]entry, len(ds))
 	var err error
 	for i, d := range ds {
@@ -295,7 +312,7 @@ func (m *modes[TTx]) settleBatch(ctx context.Context, ds []broker.Delivery, p *p
 		}
 	}
 	if err == nil {
-		err = m.inTx(ctx, func(tx TTx) error { return m.recordBatch(ctx, tx, es) })
+		err = m.inTx(ctx, func(tx TTx) error { return write(ctx, tx, es) })
 	}
 	var acks sync.WaitGroup
 	for _, d := range ds {

@@ -22,14 +22,33 @@ type cell struct {
 	VsConsume  float64 `json:"vs_consume,omitempty"`
 	VsAck      float64 `json:"vs_ack,omitempty"`
 	VsAckBatch float64 `json:"vs_ackbatch,omitempty"`
-	Deadlocks  int64   `json:"deadlocks"`
-	Retries    int64   `json:"retries"`
-	Duplicates int64   `json:"duplicates"`
-	Left       int64   `json:"left"`
+	// VsPlain is the ratio to the mode that does the same writes without
+	// the inbox (plainOf).
+	VsPlain   float64 `json:"vs_plain,omitempty"`
+	PlainMode string  `json:"plain_mode,omitempty"`
+	// TripsPerMsg are the round trips to PostgreSQL per message, over
+	// the rounds; 0 where they are not counted.
+	TripsPerMsg float64 `json:"round_trips_per_msg,omitempty"`
+	Deadlocks   int64   `json:"deadlocks"`
+	Retries     int64   `json:"retries"`
+	Duplicates  int64   `json:"duplicates"`
+	Left        int64   `json:"left"`
 	// TimedOut lists the messages processed by the measurements that hit
 	// -max-seconds.
 	TimedOut []int64 `json:"timed_out,omitempty"`
 	Failed   int     `json:"failed_checks,omitempty"`
+}
+
+// plainOf maps an inbox mode to the mode that does the same writes, in
+// transactions of the same size, without the inbox: its database's own
+// limit.
+var plainOf = map[string]string{
+	"consume":      "plain",
+	"queued":       "plain",
+	"watermill":    "plain",
+	"batch":        "plaineach",
+	"fixed":        "plaineach",
+	"consumebatch": "plainbatch",
 }
 
 type groupKey struct {
@@ -41,6 +60,7 @@ type groupKey struct {
 func summarize(results []*result) []*cell {
 	var cells []*cell
 	index := map[string]*cell{}
+	tripSum, atStop := map[*cell]int64{}, map[*cell]int64{}
 	for _, r := range results {
 		k := fmt.Sprintf("%s/%s/%d/%s", r.Broker, r.Store, r.Rows, r.Mode)
 		c := index[k]
@@ -59,12 +79,19 @@ func summarize(results []*result) []*cell {
 		if r.TimedOut {
 			c.TimedOut = append(c.TimedOut, r.Processed)
 		}
+		if r.Traffic != nil {
+			tripSum[c] += r.Traffic.Trips
+			atStop[c] += r.AtStop
+		}
 		if len(r.Problems) > 0 {
 			c.Failed++
 		}
 	}
 	for _, c := range cells {
 		c.Mean /= float64(c.Rounds)
+		if atStop[c] > 0 {
+			c.TripsPerMsg = float64(tripSum[c]) / float64(atStop[c])
+		}
 	}
 	for _, c := range cells {
 		for _, other := range cells {
@@ -78,6 +105,9 @@ func summarize(results []*result) []*cell {
 				c.VsAck = c.Mean / other.Mean
 			case "ackbatch":
 				c.VsAckBatch = c.Mean / other.Mean
+			}
+			if other.Mode == plainOf[c.Mode] {
+				c.VsPlain, c.PlainMode = c.Mean/other.Mean, other.Mode
 			}
 		}
 	}
@@ -103,12 +133,13 @@ func printTables(w io.Writer, cells []*cell, o *options) {
 		fmt.Fprintf(w, "\n%s + %s, %s: %d messages, %d workers, batch %d, prefetch %d; deadlocks, retries and left summed over the rounds\n",
 			k.broker, k.store, rows, o.messages, o.workers, o.batch, o.prefetch)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "mode\tmsgs/s mean\t(min–max)\t× consume\t× ack\t× ackbatch\tdeadlocks\tretries\tleft\t")
+		fmt.Fprintln(tw, "mode\tmsgs/s mean\t(min–max)\t× consume\t× ack\t× ackbatch\t× no inbox\ttrips/msg\tdeadlocks\tretries\tleft\t")
 		for _, c := range groups[k] {
-			fmt.Fprintf(tw, "%s\t%.0f\t(%.0f–%.0f)\t%s\t%s\t%s\t%s\t%d\t%d\t %s\n", c.Mode, c.Mean, c.Min, c.Max,
-				ratio(c.VsConsume), ratio(c.VsAck), ratio(c.VsAckBatch), deadlocks(c), c.Retries, c.Left, note(c))
+			fmt.Fprintf(tw, "%s\t%.0f\t(%.0f–%.0f)\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t %s\n", c.Mode, c.Mean, c.Min, c.Max,
+				ratio(c.VsConsume), ratio(c.VsAck), ratio(c.VsAckBatch), vsPlain(c), trips(c), deadlocks(c), c.Retries, c.Left, note(c))
 		}
 		_ = tw.Flush()
+		fmt.Fprintln(w, "× no inbox: to the same writes without the inbox (consume, queued, watermill: plain; batch, fixed: plaineach; consumebatch: plainbatch)")
 	}
 }
 
@@ -117,6 +148,20 @@ func ratio(x float64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.2f", x)
+}
+
+func vsPlain(c *cell) string {
+	if c.PlainMode == "" {
+		return "-"
+	}
+	return ratio(c.VsPlain) + " " + c.PlainMode
+}
+
+func trips(c *cell) string {
+	if c.TripsPerMsg == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", c.TripsPerMsg)
 }
 
 func deadlocks(c *cell) string {

@@ -41,6 +41,9 @@ type env interface {
 	state(ctx context.Context) (*ledgerState, error)
 	// drop closes the pool and drops the tables.
 	drop(ctx context.Context)
+	// traffic is what was sent to the database so far; false where it is
+	// not counted (MariaDB).
+	traffic() (traffic, bool)
 }
 
 // ledgerState is what the checks read of the tables.
@@ -173,11 +176,13 @@ func (k *pgKind) prepare(ctx context.Context, w *workload) (env, error) {
 		return nil, err
 	}
 	cfg.MaxConns = int32(2*k.o.workers + 2)
+	trips := &tripCounter{}
+	cfg.ConnConfig.Tracer = trips
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	e := &pgEnv{pool: pool, schema: randomName("m")}
+	e := &pgEnv{pool: pool, schema: randomName("m"), trips: trips}
 	s := e.schema
 	ddl := "CREATE SCHEMA " + s + ";" +
 		"CREATE TABLE " + s + ".ledger (msg_id text NOT NULL, account bigint NOT NULL, amount bigint NOT NULL);" +
@@ -239,7 +244,10 @@ type pgEnv struct {
 	*modes[pgx.Tx]
 	pool   *pgxpool.Pool
 	schema string
+	trips  *tripCounter
 }
+
+func (e *pgEnv) traffic() (traffic, bool) { return e.trips.traffic(), true }
 
 func (e *pgEnv) state(ctx context.Context) (*ledgerState, error) {
 	s := &ledgerState{sums: map[int64]int64{}, balances: map[int64]int64{}}
@@ -412,6 +420,8 @@ type mariaEnv struct {
 	db     *sql.DB
 	dbName string
 }
+
+func (e *mariaEnv) traffic() (traffic, bool) { return traffic{}, false }
 
 func (e *mariaEnv) state(ctx context.Context) (*ledgerState, error) {
 	s := &ledgerState{sums: map[int64]int64{}, balances: map[int64]int64{}}
