@@ -10,7 +10,7 @@ import (
 
 // BenchEnv is an [Env] with what only the benchmarks need. That is the
 // database's housekeeping, a backlog for pruning, and hand-written
-// yardsticks. A benchmark whose field is nil is skipped or left out.
+// yardsticks. Every field is optional, as its comment tells.
 type BenchEnv[TTx any] struct {
 	*Env[TTx]
 	// Settle, if set, finishes the database's background work before each timed
