@@ -7,9 +7,10 @@
 // # Check
 //
 // [Check] runs a handler on the program's own *inbox.Inbox, on the
-// database the handler writes to. That may be PostgreSQL, in test schemas
-// like pgenv's, or SQLite through package sqlitetest. Check delivers every
-// message in the ways a broker does and a process fails.
+// database the handler writes to. Package [pgtest] gives each test a
+// PostgreSQL schema of its own, and package [sqlitetest] a SQLite file.
+// Check delivers every message in the ways a broker does and a process
+// fails.
 //   - It rolls a delivery back after the handler returned, as a crash before
 //     COMMIT does. The state must not change. A handler that writes outside
 //     the transaction it is given fails here. Examples are a second
@@ -29,7 +30,7 @@
 // reported with its delivery. A panic comes with its stack.
 //
 //	func TestCreditOnce(t *testing.T) {
-//		ib := newInbox(t) // the test's own schema, migrated
+//		ib, pool := pgtest.New(t, nil) // the test's own schema, migrated
 //		inboxtest.Check(t.Context(), t, ib, credit, []inbox.Message{
 //			{ID: "pay-1", Payload: []byte(`{"account":"a","amount":10}`)},
 //		}, &inboxtest.Options{State: func(ctx context.Context) (any, error) {
@@ -55,6 +56,11 @@
 // # Dependencies
 //
 // Package inboxtest imports no database driver. A program on PostgreSQL
-// that tests with it downloads no SQLite. Package sqlitetest gives a test
-// an inbox on a fresh SQLite file, and imports SQLite's driver.
+// that tests with it downloads no SQLite. Package [pgtest] gives a test an
+// inbox in a fresh PostgreSQL schema, and imports pgx. Package [sqlitetest]
+// gives a test an inbox on a fresh SQLite file, and imports SQLite's
+// driver.
+//
+// [pgtest]: https://pkg.go.dev/github.com/inboxkit/inbox/inboxtest/pgtest
+// [sqlitetest]: https://pkg.go.dev/github.com/inboxkit/inbox/inboxtest/sqlitetest
 package inboxtest

@@ -9,7 +9,7 @@ import (
 
 	"github.com/inboxkit/inbox"
 	"github.com/inboxkit/inbox/inboxtest"
-	"github.com/inboxkit/inbox/internal/testenv/pginbox"
+	"github.com/inboxkit/inbox/inboxtest/pgtest"
 )
 
 // The handler credits each payment once, however the broker delivers it
@@ -18,7 +18,10 @@ import (
 func TestCreditOnce(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	ib, pool := pginbox.New(t, "example-billing", createAccounts) // inbox.New on pgxstore, migrated
+	ib, pool := pgtest.New(t, &inbox.Config{Consumer: "example-billing"}) // a schema of its own, migrated
+	if _, err := pool.Exec(ctx, createAccounts); err != nil {
+		t.Fatal(err)
+	}
 	balances := func(ctx context.Context) (any, error) {
 		rows, _ := pool.Query(ctx, `SELECT id, balance FROM example_accounts ORDER BY id`)
 		return pgx.CollectRows(rows, pgx.RowToStructByPos[struct {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/inboxkit/inbox"
 	"github.com/inboxkit/inbox/inboxtest"
-	"github.com/inboxkit/inbox/internal/testenv/pginbox"
+	"github.com/inboxkit/inbox/inboxtest/pgtest"
 )
 
 // On PostgreSQL, a handler that writes through a second connection (the
@@ -40,7 +40,10 @@ func TestCheckPostgresSecondConnection(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			ib, pool := pginbox.New(t, "kit", `CREATE TABLE ledger (id text NOT NULL)`)
+			ib, pool := pgtest.New(t, &inbox.Config{Consumer: "kit"})
+			if _, err := pool.Exec(ctx, `CREATE TABLE ledger (id text NOT NULL)`); err != nil {
+				t.Fatal(err)
+			}
 			rows := func(ctx context.Context) (any, error) {
 				var n int
 				err := pool.QueryRow(ctx, `SELECT count(*) FROM ledger`).Scan(&n)

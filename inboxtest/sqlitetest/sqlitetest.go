@@ -4,7 +4,8 @@
 // It is for handlers tested with package inboxtest without a database
 // server. It links SQLite, modernc.org/sqlite in pure Go. Package inboxtest
 // itself imports no database driver. A program on PostgreSQL that tests with
-// inboxtest thus downloads none.
+// inboxtest thus downloads none. On PostgreSQL, package
+// [github.com/inboxkit/inbox/inboxtest/pgtest] gives each test a schema.
 package sqlitetest
 
 import (

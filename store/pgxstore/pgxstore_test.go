@@ -23,8 +23,22 @@ var harness = storetest.Harness[pgx.Tx]{Open: func(tb testing.TB, tables store.T
 	return open(tb, &pgxstore.Config{Tables: tables})
 }}
 
-// open makes a fresh schema with a ledger table and a Driver on it.
+var benchHarness = storetest.BenchHarness[pgx.Tx]{Open: func(tb testing.TB, tables store.Tables) (*storetest.BenchEnv[pgx.Tx], error) {
+	return openBench(tb, &pgxstore.Config{Tables: tables})
+}}
+
+// open is openBench without the benchmarks' fields.
 func open(tb testing.TB, cfg *pgxstore.Config) (*storetest.Env[pgx.Tx], error) {
+	tb.Helper()
+	env, err := openBench(tb, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return env.Env, nil
+}
+
+// openBench makes a fresh schema with a ledger table and a Driver on it.
+func openBench(tb testing.TB, cfg *pgxstore.Config) (*storetest.BenchEnv[pgx.Tx], error) {
 	tb.Helper()
 	ctx := context.Background()
 	const maxConns = 20
@@ -48,7 +62,7 @@ func open(tb testing.TB, cfg *pgxstore.Config) (*storetest.Env[pgx.Tx], error) {
 	}
 	inboxTable := tables.Name("inbox", store.QuoteDouble)
 	handTable := handOutbox(tb, pool, schema)
-	return &storetest.Env[pgx.Tx]{
+	env := &storetest.Env[pgx.Tx]{
 		Driver: d,
 		Write: func(ctx context.Context, tx pgx.Tx, key string) error {
 			_, err := tx.Exec(ctx, "INSERT INTO "+ledger+" (key) VALUES ($1)", key)
@@ -67,37 +81,8 @@ func open(tb testing.TB, cfg *pgxstore.Config) (*storetest.Env[pgx.Tx], error) {
 			return err
 		},
 		BeginPlain: func(ctx context.Context) (pgx.Tx, error) { return pool.Begin(ctx) },
-		WriteMany: func(ctx context.Context, tx pgx.Tx, keys []string) error {
-			_, err := tx.Exec(ctx, "INSERT INTO "+ledger+" (key) SELECT unnest($1::text[])", keys)
-			return err
-		},
-		HandBatch: func(ctx context.Context, consumer string, ids []string) error {
-			return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-				bids := make([][]byte, len(ids))
-				for i, id := range ids {
-					bids[i] = []byte(id)
-				}
-				slices.SortFunc(bids, bytes.Compare)
-				_, err := tx.Exec(ctx, `WITH ins AS (
-	INSERT INTO `+inboxTable+` (consumer, message_id) SELECT $1, id FROM unnest($2::bytea[]) AS t(id)
-	ON CONFLICT DO NOTHING RETURNING message_id)
-INSERT INTO `+ledger+` (key) SELECT convert_from(message_id, 'UTF8') FROM ins`, []byte(consumer), bids)
-				return err
-			})
-		},
 		QueueWrite: func(q *inbox.Queue, key string) {
 			q.Add("INSERT INTO "+ledger+" (key) VALUES ($1)", key)
-		},
-		HandQueued: func(ctx context.Context, consumer, id string) error {
-			b := &pgx.Batch{}
-			b.Queue("INSERT INTO "+inboxTable+" (consumer, message_id) VALUES ($1, $2)", []byte(consumer), []byte(id))
-			b.Queue("INSERT INTO "+ledger+" (key) VALUES ($1)", id)
-			return pool.SendBatch(ctx, b).Close()
-		},
-		HandWrite: func(ctx context.Context, tx pgx.Tx, id string, payload []byte) error {
-			_, err := tx.Exec(ctx, "INSERT INTO "+handTable+" (message_id, destination, message_type, payload) VALUES ($1, $2, $3, $4)",
-				[]byte(id), "orders.placed", "OrderPlaced", payload)
-			return err
 		},
 		Exec: func(ctx context.Context, tx pgx.Tx, query string) error {
 			_, err := tx.Exec(ctx, query)
@@ -116,10 +101,6 @@ INSERT INTO `+ledger+` (key) SELECT convert_from(message_id, 'UTF8') FROM ins`, 
 		},
 		Tables:   *tables,
 		MaxConns: maxConns,
-		Expire: func(ctx context.Context, consumer, prefix string, n int, age time.Duration) error {
-			_, err := pool.Exec(ctx, pgenv.Expire(inboxTable), []byte(consumer), prefix, n, age.Microseconds())
-			return err
-		},
 		LockWaits: func(ctx context.Context) (n int, err error) {
 			err = pool.QueryRow(ctx, pgenv.LockWaits, schema).Scan(&n)
 			return n, err
@@ -128,6 +109,42 @@ INSERT INTO `+ledger+` (key) SELECT convert_from(message_id, 'UTF8') FROM ins`, 
 			var ms int64
 			err := tx.QueryRow(ctx, pgenv.LockTimeout).Scan(&ms)
 			return time.Duration(ms) * time.Millisecond, err
+		},
+	}
+	return &storetest.BenchEnv[pgx.Tx]{
+		Env: env,
+		WriteMany: func(ctx context.Context, tx pgx.Tx, keys []string) error {
+			_, err := tx.Exec(ctx, "INSERT INTO "+ledger+" (key) SELECT unnest($1::text[])", keys)
+			return err
+		},
+		HandBatch: func(ctx context.Context, consumer string, ids []string) error {
+			return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+				bids := make([][]byte, len(ids))
+				for i, id := range ids {
+					bids[i] = []byte(id)
+				}
+				slices.SortFunc(bids, bytes.Compare)
+				_, err := tx.Exec(ctx, `WITH ins AS (
+	INSERT INTO `+inboxTable+` (consumer, message_id) SELECT $1, id FROM unnest($2::bytea[]) AS t(id)
+	ON CONFLICT DO NOTHING RETURNING message_id)
+INSERT INTO `+ledger+` (key) SELECT convert_from(message_id, 'UTF8') FROM ins`, []byte(consumer), bids)
+				return err
+			})
+		},
+		HandQueued: func(ctx context.Context, consumer, id string) error {
+			b := &pgx.Batch{}
+			b.Queue("INSERT INTO "+inboxTable+" (consumer, message_id) VALUES ($1, $2)", []byte(consumer), []byte(id))
+			b.Queue("INSERT INTO "+ledger+" (key) VALUES ($1)", id)
+			return pool.SendBatch(ctx, b).Close()
+		},
+		HandWrite: func(ctx context.Context, tx pgx.Tx, id string, payload []byte) error {
+			_, err := tx.Exec(ctx, "INSERT INTO "+handTable+" (message_id, destination, message_type, payload) VALUES ($1, $2, $3, $4)",
+				[]byte(id), "orders.placed", "OrderPlaced", payload)
+			return err
+		},
+		Expire: func(ctx context.Context, consumer, prefix string, n int, age time.Duration) error {
+			_, err := pool.Exec(ctx, pgenv.Expire(inboxTable), []byte(consumer), prefix, n, age.Microseconds())
+			return err
 		},
 		Settle: func(ctx context.Context) error {
 			for _, sql := range []string{"VACUUM (ANALYZE) " + ledger + ", " + inboxTable, "CHECKPOINT"} {
@@ -170,21 +187,21 @@ func TestStoreLockTimeoutPerTransaction(t *testing.T) {
 	}})
 }
 
-func BenchmarkStore(b *testing.B) { storetest.Bench(b, harness) }
+func BenchmarkStore(b *testing.B) { storetest.Bench(b, benchHarness) }
 
-func BenchmarkPrune(b *testing.B) { storetest.BenchPrune(b, harness) }
+func BenchmarkPrune(b *testing.B) { storetest.BenchPrune(b, benchHarness) }
 
-func BenchmarkOutbox(b *testing.B) { storetest.BenchOutbox(b, harness) }
+func BenchmarkOutbox(b *testing.B) { storetest.BenchOutbox(b, benchHarness) }
 
-func BenchmarkBatch(b *testing.B) { storetest.BenchBatch(b, harness) }
+func BenchmarkBatch(b *testing.B) { storetest.BenchBatch(b, benchHarness) }
 
 // BenchmarkOutboxNotify is BenchmarkOutbox with the variants of
 // Config.OutboxNotifyEvery: every write, never.
 func BenchmarkOutboxNotify(b *testing.B) {
 	for _, every := range []time.Duration{time.Nanosecond, -1} {
 		b.Run(fmt.Sprintf("every=%v", every), func(b *testing.B) {
-			storetest.BenchOutbox(b, storetest.Harness[pgx.Tx]{Open: func(tb testing.TB, tables store.Tables) (*storetest.Env[pgx.Tx], error) {
-				return open(tb, &pgxstore.Config{Tables: tables, OutboxNotifyEvery: every})
+			storetest.BenchOutbox(b, storetest.BenchHarness[pgx.Tx]{Open: func(tb testing.TB, tables store.Tables) (*storetest.BenchEnv[pgx.Tx], error) {
+				return openBench(tb, &pgxstore.Config{Tables: tables, OutboxNotifyEvery: every})
 			}})
 		})
 	}

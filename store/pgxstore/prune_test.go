@@ -229,7 +229,7 @@ func BenchmarkClaimIndex(b *testing.B) {
 	} {
 		schema := testenv.Name("inboxbench_")
 		b.Cleanup(func() { _, _ = pool.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE") })
-		env, err := open(b, &pgxstore.Config{Tables: store.Tables{Schema: schema}})
+		env, err := openBench(b, &pgxstore.Config{Tables: store.Tables{Schema: schema}})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -20,8 +20,9 @@ import (
 // Bench runs with 1 and 8 goroutines, and also measures Process of
 // duplicates. Each sub-benchmark reports msgs/s. Compare inbox with
 // baseline at the same goroutine count.
-func Bench[TTx any](b *testing.B, h Harness[TTx]) {
-	env := open(b, h)
+func Bench[TTx any](b *testing.B, h BenchHarness[TTx]) {
+	bench := openBench(b, h)
+	env := bench.Env
 	// Busy SQLite writers fail over and over: their log lines would cut
 	// the benchmark's output.
 	ib := newInbox(b, env, inbox.Config{Consumer: "bench", Logger: slog.New(slog.DiscardHandler)})
@@ -77,8 +78,8 @@ func Bench[TTx any](b *testing.B, h Harness[TTx]) {
 			return nil
 		}
 	}
-	if env.HandQueued != nil {
-		extra["handqueued"] = func(int64) error { return env.HandQueued(ctx, "bench", fmt.Sprintf("h-%d", seq.Add(1))) }
+	if bench.HandQueued != nil {
+		extra["handqueued"] = func(int64) error { return bench.HandQueued(ctx, "bench", fmt.Sprintf("h-%d", seq.Add(1))) }
 	}
 	// Warm up: open and prepare the connections of every path first, so
 	// that none pays for it in its timed run.
@@ -99,8 +100,8 @@ func Bench[TTx any](b *testing.B, h Harness[TTx]) {
 		wg.Wait()
 	}
 	settle := func(b *testing.B) {
-		if env.Settle != nil {
-			if err := env.Settle(ctx); err != nil {
+		if bench.Settle != nil {
+			if err := bench.Settle(ctx); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -13,22 +13,23 @@ import (
 
 // BenchBatch measures ProcessBatchFunc at batch sizes 10, 100 and 1000. Its
 // handler makes one multi-row business write for the batch's new messages,
-// with Env.WriteMany.
+// with [BenchEnv.WriteMany].
 //
 // It runs side by side with two others. One is the raw batched SQL of the
-// same claims and writes, without any inbox logic. That is Env.HandBatch,
-// with one multi-row claim, one multi-row insert and COMMIT. The other is
-// per-message Process of the same messages. Each runs with 0 %, 10 % and
-// 99 % duplicates, on 1 and 8 goroutines. BenchBatch also runs the batch
-// with Config.NoFingerprint, which stores no fingerprint and reads none for
-// a duplicate.
+// same claims and writes, without any inbox logic. That is
+// [BenchEnv.HandBatch], with one multi-row claim, one multi-row insert and
+// COMMIT. The other is per-message Process of the same messages. Each runs
+// with 0 %, 10 % and 99 % duplicates, on 1 and 8 goroutines. BenchBatch
+// also runs the batch with Config.NoFingerprint, which stores no
+// fingerprint and reads none for a duplicate.
 //
 // Each reports msgs/s. Compare batch with raw and with process at the same
 // size, duplicates and goroutines.
-func BenchBatch[TTx any](b *testing.B, h Harness[TTx]) {
-	env := open(b, h)
-	if _, ok := any(env.Driver).(store.BatchClaimer[TTx]); !ok || env.WriteMany == nil {
-		b.Skipf("%T does not claim batches, or the harness has no Env.WriteMany", env.Driver)
+func BenchBatch[TTx any](b *testing.B, h BenchHarness[TTx]) {
+	bench := openBench(b, h)
+	env := bench.Env
+	if _, ok := any(env.Driver).(store.BatchClaimer[TTx]); !ok || bench.WriteMany == nil {
+		b.Skipf("%T does not claim batches, or the harness has no BenchEnv.WriteMany", env.Driver)
 	}
 	ctx := context.Background()
 	ib := newInbox(b, env, inbox.Config{Consumer: "bench", Logger: slog.New(slog.DiscardHandler)})
@@ -38,7 +39,7 @@ func BenchBatch[TTx any](b *testing.B, h Harness[TTx]) {
 		for i, m := range ms {
 			keys[i] = m.ID
 		}
-		return env.WriteMany(ctx, tx, keys)
+		return bench.WriteMany(ctx, tx, keys)
 	}
 	retry := retryer(env)
 	var seq atomic.Int64
@@ -100,13 +101,13 @@ func BenchBatch[TTx any](b *testing.B, h Harness[TTx]) {
 			return nil
 		},
 	}
-	if env.HandBatch != nil {
+	if bench.HandBatch != nil {
 		paths["raw"] = func(ms []inbox.Message) error {
 			ids := make([]string, len(ms))
 			for i, m := range ms {
 				ids[i] = m.ID
 			}
-			return env.HandBatch(ctx, "bench", ids)
+			return bench.HandBatch(ctx, "bench", ids)
 		}
 	}
 	for _, size := range []int{10, 100, 1000} {
@@ -118,8 +119,8 @@ func BenchBatch[TTx any](b *testing.B, h Harness[TTx]) {
 						continue
 					}
 					b.Run(fmt.Sprintf("size=%d/dup=%d%%/goroutines=%d/%s", size, dup, g, name), func(b *testing.B) {
-						if env.Settle != nil {
-							if err := env.Settle(ctx); err != nil {
+						if bench.Settle != nil {
+							if err := bench.Settle(ctx); err != nil {
 								b.Fatal(err)
 							}
 						}

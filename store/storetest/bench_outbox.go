@@ -11,12 +11,13 @@ import (
 
 // BenchOutbox measures the outbox's Write inside a business transaction,
 // with 1 and 8 goroutines. It runs side by side with the same transaction
-// without Write, the baseline. When the harness has Env.HandWrite, it also
-// runs a hand-written INSERT of the message into an equivalent table, the
-// handwritten case. Each sub-benchmark reports msgs/s. Compare outbox with
+// without Write, the baseline. When the harness has [BenchEnv.HandWrite],
+// it also runs a hand-written INSERT of the message into an equivalent
+// table, the handwritten case. Each sub-benchmark reports msgs/s. Compare outbox with
 // handwritten and baseline at the same goroutine count.
-func BenchOutbox[TTx any](b *testing.B, h Harness[TTx]) {
-	env := open(b, h)
+func BenchOutbox[TTx any](b *testing.B, h BenchHarness[TTx]) {
+	bench := openBench(b, h)
+	env := bench.Env
 	ctx := context.Background()
 	ob := newOutbox(b, env)
 	var seq atomic.Int64 // every message a new ID, across runs
@@ -48,12 +49,12 @@ func BenchOutbox[TTx any](b *testing.B, h Harness[TTx]) {
 			return ob.Write(ctx, tx, &outbox.Message{ID: id, Destination: "orders.placed", Type: "OrderPlaced", Payload: payload})
 		})},
 	}
-	if env.HandWrite != nil {
+	if bench.HandWrite != nil {
 		paths = append(paths, struct {
 			name string
 			fn   func(int64) error
 		}{"handwritten", tx("h", func(ctx context.Context, tx TTx, id string) error {
-			return env.HandWrite(ctx, tx, id, payload)
+			return bench.HandWrite(ctx, tx, id, payload)
 		})})
 	}
 	retry := retryer(env)
@@ -67,8 +68,8 @@ func BenchOutbox[TTx any](b *testing.B, h Harness[TTx]) {
 	for _, g := range []int{1, 8} {
 		for _, p := range paths {
 			b.Run(fmt.Sprintf("%s/goroutines=%d", p.name, g), func(b *testing.B) {
-				if env.Settle != nil {
-					if err := env.Settle(ctx); err != nil {
+				if bench.Settle != nil {
+					if err := bench.Settle(ctx); err != nil {
 						b.Fatal(err)
 					}
 				}

@@ -45,7 +45,7 @@ const (
 //     fixed count that ends before the backlog does, such as
 //     -benchtime=200000x. A backlog pruned before the run ends is logged.
 //     The run then understates what pruning costs.
-func BenchPrune[TTx any](b *testing.B, h Harness[TTx]) {
+func BenchPrune[TTx any](b *testing.B, h BenchHarness[TTx]) {
 	rows := DefaultPruneRows
 	if s := os.Getenv(PruneRowsEnv); s != "" {
 		n, err := strconv.Atoi(s)
@@ -69,9 +69,10 @@ func BenchPrune[TTx any](b *testing.B, h Harness[TTx]) {
 		}
 		cfg.Pause = d
 	}
-	env := open(b, h)
-	if env.Expire == nil {
-		b.Skip("the harness cannot fill expired rows (Env.Expire)")
+	bench := openBench(b, h)
+	env := bench.Env
+	if bench.Expire == nil {
+		b.Skip("the harness cannot fill expired rows (BenchEnv.Expire)")
 	}
 	ctx := context.Background()
 	const consumer = "bench"
@@ -94,11 +95,11 @@ func BenchPrune[TTx any](b *testing.B, h Harness[TTx]) {
 			}
 		}
 		prefix := fmt.Sprintf("expired-%d-", fills.Add(1))
-		if err := env.Expire(ctx, consumer, prefix, rows, 2*time.Hour); err != nil {
+		if err := bench.Expire(ctx, consumer, prefix, rows, 2*time.Hour); err != nil {
 			b.Fatalf("fill %d expired rows: %v", rows, err)
 		}
-		if env.Settle != nil {
-			if err := env.Settle(ctx); err != nil {
+		if bench.Settle != nil {
+			if err := bench.Settle(ctx); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -3,7 +3,10 @@
 // Every store's test file runs it against a real database.
 //
 //	func TestStore(t *testing.T) { storetest.Run(t, harness) }
-//	func BenchmarkStore(b *testing.B) { storetest.Bench(b, harness) }
+//	func BenchmarkStore(b *testing.B) { storetest.Bench(b, benchHarness) }
+//
+// [Run] takes a [Harness] of [Env]. The benchmarks take a [BenchHarness]
+// of [BenchEnv], an Env with the benchmarks' yardsticks.
 //
 // Each test opens fresh tables through the harness, in a new schema or
 // file. The tests thus run in parallel.
@@ -34,18 +37,9 @@ type Env[TTx any] struct {
 	// clock minus age.
 	Backdate func(ctx context.Context, key store.Key, age time.Duration) error
 	// BeginPlain begins a transaction the way an application does without the
-	// inbox. It is the benchmarks' baseline, and the caller's transaction of
-	// ProcessTx.
+	// inbox. It is the caller's transaction of ProcessTx, and the benchmarks'
+	// baseline.
 	BeginPlain func(ctx context.Context) (TTx, error)
-	// Settle, if set, finishes the database's background work before each timed
-	// benchmark, such as vacuum or a checkpoint. One benchmark's debt is then
-	// not paid during the next one's run.
-	Settle func(ctx context.Context) error
-	// Expire, if set, inserts n inbox rows of consumer in few statements. Their
-	// IDs start with prefix. They are received at least age before the
-	// database's clock, one microsecond apart, the last one youngest. They are
-	// the backlog of the pruning benchmarks, which are skipped without Expire.
-	Expire func(ctx context.Context, consumer, prefix string, n int, age time.Duration) error
 	// LockWaits returns the number of transactions of this environment that
 	// wait for a lock. They are its schema's or database's connections, as the
 	// database's lock table shows them. On PostgreSQL that is pg_locks not
@@ -65,26 +59,9 @@ type Env[TTx any] struct {
 	// one it is given in each transaction. It also checks that ProcessTx leaves
 	// it set for the rest of the caller's transaction, whatever the outcome.
 	LockTimeout func(ctx context.Context, tx TTx) (time.Duration, error)
-	// WriteMany, if set, records the effects of keys in tx in one statement.
-	// It is the multi-row business write of BenchBatch's batch handler.
-	WriteMany func(ctx context.Context, tx TTx, keys []string) error
-	// HandBatch, if set, is the raw batched SQL that BenchBatch measures
-	// ProcessBatch against. In one transaction, it runs one multi-row claim of
-	// ids for consumer, with no inbox logic. It then runs one multi-row ledger
-	// insert of the new ones, and COMMIT.
-	HandBatch func(ctx context.Context, consumer string, ids []string) error
 	// QueueWrite, if set, queues the statement of Write for key, for
 	// ProcessQueued. It is for stores that implement store.QueuedClaimer.
 	QueueWrite func(q *inbox.Queue, key string)
-	// HandQueued, if set, is the hand-written one-round-trip inbox that
-	// ProcessQueued is measured against. It sends a plain INSERT of the claim
-	// into the inbox table and the ledger insert for id. They go as one
-	// implicit transaction, with no inbox logic. On pgx that is one batch.
-	HandQueued func(ctx context.Context, consumer, id string) error
-	// HandWrite, if set, writes one outgoing message in tx with a hand-written
-	// INSERT. The table is equivalent to the outbox's, with the same columns
-	// and indexes. It is BenchOutbox's yardstick for Write.
-	HandWrite func(ctx context.Context, tx TTx, id string, payload []byte) error
 	// Exec runs a statement in tx.
 	Exec func(ctx context.Context, tx TTx, query string) error
 	// Transient makes the database return an error that the store must

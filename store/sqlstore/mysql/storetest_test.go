@@ -30,21 +30,32 @@ func mysqlHarness(params string) storetest.Harness[*sql.Tx] { return mysqlHarnes
 // returns for the server's (a proxy), when via is not nil. Its
 // OpenLongWaits opens the pool with storetest.LongLockWait instead.
 func mysqlHarnessVia(params string, via func(tb testing.TB, addr string) string) storetest.Harness[*sql.Tx] {
-	open := func(lockWait time.Duration) func(tb testing.TB, tables store.Tables) (*storetest.Env[*sql.Tx], error) {
-		return func(tb testing.TB, tables store.Tables) (*storetest.Env[*sql.Tx], error) {
-			tb.Helper()
-			db := openMySQLWith(tb, params, via, lockWait)
-			if _, err := db.Exec("CREATE TABLE ledger (k VARCHAR(4100) NOT NULL, at DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)) ENGINE=InnoDB"); err != nil {
-				tb.Fatal(err)
-			}
-			d, err := sqlstore.New(db, &sqlstore.Config{Dialect: mysql.Dialect, Tables: tables})
-			if err != nil {
-				return nil, err
-			}
-			return mysqlEnv(db, d, tables), nil
-		}
+	return storetest.Harness[*sql.Tx]{
+		Open:          storetest.SuiteOpen(mysqlOpen(params, via, time.Second)),
+		OpenLongWaits: storetest.SuiteOpen(mysqlOpen(params, via, storetest.LongLockWait)),
 	}
-	return storetest.Harness[*sql.Tx]{Open: open(time.Second), OpenLongWaits: open(storetest.LongLockWait)}
+}
+
+// mysqlBench is mysqlHarness for the benchmarks.
+func mysqlBench(params string) storetest.BenchHarness[*sql.Tx] {
+	return storetest.BenchHarness[*sql.Tx]{Open: mysqlOpen(params, nil, time.Second)}
+}
+
+// mysqlOpen opens a fresh database with a ledger table, through via when
+// it is not nil, with Options.LockTimeout lockWait.
+func mysqlOpen(params string, via func(tb testing.TB, addr string) string, lockWait time.Duration) func(tb testing.TB, tables store.Tables) (*storetest.BenchEnv[*sql.Tx], error) {
+	return func(tb testing.TB, tables store.Tables) (*storetest.BenchEnv[*sql.Tx], error) {
+		tb.Helper()
+		db := openMySQLWith(tb, params, via, lockWait)
+		if _, err := db.Exec("CREATE TABLE ledger (k VARCHAR(4100) NOT NULL, at DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)) ENGINE=InnoDB"); err != nil {
+			tb.Fatal(err)
+		}
+		d, err := sqlstore.New(db, &sqlstore.Config{Dialect: mysql.Dialect, Tables: tables})
+		if err != nil {
+			return nil, err
+		}
+		return mysqlEnv(db, d, tables), nil
+	}
 }
 
 // openMySQL opens a pool on a fresh database, with params added to the
@@ -81,7 +92,7 @@ func openMySQLWith(tb testing.TB, params string, via func(tb testing.TB, addr st
 // mysqlMaxConns is the size of the tests' pools.
 const mysqlMaxConns = 20
 
-func mysqlEnv(db *sql.DB, d *sqlstore.Driver, tables store.Tables) *storetest.Env[*sql.Tx] {
+func mysqlEnv(db *sql.DB, d *sqlstore.Driver, tables store.Tables) *storetest.BenchEnv[*sql.Tx] {
 	if tables.Schema == "" {
 		_ = db.QueryRow("SELECT DATABASE()").Scan(&tables.Schema)
 	}
@@ -132,11 +143,17 @@ var (
 func TestMySQLStore(t *testing.T)             { storetest.Run(t, mysqlPrepared) }
 func TestMySQLStoreInterpolated(t *testing.T) { storetest.Run(t, mysqlInterpolated) }
 
-func BenchmarkMySQLStore(b *testing.B)             { storetest.Bench(b, mysqlPrepared) }
-func BenchmarkMySQLStoreInterpolated(b *testing.B) { storetest.Bench(b, mysqlInterpolated) }
-func BenchmarkMySQLPrune(b *testing.B)             { storetest.BenchPrune(b, mysqlPrepared) }
-func BenchmarkMySQLBatch(b *testing.B)             { storetest.BenchBatch(b, mysqlPrepared) }
-func BenchmarkMySQLBatchInterpolated(b *testing.B) { storetest.BenchBatch(b, mysqlInterpolated) }
+// The benchmarks' harnesses, both ways too.
+var (
+	mysqlPreparedBench     = mysqlBench("")
+	mysqlInterpolatedBench = mysqlBench("interpolateParams=true")
+)
+
+func BenchmarkMySQLStore(b *testing.B)             { storetest.Bench(b, mysqlPreparedBench) }
+func BenchmarkMySQLStoreInterpolated(b *testing.B) { storetest.Bench(b, mysqlInterpolatedBench) }
+func BenchmarkMySQLPrune(b *testing.B)             { storetest.BenchPrune(b, mysqlPreparedBench) }
+func BenchmarkMySQLBatch(b *testing.B)             { storetest.BenchBatch(b, mysqlPreparedBench) }
+func BenchmarkMySQLBatchInterpolated(b *testing.B) { storetest.BenchBatch(b, mysqlInterpolatedBench) }
 
 // mysqlHandClaim is the raw batched claim of BenchBatch on MySQL, which
 // has no INSERT ... RETURNING: the dialect's multi-row INSERT ... ON

@@ -22,7 +22,12 @@ import (
 
 // postgresHarness opens a fresh schema per test, on database/sql with
 // pgx's stdlib driver.
-var postgresHarness = storetest.Harness[*sql.Tx]{Open: func(tb testing.TB, tables store.Tables) (*storetest.Env[*sql.Tx], error) {
+var (
+	postgresHarness = storetest.Harness[*sql.Tx]{Open: storetest.SuiteOpen(postgresOpen)}
+	postgresBench   = storetest.BenchHarness[*sql.Tx]{Open: postgresOpen}
+)
+
+func postgresOpen(tb testing.TB, tables store.Tables) (*storetest.BenchEnv[*sql.Tx], error) {
 	tb.Helper()
 	pgenv.Pool(tb, 1) // skips or fails when PostgreSQL is down
 	cfg, err := pgx.ParseConfig(pgenv.DSN())
@@ -104,13 +109,13 @@ INSERT INTO ` + ledger + ` (key) SELECT convert_from(message_id, 'UTF8') FROM in
 		return nil
 	}
 	return env, nil
-}}
+}
 
 func TestPostgresStore(t *testing.T) { storetest.Run(t, postgresHarness) }
 
-func BenchmarkPostgresStore(b *testing.B) { storetest.Bench(b, postgresHarness) }
-func BenchmarkPostgresPrune(b *testing.B) { storetest.BenchPrune(b, postgresHarness) }
-func BenchmarkPostgresBatch(b *testing.B) { storetest.BenchBatch(b, postgresHarness) }
+func BenchmarkPostgresStore(b *testing.B) { storetest.Bench(b, postgresBench) }
+func BenchmarkPostgresPrune(b *testing.B) { storetest.BenchPrune(b, postgresBench) }
+func BenchmarkPostgresBatch(b *testing.B) { storetest.BenchBatch(b, postgresBench) }
 
 func TestPostgresBatchTxEnded(t *testing.T) {
 	sqltest.BatchTxEnded(t, postgresHarness, "ROLLBACK", "SELECT * FROM inbox_no_such_table")

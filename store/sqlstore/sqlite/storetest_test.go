@@ -18,10 +18,16 @@ import (
 
 // sqliteHarness opens a fresh SQLite file per test, with a busy timeout of
 // 1 s (storetest.LongLockWait for OpenLongWaits).
-var sqliteHarness = storetest.Harness[*sql.Tx]{Open: sqliteOpen(time.Second), OpenLongWaits: sqliteOpen(storetest.LongLockWait)}
+var (
+	sqliteHarness = storetest.Harness[*sql.Tx]{
+		Open:          storetest.SuiteOpen(sqliteOpen(time.Second)),
+		OpenLongWaits: storetest.SuiteOpen(sqliteOpen(storetest.LongLockWait)),
+	}
+	sqliteBench = storetest.BenchHarness[*sql.Tx]{Open: sqliteOpen(time.Second)}
+)
 
-func sqliteOpen(busy time.Duration) func(tb testing.TB, tables store.Tables) (*storetest.Env[*sql.Tx], error) {
-	return func(tb testing.TB, tables store.Tables) (*storetest.Env[*sql.Tx], error) {
+func sqliteOpen(busy time.Duration) func(tb testing.TB, tables store.Tables) (*storetest.BenchEnv[*sql.Tx], error) {
+	return func(tb testing.TB, tables store.Tables) (*storetest.BenchEnv[*sql.Tx], error) {
 		tb.Helper()
 		file := filepath.Join(tb.TempDir(), "inbox.db")
 		db, err := sqlite.Open(file, &sqlite.Options{BusyTimeout: busy})
@@ -109,9 +115,9 @@ func sqliteBusyTimeout(ctx context.Context, tx *sql.Tx) (time.Duration, error) {
 
 func TestSQLiteStore(t *testing.T) { storetest.Run(t, sqliteHarness) }
 
-func BenchmarkSQLiteStore(b *testing.B) { storetest.Bench(b, sqliteHarness) }
-func BenchmarkSQLitePrune(b *testing.B) { storetest.BenchPrune(b, sqliteHarness) }
-func BenchmarkSQLiteBatch(b *testing.B) { storetest.BenchBatch(b, sqliteHarness) }
+func BenchmarkSQLiteStore(b *testing.B) { storetest.Bench(b, sqliteBench) }
+func BenchmarkSQLitePrune(b *testing.B) { storetest.BenchPrune(b, sqliteBench) }
+func BenchmarkSQLiteBatch(b *testing.B) { storetest.BenchBatch(b, sqliteBench) }
 
 func TestSQLiteBatchTxEnded(t *testing.T) { sqltest.BatchTxEnded(t, sqliteHarness, "ROLLBACK") }
 

@@ -29,16 +29,17 @@ import (
 type LedgerSQL struct {
 	Insert, Count, Backdate string
 	Age                     func(time.Duration) any
-	// InsertMany inserts many keys (Env.WriteMany, of BenchBatch): its
+	// InsertMany inserts many keys (BenchEnv.WriteMany, of BenchBatch): its
 	// {values} stands for InsertValue once per key, or, when InsertValue
 	// is empty, it takes the keys as one array (PostgreSQL). Empty: no
 	// WriteMany.
 	InsertMany, InsertValue string
 }
 
-// LedgerEnv is the suite's environment on db and d, on tables.
-func LedgerEnv(db *sql.DB, d *sqlstore.Driver, tables store.Tables, q LedgerSQL) *storetest.Env[*sql.Tx] {
-	return &storetest.Env[*sql.Tx]{
+// LedgerEnv is the suite's and the benchmarks' environment on db and d, on
+// tables.
+func LedgerEnv(db *sql.DB, d *sqlstore.Driver, tables store.Tables, q LedgerSQL) *storetest.BenchEnv[*sql.Tx] {
+	env := &storetest.Env[*sql.Tx]{
 		Tables: tables,
 		Exec: func(ctx context.Context, tx *sql.Tx, query string) error {
 			_, err := tx.ExecContext(ctx, query)
@@ -71,8 +72,8 @@ func LedgerEnv(db *sql.DB, d *sqlstore.Driver, tables store.Tables, q LedgerSQL)
 			return nil
 		},
 		BeginPlain: func(ctx context.Context) (*sql.Tx, error) { return db.BeginTx(ctx, nil) },
-		WriteMany:  q.writeMany(),
 	}
+	return &storetest.BenchEnv[*sql.Tx]{Env: env, WriteMany: q.writeMany()}
 }
 
 func (q LedgerSQL) writeMany() func(ctx context.Context, tx *sql.Tx, keys []string) error {
@@ -98,7 +99,7 @@ func (q LedgerSQL) writeMany() func(ctx context.Context, tx *sql.Tx, keys []stri
 	}
 }
 
-// HandBatch is Env.HandBatch on db: in one transaction, claim (which
+// HandBatch is BenchEnv.HandBatch on db: in one transaction, claim (which
 // claims ids, sorted, for consumer, in one statement or a few, and returns
 // the IDs it inserted) and one ledger insert (LedgerSQL.InsertMany) of
 // those, then COMMIT: no inbox logic.
