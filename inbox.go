@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/inboxkit/inbox/internal/storable"
 	"github.com/inboxkit/inbox/store"
 )
 
@@ -576,5 +577,5 @@ func errorText(err error) (text string) {
 			text = fmt.Sprintf("an error of type %T whose Error method panicked: %v", err, v)
 		}
 	}()
-	return storable(err.Error(), maxErrorText)
+	return storable.Text(err.Error(), maxErrorText, `\0`)
 }
