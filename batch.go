@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime/debug"
 	"slices"
 	"time"
 
@@ -64,7 +63,7 @@ func (ib *Inbox[TTx]) eachRun(h Handler[TTx]) batchRun[TTx] {
 			if len(ib.hooks.start) > 0 {
 				hctx = messageCtx(ctx, m)
 			}
-			if err := callHandler(hctx, tx, m, h); err != nil {
+			if err := safely(func() error { return h(hctx, tx, m) }); err != nil {
 				return i, err
 			}
 		}
@@ -80,8 +79,8 @@ func (ib *Inbox[TTx]) eachRun(h Handler[TTx]) batchRun[TTx] {
 // that commits tx commits all their claims. The inbox cannot tell which
 // messages it wrote before.
 func (ib *Inbox[TTx]) ProcessBatchFunc(ctx context.Context, msgs []Message, h BatchHandler[TTx]) ([]Outcome, error) {
-	if ib == nil || h == nil {
-		return retryAll(len(msgs)), fmt.Errorf("%w: nil *Inbox or handler", ErrInvalidConfig)
+	if err := checkArgs(ib, h); err != nil {
+		return retryAll(len(msgs)), err
 	}
 	return ib.processBatch(ctx, msgs, ib.batchFuncRun(h), nil)
 }
@@ -92,7 +91,7 @@ func (ib *Inbox[TTx]) batchFuncRun(h BatchHandler[TTx]) batchRun[TTx] {
 		if len(ms) == 1 && len(ib.hooks.start) > 0 {
 			ctx = messageCtx(ctx, ms[0])
 		}
-		return len(ms), callBatch(ctx, tx, ms, h) // which messages it finished, it cannot tell
+		return len(ms), safely(func() error { return h(ctx, tx, ms) }) // which messages it finished, it cannot tell
 	}
 }
 
@@ -141,15 +140,6 @@ func retryAll(n int) []Outcome {
 		out[i] = Outcome{Status: Retry}
 	}
 	return out
-}
-
-func callBatch[TTx any](ctx context.Context, tx TTx, ms []*Message, h BatchHandler[TTx]) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = &PanicError{Value: v, Stack: debug.Stack()}
-		}
-	}()
-	return h(ctx, tx, ms)
 }
 
 // batchItem is one distinct, valid message of a batch.

@@ -43,12 +43,10 @@ func ConsumeQueued[TTx any](ctx context.Context, ib *Inbox[TTx], src broker.Sour
 
 // checkQueued rejects what ConsumeQueued cannot run, before it starts.
 func checkQueued[TTx any](ib *Inbox[TTx], src broker.Source, h QueuedHandler, cfg *ConsumerConfig) error {
-	switch {
-	case ib == nil:
-		return fmt.Errorf("%w: nil *Inbox", ErrInvalidConfig)
-	case h == nil:
-		return fmt.Errorf("%w: nil QueuedHandler", ErrInvalidConfig)
-	case isNil(src):
+	if err := checkArgs(ib, h); err != nil {
+		return err
+	}
+	if isNil(src) {
 		return fmt.Errorf("%w: nil source (%T)", ErrInvalidConfig, src)
 	}
 	if _, ok := ib.driver.(store.QueuedClaimer); !ok {

@@ -238,8 +238,8 @@ func Consume[TTx any](ctx context.Context, ib *Inbox[TTx], src broker.Source, h 
 // It suits a multi-row business write per batch, as [Inbox.ProcessBatchFunc]
 // does. [ConsumerConfig.BatchSize] defaults to DefaultBatchSize here.
 func ConsumeBatch[TTx any](ctx context.Context, ib *Inbox[TTx], src broker.Source, h BatchHandler[TTx], cfg *ConsumerConfig) error {
-	if ib == nil || h == nil {
-		return fmt.Errorf("%w: nil *Inbox or handler", ErrInvalidConfig)
+	if err := checkArgs(ib, h); err != nil {
+		return err
 	}
 	run := ib.batchFuncRun(h)
 	return consume(ctx, ib, src, cfg, DefaultBatchSize, func(ctx context.Context, ds []broker.Delivery, c *ConsumerConfig, limit *batchLimit) error {

@@ -165,7 +165,7 @@ func (ib *Inbox[TTx]) Replay(ctx context.Context, id int64, h Handler[TTx]) (Out
 	out := Outcome{Status: Duplicate}
 	if claimed {
 		hstart := ib.hooks.now()
-		herr := callHandler(ctx, tx, &msg, h)
+		herr := safely(func() error { return h(ctx, tx, &msg) })
 		hdur = ib.hooks.since(hstart)
 		if herr != nil {
 			return failed(Outcome{Status: Retry, Err: herr}, herr)

@@ -169,7 +169,7 @@ func (ib *Inbox[TTx]) Process(ctx context.Context, msg Message, h Handler[TTx]) 
 		return ib.duplicate(ctx, &msg, start, p, res)
 	}
 	hstart := ib.hooks.now()
-	herr := callHandler(ctx, tx, &msg, h)
+	herr := safely(func() error { return h(ctx, tx, &msg) })
 	hdur := ib.hooks.since(hstart)
 	if herr != nil {
 		_ = ib.driver.Rollback(ctx, tx)
@@ -204,9 +204,14 @@ func txEndedError(err error) error {
 		ErrTxEndedByHandler, err)
 }
 
+// handler is any of the inbox's handler types.
+type handler[TTx any] interface {
+	Handler[TTx] | BatchHandler[TTx] | QueuedHandler
+}
+
 // checkArgs rejects a nil inbox or handler, a programming error that would
 // otherwise panic in a worker (and kill the process).
-func checkArgs[TTx any](ib *Inbox[TTx], h Handler[TTx]) error {
+func checkArgs[TTx any, H handler[TTx]](ib *Inbox[TTx], h H) error {
 	switch {
 	case ib == nil:
 		return fmt.Errorf("%w: nil *Inbox", ErrInvalidConfig)
@@ -270,7 +275,7 @@ func (ib *Inbox[TTx]) ProcessTx(ctx context.Context, tx TTx, msg Message, h Hand
 		return ib.duplicate(ctx, &msg, start, p, res)
 	}
 	hstart := ib.hooks.now()
-	herr := callHandler(ctx, tx, &msg, h)
+	herr := safely(func() error { return h(ctx, tx, &msg) })
 	hdur := ib.hooks.since(hstart)
 	if herr == nil {
 		if herr = ib.driver.CheckTx(ctx, tx, savepoint); herr == nil {
@@ -555,14 +560,14 @@ func (ib *Inbox[TTx]) finishRun(ctx context.Context, msg *Message, start time.Ti
 	return out, err
 }
 
-// callHandler runs h, turning a panic into a *PanicError.
-func callHandler[TTx any](ctx context.Context, tx TTx, msg *Message, h Handler[TTx]) (err error) {
+// safely runs a handler through fn, turning its panic into a *PanicError.
+func safely(fn func() error) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			err = &PanicError{Value: v, Stack: debug.Stack()}
 		}
 	}()
-	return h(ctx, tx, msg)
+	return fn()
 }
 
 // maxErrorText bounds a stored error message, in bytes.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime/debug"
 	"time"
 
 	"github.com/inboxkit/inbox/store"
@@ -55,8 +54,8 @@ var ErrNoQueued = errors.New("inbox: the store cannot run queued statements with
 //
 // [ConsumeQueued] runs it for each delivery of a broker.
 func (ib *Inbox[TTx]) ProcessQueued(ctx context.Context, msg Message, h QueuedHandler) (Outcome, error) {
-	if ib == nil || h == nil {
-		return Outcome{Status: Retry}, fmt.Errorf("%w: nil *Inbox or handler", ErrInvalidConfig)
+	if err := checkArgs(ib, h); err != nil {
+		return Outcome{Status: Retry}, err
 	}
 	qc, ok := ib.driver.(store.QueuedClaimer)
 	if !ok {
@@ -71,7 +70,7 @@ func (ib *Inbox[TTx]) ProcessQueued(ctx context.Context, msg Message, h QueuedHa
 	p := ib.claimParams(&msg)
 	q := &Queue{}
 	hstart := ib.hooks.now()
-	herr := callQueued(ctx, q, &msg, h) // it only queues: its statements run with the claim
+	herr := safely(func() error { return h(ctx, q, &msg) }) // it only queues: its statements run with the claim
 	hdur := ib.hooks.since(hstart)
 	if herr != nil {
 		out, err := ib.failed(ctx, nil, &msg, p, herr)
@@ -93,13 +92,4 @@ func (ib *Inbox[TTx]) ProcessQueued(ctx context.Context, msg Message, h QueuedHa
 		return ib.duplicate(ctx, &msg, start, p, res)
 	}
 	return ib.finishRun(ctx, &msg, start, hdur, Outcome{Status: Processed}, nil)
-}
-
-func callQueued(ctx context.Context, q *Queue, msg *Message, h QueuedHandler) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = &PanicError{Value: v, Stack: debug.Stack()}
-		}
-	}()
-	return h(ctx, q, msg)
 }
