@@ -231,12 +231,12 @@ func (ib *Inbox[TTx]) processBatch(ctx context.Context, msgs []Message, run batc
 		if batchErr == nil && errors.Is(errs[i], ErrUnrecoverable) { // an invalid message's dead letter, say
 			batchErr = errs[i]
 		}
-		it := byIdx[i]
-		if it != nil && outs[i].Status == Duplicate && conflicts(it.res.Fingerprint, it.p.Fingerprint) {
-			outs[i], _ = ib.duplicate(msgCtx(i), &msgs[i], start, &it.p, &it.res) // reports the conflict
-			continue
+		pr := &processing{msg: &msgs[i], start: start}
+		if it := byIdx[i]; it != nil && outs[i].Status == Duplicate && conflicts(it.res.Fingerprint, it.p.Fingerprint) {
+			pr.claim = &it.p
+			outs[i] = ib.duplicate(msgCtx(i), pr, &it.res) // reports the conflict
 		}
-		outs[i], _ = ib.finish(msgCtx(i), &msgs[i], start, outs[i], errs[i])
+		outs[i], _ = ib.finish(msgCtx(i), pr, outs[i], errs[i])
 	}
 	return outs, batchErr
 }
@@ -437,8 +437,7 @@ func (ib *Inbox[TTx]) batchPass(ctx context.Context, bc store.BatchClaimer[TTx],
 			// PostgreSQL undid the savepoint's subtransaction, and MySQL
 			// the whole transaction, which RollbackToSavepoint said above)
 			// counts as one for this message alone.
-			transient := !IsPermanent(herr) && ib.transient(herr)
-			out, keep, rerr := ib.recordFailure(ctx, tx, it.msg, &it.p, herr, transient, nil)
+			out, keep, rerr := ib.recordFailure(ctx, tx, ib.failure(it.msg, &it.p, herr), nil)
 			var refused *payloadRefusedError
 			switch {
 			case errors.As(rerr, &refused): // a dead letter too large: kept without its payload, in a transaction of its own
