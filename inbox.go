@@ -528,11 +528,7 @@ func (ib *Inbox[TTx]) recordFailure(ctx context.Context, tx TTx, f *failure, ref
 	if dead {
 		ok, err := ib.deadLetter(ctx, tx, f.msg, &store.DeadLetterParams{ClaimParams: *f.claim, Error: text, Attempts: a.Counted}, refused)
 		if err != nil {
-			if _, ok := err.(*payloadRefusedError); ok {
-				return Outcome{}, false, err
-			}
-			out, err := ib.dbFailed(ctx, "writing the dead letter", err)
-			return out, false, errors.Join(herr, err)
+			return ib.deadLetterFailed(ctx, herr, err)
 		}
 		if !ok { // a racing delivery processed it meanwhile
 			return Outcome{Status: Duplicate}, false, nil
@@ -551,6 +547,17 @@ func (ib *Inbox[TTx]) recordFailure(ctx context.Context, tx TTx, f *failure, ref
 		delay = max(ra.delay, 0)
 	}
 	return Outcome{Status: Retry, Delay: delay, Attempts: a.Counted, Err: herr}, true, herr
+}
+
+// deadLetterFailed ends a record whose dead letter failed with err. A
+// *payloadRefusedError stays as it is, so that record retries without
+// the payload. Any other err is the database's, joined with cause.
+func (ib *Inbox[TTx]) deadLetterFailed(ctx context.Context, cause, err error) (Outcome, bool, error) {
+	if _, ok := err.(*payloadRefusedError); ok {
+		return Outcome{}, false, err
+	}
+	out, err := ib.dbFailed(ctx, "writing the dead letter", err)
+	return out, false, errors.Join(cause, err)
 }
 
 // invalidMessage keeps an invalid message as a dead letter, once: its
@@ -574,11 +581,7 @@ func (ib *Inbox[TTx]) invalidMessage(ctx context.Context, caller *TTx, msg *Mess
 			Error:       errorText(verr), Invalid: true,
 		}, refused)
 		if err != nil {
-			if _, ok := err.(*payloadRefusedError); ok {
-				return Outcome{}, false, err
-			}
-			out, err := ib.dbFailed(ctx, "writing the dead letter", err)
-			return out, false, errors.Join(verr, err)
+			return ib.deadLetterFailed(ctx, verr, err)
 		}
 		return Outcome{Status: DeadLettered, Err: verr}, true, nil
 	})
