@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime/debug"
 	"slices"
 	"time"
 
@@ -64,7 +63,7 @@ func (ib *Inbox[TTx]) eachRun(h Handler[TTx]) batchRun[TTx] {
 			if len(ib.hooks.start) > 0 {
 				hctx = messageCtx(ctx, m)
 			}
-			if err := callHandler(hctx, tx, m, h); err != nil {
+			if err := safely(func() error { return h(hctx, tx, m) }); err != nil {
 				return i, err
 			}
 		}
@@ -80,8 +79,8 @@ func (ib *Inbox[TTx]) eachRun(h Handler[TTx]) batchRun[TTx] {
 // that commits tx commits all their claims. The inbox cannot tell which
 // messages it wrote before.
 func (ib *Inbox[TTx]) ProcessBatchFunc(ctx context.Context, msgs []Message, h BatchHandler[TTx]) ([]Outcome, error) {
-	if ib == nil || h == nil {
-		return retryAll(len(msgs)), fmt.Errorf("%w: nil *Inbox or handler", ErrInvalidConfig)
+	if err := checkArgs(ib, h); err != nil {
+		return retryAll(len(msgs)), err
 	}
 	return ib.processBatch(ctx, msgs, ib.batchFuncRun(h), nil)
 }
@@ -92,7 +91,7 @@ func (ib *Inbox[TTx]) batchFuncRun(h BatchHandler[TTx]) batchRun[TTx] {
 		if len(ms) == 1 && len(ib.hooks.start) > 0 {
 			ctx = messageCtx(ctx, ms[0])
 		}
-		return len(ms), callBatch(ctx, tx, ms, h) // which messages it finished, it cannot tell
+		return len(ms), safely(func() error { return h(ctx, tx, ms) }) // which messages it finished, it cannot tell
 	}
 }
 
@@ -143,27 +142,45 @@ func retryAll(n int) []Outcome {
 	return out
 }
 
-func callBatch[TTx any](ctx context.Context, tx TTx, ms []*Message, h BatchHandler[TTx]) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = &PanicError{Value: v, Stack: debug.Stack()}
-		}
-	}()
-	return h(ctx, tx, ms)
-}
+// itemState is how far the passes of a batch have settled an item.
+type itemState uint8
+
+const (
+	pending itemState = iota // this pass has not set the item's outcome yet
+	decided                  // out is this pass's outcome
+	settled                  // out is final: later passes leave the item out
+)
 
 // batchItem is one distinct, valid message of a batch.
 type batchItem struct {
-	idx  int // in msgs
-	msg  *Message
-	p    store.ClaimParams
-	res  store.ClaimResult
-	out  Outcome
-	err  error
-	done bool // out is settled
-	// settled: out is final, later passes leave the item out (a handler
-	// that ended the transaction, a failure recorded in it).
-	settled bool
+	idx   int // in msgs
+	msg   *Message
+	p     store.ClaimParams
+	res   store.ClaimResult
+	out   Outcome
+	err   error
+	state itemState
+}
+
+// batch is one ProcessBatch call: its messages, their outcomes, and the
+// items of the valid ones.
+type batch struct {
+	ctx   context.Context // carries the start hooks' contexts (messageCtx)
+	start time.Time
+	msgs  []Message
+	mctx  []context.Context // the start hooks' context of each message, nil without start hooks
+	outs  []Outcome
+	errs  []error
+	items []*batchItem // the first of each ID, in key order
+	again []*batchItem // later copies of an ID: duplicates of its first
+}
+
+// msgCtx is the context the start hooks made for msgs[i].
+func (b *batch) msgCtx(i int) context.Context {
+	if b.mctx == nil {
+		return b.ctx
+	}
+	return b.mctx[i]
 }
 
 // processBatch is ProcessBatch with run for the handler. With split, a
@@ -174,81 +191,89 @@ func (ib *Inbox[TTx]) processBatch(ctx context.Context, msgs []Message, run batc
 	if !ok {
 		return retryAll(len(msgs)), fmt.Errorf("%w (%T)", ErrNoBatch, ib.driver)
 	}
-	start := time.Now()
-	var mctx []context.Context // the start hooks' context of each message
+	b := ib.newBatch(ctx, msgs)
+	var err error
+	if len(b.items) > 0 {
+		err = ib.runBatch(b.ctx, bc, b.items, run, split)
+	}
+	return ib.finishBatch(b, err)
+}
+
+// newBatch tells the start hooks of msgs and dead-letters the invalid
+// ones. The valid ones become the batch's items.
+func (ib *Inbox[TTx]) newBatch(ctx context.Context, msgs []Message) *batch {
+	b := &batch{ctx: ctx, start: time.Now(), msgs: msgs,
+		outs: make([]Outcome, len(msgs)), errs: make([]error, len(msgs))}
 	if len(ib.hooks.start) > 0 {
-		mctx = make([]context.Context, len(msgs))
+		b.mctx = make([]context.Context, len(msgs))
 		byMsg := make(map[*Message]context.Context, len(msgs))
 		for i := range msgs {
-			mctx[i] = ib.hooks.started(ctx, ib.cfg.Consumer, &msgs[i])
-			byMsg[&msgs[i]] = mctx[i]
+			b.mctx[i] = ib.hooks.started(ctx, ib.cfg.Consumer, &msgs[i])
+			byMsg[&msgs[i]] = b.mctx[i]
 		}
-		ctx = context.WithValue(ctx, messageCtxKey{}, byMsg)
+		b.ctx = context.WithValue(ctx, messageCtxKey{}, byMsg)
 	}
-	msgCtx := func(i int) context.Context {
-		if mctx == nil {
-			return ctx
-		}
-		return mctx[i]
-	}
-	outs := make([]Outcome, len(msgs))
-	errs := make([]error, len(msgs))
 	valid := make([]batchItem, 0, len(msgs)) // one allocation for the batch
 	items := make([]*batchItem, 0, len(msgs))
 	for i := range msgs {
 		m := &msgs[i]
 		if err := m.validate(ib.cfg.ScopeIDByType); err != nil {
-			outs[i], errs[i] = ib.invalidMessage(msgCtx(i), nil, m, err)
+			b.outs[i], b.errs[i] = ib.invalidMessage(b.msgCtx(i), nil, m, err)
 			continue
 		}
 		valid = append(valid, batchItem{idx: i, msg: m, p: ib.claimValue(m)})
 		items = append(items, &valid[len(valid)-1])
 	}
-	// In key order, the claim's; the first of the batch counts, later
-	// copies of its ID are duplicates.
-	slices.SortFunc(items, func(a, b *batchItem) int {
-		if c := bytes.Compare(a.p.MessageID, b.p.MessageID); c != 0 {
+	b.keepFirsts(items)
+	return b
+}
+
+// keepFirsts sorts items in key order, the claim's. The first of an ID
+// counts, and later copies are duplicates.
+func (b *batch) keepFirsts(items []*batchItem) {
+	slices.SortFunc(items, func(x, y *batchItem) int {
+		if c := bytes.Compare(x.p.MessageID, y.p.MessageID); c != 0 {
 			return c
 		}
-		return a.idx - b.idx
+		return x.idx - y.idx
 	})
 	kept := items[:0]
-	var again []*batchItem // later copies, duplicates of their first
 	for _, it := range items {
 		if len(kept) > 0 && bytes.Equal(it.p.MessageID, kept[len(kept)-1].p.MessageID) {
 			first := kept[len(kept)-1]
-			outs[it.idx] = Outcome{Status: Duplicate}
+			b.outs[it.idx] = Outcome{Status: Duplicate}
 			it.res = store.ClaimResult{Fingerprint: first.p.Fingerprint, Type: first.p.Type} // for a conflict
-			again = append(again, it)
+			b.again = append(b.again, it)
 			continue
 		}
 		kept = append(kept, it)
 	}
-	items = kept
-	var batchErr error
-	if len(items) > 0 {
-		batchErr = ib.runBatch(ctx, bc, items, run, split)
-	}
-	byIdx := make([]*batchItem, len(msgs))
-	for _, it := range items {
-		outs[it.idx], errs[it.idx] = it.out, it.err
+	b.items = kept
+}
+
+// finishBatch gathers the outcomes, logs them and tells the hooks, after
+// the COMMIT. err is the batch's, or an unrecoverable one of a message's.
+func (ib *Inbox[TTx]) finishBatch(b *batch, err error) ([]Outcome, error) {
+	byIdx := make([]*batchItem, len(b.msgs))
+	for _, it := range b.items {
+		b.outs[it.idx], b.errs[it.idx] = it.out, it.err
 		byIdx[it.idx] = it
 	}
-	for _, it := range again {
+	for _, it := range b.again {
 		byIdx[it.idx] = it
 	}
-	for i := range msgs {
-		if batchErr == nil && errors.Is(errs[i], ErrUnrecoverable) { // an invalid message's dead letter, say
-			batchErr = errs[i]
+	for i := range b.msgs {
+		if err == nil && errors.Is(b.errs[i], ErrUnrecoverable) { // an invalid message's dead letter, say
+			err = b.errs[i]
 		}
-		it := byIdx[i]
-		if it != nil && outs[i].Status == Duplicate && conflicts(it.res.Fingerprint, it.p.Fingerprint) {
-			outs[i], _ = ib.duplicate(msgCtx(i), &msgs[i], start, &it.p, &it.res) // reports the conflict
-			continue
+		pr := &processing{msg: &b.msgs[i], start: b.start}
+		if it := byIdx[i]; it != nil && b.outs[i].Status == Duplicate && conflicts(it.res.Fingerprint, it.p.Fingerprint) {
+			pr.claim = &it.p
+			b.outs[i] = ib.duplicate(b.msgCtx(i), pr, &it.res) // reports the conflict
 		}
-		outs[i], _ = ib.finish(msgCtx(i), &msgs[i], start, outs[i], errs[i])
+		b.outs[i], _ = ib.finish(b.msgCtx(i), pr, b.outs[i], b.errs[i])
 	}
-	return outs, batchErr
+	return b.outs, err
 }
 
 // runBatch runs items, sorted by key, in one transaction. With split, a
@@ -295,218 +320,280 @@ func (ib *Inbox[TTx]) runBatch(ctx context.Context, bc store.BatchClaimer[TTx], 
 // runPart runs items in one transaction, then, if a message failed, in
 // passes with a savepoint before each message, to find the failing ones.
 // With mayConflict, a lock conflict in the first pass returns a
-// *conflictError and nothing else (see batchPass).
+// *conflictError and nothing else (see batchPass.together).
 func (ib *Inbox[TTx]) runPart(ctx context.Context, bc store.BatchClaimer[TTx], items []*batchItem, run batchRun[TTx], mayConflict bool) error {
-	ok, err := ib.batchPass(ctx, bc, items, run, false, mayConflict)
+	first := &batchPass[TTx]{ib: ib, bc: bc, run: run, items: items, mayConflict: mayConflict}
+	ok, err := first.do(ctx, first.together)
 	if c := (*conflictError)(nil); errors.As(err, &c) {
 		return err
 	}
 	// A pass with savepoints that returns false settled the handler that
 	// ended its transaction: the next goes on without it.
-	for pass := slices.Clone(items); err == nil && !ok; {
-		if pass = slices.DeleteFunc(pass, func(it *batchItem) bool { return it.settled }); len(pass) == 0 {
+	for rest := slices.Clone(items); err == nil && !ok; {
+		if rest = slices.DeleteFunc(rest, func(it *batchItem) bool { return it.state == settled }); len(rest) == 0 {
 			break
 		}
-		ok, err = ib.batchPass(ctx, bc, pass, run, true, false)
+		p := &batchPass[TTx]{ib: ib, bc: bc, run: run, items: rest}
+		ok, err = p.do(ctx, p.oneByOne)
 	}
 	return err
 }
 
-// batchPass runs the batch in one transaction: without savepoints (the
-// first pass; false when a message failed, nothing committed), or with one
-// before each message (the second), whose failures it records (false when
-// a handler ended the transaction: see handlerEnded). It sets each item's
-// outcome; an error fails the whole batch (every item Retry).
-//
-// With mayConflict (a first pass only), a lock conflict of a handler or
-// of the COMMIT rolls back and returns a *conflictError, setting no
-// outcome. Without, a handler's is the failure of its message, which the
-// pass with savepoints finds, and the COMMIT's fails the batch.
-func (ib *Inbox[TTx]) batchPass(ctx context.Context, bc store.BatchClaimer[TTx], items []*batchItem, run batchRun[TTx], isolate, mayConflict bool) (bool, error) {
-	for _, it := range items { // what an earlier pass settled, this one settles again
-		it.done = false
-	}
-	fail := func(op string, err error) (bool, error) {
-		out, err := ib.dbFailed(ctx, op, err)
-		for _, it := range items {
-			if !it.done {
-				it.out, it.err = out, err
-			}
-		}
-		return true, err
-	}
-	params := make([]store.ClaimParams, len(items))
-	for i, it := range items {
-		params[i] = it.p
-	}
-	p := &store.ClaimBatchParams{Claims: params, LockTimeout: ib.cfg.LockTimeout}
-	var tx TTx
-	var res []store.ClaimResult
-	if bb, ok := bc.(store.BatchBeginner[TTx]); ok { // one round trip
-		var err error
-		if tx, res, err = bb.BeginClaimBatch(ctx, p); err != nil {
-			return fail("batch claim", err)
-		}
-	} else {
-		var err error
-		if tx, err = ib.driver.Begin(ctx, &store.BeginParams{LockTimeout: ib.cfg.LockTimeout}); err != nil {
-			return fail("batch: begin", err)
-		}
-		if res, err = bc.ClaimBatch(ctx, tx, p); err != nil {
-			_ = ib.driver.Rollback(ctx, tx)
-			return fail("batch claim", err)
-		}
-	}
-	ib.health.ok(ctx)
-	var fresh []*batchItem // claimed by this transaction, in msgs' order
-	for i, it := range items {
-		it.res = res[i]
-		if !res[i].Claimed {
-			it.out, it.err, it.done = Outcome{Status: Duplicate}, nil, true
-			continue
-		}
-		fresh = append(fresh, it)
-	}
-	slices.SortFunc(fresh, func(a, b *batchItem) int { return a.idx - b.idx })
-	if !isolate {
-		ms := make([]*Message, len(fresh))
-		for i, it := range fresh {
-			ms[i] = it.msg
-		}
-		n, herr := run(ctx, tx, ms)
-		if ctx.Err() != nil {
-			_ = ib.driver.Rollback(ctx, tx)
-			return fail("batch", ctx.Err())
-		}
-		// After a handler's error too: the check tells whether a handler
-		// ended tx.
-		if cerr := ib.driver.CheckTx(ctx, tx, ""); herr != nil || cerr != nil {
-			_ = ib.driver.Rollback(ctx, tx)
-			if errors.Is(cerr, store.ErrTxDone) {
-				// A handler committed or rolled back tx. A COMMIT committed
-				// the claims of the whole batch: undo those of the messages
-				// whose handlers did not run before it, or they are lost.
-				// The messages whose handlers did are Duplicates in the
-				// next pass, which finds the handler if it ends tx again.
-				if err := ib.unclaim(ctx, bc, notRun(fresh, n, herr, cerr)); err != nil {
-					return fail("batch: unclaim", err)
-				}
-				return false, nil
-			}
-			if mayConflict && herr != nil && ib.conflict(herr) {
-				return false, &conflictError{herr}
-			}
-			return false, nil // find the failing messages with savepoints
-		}
-	} else {
-		for i, it := range fresh {
-			if err := bc.Savepoint(ctx, tx, batchSavepoint); err != nil {
-				_ = ib.driver.Rollback(ctx, tx)
-				return fail("batch savepoint", err)
-			}
-			_, herr := run(ctx, tx, []*Message{it.msg})
-			if herr == nil {
-				if herr = ib.driver.CheckTx(ctx, tx, batchSavepoint); herr == nil {
-					it.out = Outcome{Status: Processed}
-					continue
-				}
-				if errors.Is(herr, store.ErrTxDone) && ctx.Err() == nil { // database/sql ends a transaction whose ctx ended
-					return ib.handlerEnded(ctx, bc, fresh, i, herr, fail)
-				}
-				herr = fmt.Errorf("inbox: the handler returned no error, but: %w", herr)
-			}
-			if ctx.Err() != nil || errors.Is(herr, store.ErrTxUnusable) {
-				// Shutting down, or tx cannot go on: retry the batch.
-				_ = ib.driver.Rollback(ctx, tx)
-				if errors.Is(herr, store.ErrTxUnusable) { // count it, or it comes back for ever
-					it.out, it.err = ib.failed(ctx, nil, it.msg, &it.p, herr)
-					it.done = true
-				}
-				return fail("batch handler", store.Retryable(herr))
-			}
-			if err := ib.driver.RollbackToSavepoint(ctx, tx, batchSavepoint); err != nil {
-				if errors.Is(err, store.ErrTxDone) {
-					return ib.handlerEnded(ctx, bc, fresh, i, herr, fail)
-				}
-				_ = ib.driver.Rollback(ctx, tx)
-				if errors.Is(err, store.ErrTxRestarted) {
-					// The server ended the transaction with the messages
-					// processed before this one: retry the batch, and count
-					// this message's failure, or it comes back for ever.
-					it.out, it.err = ib.failed(ctx, nil, it.msg, &it.p, herr)
-					it.done = true
-					return fail("batch handler", store.Retryable(herr))
-				}
-				return fail("batch: rollback to savepoint", err)
-			}
-			if err := bc.Unclaim(ctx, tx, it.p.Key); err != nil {
-				_ = ib.driver.Rollback(ctx, tx)
-				return fail("batch: unclaim", err)
-			}
-			// A transient failure (a deadlock of the handler's queries:
-			// PostgreSQL undid the savepoint's subtransaction, and MySQL
-			// the whole transaction, which RollbackToSavepoint said above)
-			// counts as one for this message alone.
-			transient := !IsPermanent(herr) && ib.transient(herr)
-			out, keep, rerr := ib.recordFailure(ctx, tx, it.msg, &it.p, herr, transient, nil)
-			var refused *payloadRefusedError
-			switch {
-			case errors.As(rerr, &refused): // a dead letter too large: kept without its payload, in a transaction of its own
-				_ = ib.driver.Rollback(ctx, tx)
-				it.out, it.err = ib.failed(ctx, nil, it.msg, &it.p, herr)
-				it.done = true
-				return fail("batch", store.Retryable(errors.New("inbox: batch rolled back to keep a dead letter apart")))
-			case !keep && out.Status != Duplicate: // the database failed
-				_ = ib.driver.Rollback(ctx, tx)
-				return fail("batch: recording a failure", rerr)
-			}
-			it.out, it.err = out, rerr
-		}
-	}
-	if err := ib.driver.Commit(ctx, tx); err != nil {
-		_ = ib.driver.Rollback(ctx, tx)
-		if mayConflict && ib.conflict(err) { // a serialization failure
-			return false, &conflictError{err}
-		}
-		if IsRetryable(err) || isolate {
-			for _, it := range fresh {
-				it.done = false
-			}
-			return fail("batch commit", err)
-		}
-		return false, nil // a COMMIT refused for the handlers' doing: isolate them
-	}
-	for _, it := range fresh {
-		if !isolate {
-			it.out = Outcome{Status: Processed}
-		}
-		it.done = true
-	}
-	return true, nil
+// batchPass is one transaction of a batch. It runs the handlers of the
+// new messages together, or one by one behind savepoints to find the
+// failing ones.
+type batchPass[TTx any] struct {
+	ib          *Inbox[TTx]
+	bc          store.BatchClaimer[TTx]
+	run         batchRun[TTx]
+	items       []*batchItem // in key order, the claim's
+	fresh       []*batchItem // claimed by this pass, in msgs' order
+	mayConflict bool         // a lock conflict ends the pass with a *conflictError
 }
 
-// handlerEnded settles a pass with savepoints whose handler of fresh[i]
-// committed or rolled back tx. Its failure counts (in a transaction of its
-// own), and the pass returns false: the next goes on without it. The
-// claims of the messages after it, which a COMMIT committed without their
-// writes, are deleted. The messages processed before it are Duplicates in
-// the next pass if tx committed, or processed again; those whose failure
-// tx recorded are settled, as recorded (a dead letter that may not have
-// committed: Retry).
-func (ib *Inbox[TTx]) handlerEnded(ctx context.Context, bc store.BatchClaimer[TTx], fresh []*batchItem, i int, herr error, fail func(string, error) (bool, error)) (bool, error) {
-	it := fresh[i]
-	it.out, it.err = ib.failed(ctx, nil, it.msg, &it.p, txEndedError(herr))
-	it.done, it.settled = true, true
-	for _, b := range fresh[:i] {
-		if b.out.Status == DeadLettered {
-			b.out = ib.retryNow()
+// passEnd tells how a pass ends once its transaction is over. Its steps
+// run in this order: record, unclaim, then conflict or the batch's
+// failure.
+type passEnd struct {
+	ok bool // every item has its outcome
+	// record is an item whose failure, herr, is recorded in a transaction
+	// of its own.
+	record   *batchItem
+	herr     error
+	unclaim  []*batchItem // claims to delete in a transaction of their own
+	conflict error        // a lock conflict: the pass returns a *conflictError
+	op       string       // with err: the batch fails, every pending item Retry
+	err      error
+}
+
+// failBatch ends a pass with the failure of the whole batch.
+func failBatch(op string, err error) passEnd { return passEnd{op: op, err: err} }
+
+// recordApart ends a pass as end says, once herr, the failure of it, is
+// recorded in a transaction of its own.
+func recordApart(it *batchItem, herr error, end passEnd) passEnd {
+	it.state = decided
+	end.record, end.herr = it, herr
+	return end
+}
+
+// do runs body in the pass's transaction, then what its end asks. It
+// sets each item's outcome and returns true, or false when a message
+// failed or a handler ended the transaction. An error fails the whole
+// batch (every pending item Retry).
+func (p *batchPass[TTx]) do(ctx context.Context, body func(context.Context, TTx) passEnd) (bool, error) {
+	for _, it := range p.items { // what an earlier pass decided, this one decides again
+		it.state = pending
+	}
+	end := p.transact(ctx, body)
+	if it := end.record; it != nil {
+		it.out, it.err = p.ib.failed(ctx, nil, it.msg, &it.p, end.herr)
+	}
+	if err := p.ib.unclaim(ctx, p.bc, end.unclaim); err != nil {
+		return p.fail(ctx, "batch: unclaim", err)
+	}
+	switch {
+	case end.conflict != nil:
+		return false, &conflictError{end.conflict}
+	case end.err != nil:
+		return p.fail(ctx, end.op, end.err)
+	case end.ok:
+		for _, it := range p.fresh {
+			it.state = decided
 		}
-		b.done, b.settled = b.out.Status != Processed, b.out.Status != Processed
 	}
-	if err := ib.unclaim(ctx, bc, fresh[i+1:]); err != nil {
-		return fail("batch: unclaim", err)
+	return end.ok, nil
+}
+
+// fail gives every pending item the outcome of the database's error.
+func (p *batchPass[TTx]) fail(ctx context.Context, op string, err error) (bool, error) {
+	out, err := p.ib.dbFailed(ctx, op, err)
+	for _, it := range p.items {
+		if it.state == pending {
+			it.out, it.err = out, err
+		}
 	}
-	return false, nil
+	return true, err
+}
+
+// transact begins the pass's transaction, claims the items and runs body.
+// It rolls back in one deferred place, a no-op after body's COMMIT.
+func (p *batchPass[TTx]) transact(ctx context.Context, body func(context.Context, TTx) passEnd) passEnd {
+	cp := &store.ClaimBatchParams{Claims: make([]store.ClaimParams, len(p.items)), LockTimeout: p.ib.cfg.LockTimeout}
+	for i, it := range p.items {
+		cp.Claims[i] = it.p
+	}
+	var tx TTx
+	var res []store.ClaimResult
+	var err error
+	bb, oneTrip := p.bc.(store.BatchBeginner[TTx])
+	op := "batch claim"
+	if oneTrip {
+		tx, res, err = bb.BeginClaimBatch(ctx, cp)
+	} else {
+		op = "batch: begin"
+		tx, err = p.ib.driver.Begin(ctx, &store.BeginParams{LockTimeout: p.ib.cfg.LockTimeout})
+	}
+	if err != nil {
+		return failBatch(op, err)
+	}
+	defer func() { _ = p.ib.driver.Rollback(ctx, tx) }()
+	if !oneTrip {
+		if res, err = p.bc.ClaimBatch(ctx, tx, cp); err != nil {
+			return failBatch("batch claim", err)
+		}
+	}
+	p.ib.health.ok(ctx)
+	for i, it := range p.items {
+		it.res = res[i]
+		if !res[i].Claimed {
+			it.out, it.err, it.state = Outcome{Status: Duplicate}, nil, decided
+			continue
+		}
+		p.fresh = append(p.fresh, it)
+	}
+	slices.SortFunc(p.fresh, func(a, b *batchItem) int { return a.idx - b.idx })
+	return body(ctx, tx)
+}
+
+// together runs the handlers of the new messages at once, without
+// savepoints. When one fails, nothing commits: the next pass finds it.
+//
+// With mayConflict, a lock conflict of a handler or of the COMMIT ends the
+// pass with a conflict, setting no outcome. Without, a handler's is the
+// failure of its message, and the COMMIT's fails the batch.
+func (p *batchPass[TTx]) together(ctx context.Context, tx TTx) passEnd {
+	ms := make([]*Message, len(p.fresh))
+	for i, it := range p.fresh {
+		ms[i] = it.msg
+	}
+	n, herr := p.run(ctx, tx, ms)
+	if ctx.Err() != nil {
+		return failBatch("batch", ctx.Err())
+	}
+	// After a handler's error too: the check tells whether a handler
+	// ended tx.
+	cerr := p.ib.driver.CheckTx(ctx, tx, "")
+	switch {
+	case errors.Is(cerr, store.ErrTxDone):
+		// A handler committed or rolled back tx. A COMMIT committed the
+		// claims of the whole batch: undo those of the messages whose
+		// handlers did not run before it, or they are lost. The messages
+		// whose handlers did are Duplicates in the next pass, which finds
+		// the handler if it ends tx again.
+		return passEnd{unclaim: notRun(p.fresh, n, herr, cerr)}
+	case herr != nil && p.mayConflict && p.ib.conflict(herr):
+		return passEnd{conflict: herr}
+	case herr != nil || cerr != nil:
+		return passEnd{} // find the failing messages with savepoints
+	}
+	if err := p.ib.driver.Commit(ctx, tx); err != nil {
+		switch {
+		case p.mayConflict && p.ib.conflict(err): // a serialization failure
+			return passEnd{conflict: err}
+		case IsRetryable(err):
+			return failBatch("batch commit", err)
+		}
+		return passEnd{} // a COMMIT refused for the handlers' doing: isolate them
+	}
+	for _, it := range p.fresh {
+		it.out = Outcome{Status: Processed}
+	}
+	return passEnd{ok: true}
+}
+
+// oneByOne runs each new message's handler behind a savepoint, and
+// records the failures in the pass's transaction.
+func (p *batchPass[TTx]) oneByOne(ctx context.Context, tx TTx) passEnd {
+	for i := range p.fresh {
+		if err := p.bc.Savepoint(ctx, tx, batchSavepoint); err != nil {
+			return failBatch("batch savepoint", err)
+		}
+		if end, stop := p.runOne(ctx, tx, i); stop {
+			return end
+		}
+	}
+	if err := p.ib.driver.Commit(ctx, tx); err != nil {
+		return failBatch("batch commit", err)
+	}
+	return passEnd{ok: true}
+}
+
+// runOne runs the handler of fresh[i] after the savepoint and sets its
+// outcome. A failure is undone to the savepoint and recorded in tx. With
+// stop, the pass ends as end says.
+func (p *batchPass[TTx]) runOne(ctx context.Context, tx TTx, i int) (end passEnd, stop bool) {
+	it := p.fresh[i]
+	_, herr := p.run(ctx, tx, []*Message{it.msg})
+	if herr == nil {
+		if herr = p.ib.driver.CheckTx(ctx, tx, batchSavepoint); herr == nil {
+			it.out = Outcome{Status: Processed}
+			return passEnd{}, false
+		}
+		if errors.Is(herr, store.ErrTxDone) && ctx.Err() == nil { // database/sql ends a transaction whose ctx ended
+			return p.handlerEnded(i, herr), true
+		}
+		herr = fmt.Errorf("inbox: the handler returned no error, but: %w", herr)
+	}
+	if ctx.Err() != nil || errors.Is(herr, store.ErrTxUnusable) {
+		// Shutting down, or tx cannot go on: retry the batch.
+		end := failBatch("batch handler", store.Retryable(herr))
+		if errors.Is(herr, store.ErrTxUnusable) { // count it, or it comes back for ever
+			end = recordApart(it, herr, end)
+		}
+		return end, true
+	}
+	if err := p.ib.driver.RollbackToSavepoint(ctx, tx, batchSavepoint); err != nil {
+		switch {
+		case errors.Is(err, store.ErrTxDone):
+			return p.handlerEnded(i, herr), true
+		case errors.Is(err, store.ErrTxRestarted):
+			// The server ended the transaction with the messages processed
+			// before this one: retry the batch, and count this message's
+			// failure, or it comes back for ever.
+			return recordApart(it, herr, failBatch("batch handler", store.Retryable(herr))), true
+		}
+		return failBatch("batch: rollback to savepoint", err), true
+	}
+	if err := p.bc.Unclaim(ctx, tx, it.p.Key); err != nil {
+		return failBatch("batch: unclaim", err), true
+	}
+	// A transient failure (a deadlock of the handler's queries: PostgreSQL
+	// undid the savepoint's subtransaction, and MySQL the whole
+	// transaction, which RollbackToSavepoint said above) counts as one for
+	// this message alone.
+	out, keep, rerr := p.ib.recordFailure(ctx, tx, p.ib.failure(it.msg, &it.p, herr), nil)
+	var refused *payloadRefusedError
+	switch {
+	case errors.As(rerr, &refused): // a dead letter too large: kept without its payload, in a transaction of its own
+		apart := store.Retryable(errors.New("inbox: batch rolled back to keep a dead letter apart"))
+		return recordApart(it, herr, failBatch("batch", apart)), true
+	case !keep && out.Status != Duplicate: // the database failed
+		return failBatch("batch: recording a failure", rerr), true
+	}
+	it.out, it.err = out, rerr
+	return passEnd{}, false
+}
+
+// handlerEnded ends a pass whose handler of fresh[i] committed or rolled
+// back tx. Its failure counts, recorded in a transaction of its own, and
+// the next pass goes on without it. The claims of the messages after it,
+// which a COMMIT kept without their writes, are deleted. The messages
+// processed before it are Duplicates in the next pass if tx committed, or
+// processed again. Those whose failure tx recorded are settled as
+// recorded, but a dead letter that may not have committed is a Retry.
+func (p *batchPass[TTx]) handlerEnded(i int, herr error) passEnd {
+	for _, b := range p.fresh[:i] {
+		if b.out.Status == DeadLettered {
+			b.out = p.ib.retryNow()
+		}
+		if b.out.Status != Processed {
+			b.state = settled
+		}
+	}
+	it := p.fresh[i]
+	it.state = settled
+	return passEnd{record: it, herr: txEndedError(herr), unclaim: p.fresh[i+1:]}
 }
 
 // notRun returns the items of fresh whose handlers did not run in a
@@ -553,9 +640,9 @@ func (ib *Inbox[TTx]) unclaim(ctx context.Context, bc store.BatchClaimer[TTx], i
 	if err != nil {
 		return err
 	}
+	defer func() { _ = ib.driver.Rollback(ctx, tx) }() // a no-op after COMMIT
 	for _, it := range its {
 		if err := bc.Unclaim(ctx, tx, it.p.Key); err != nil {
-			_ = ib.driver.Rollback(ctx, tx)
 			return err
 		}
 	}

@@ -2,7 +2,6 @@ package inbox
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/inboxkit/inbox/broker"
@@ -30,10 +29,15 @@ func ConsumeQueued[TTx any](ctx context.Context, ib *Inbox[TTx], src broker.Sour
 	if err := checkQueued(ib, src, h, cfg); err != nil {
 		return err
 	}
-	return consume(ctx, ib, src, cfg, 1, func(ctx context.Context, ds []broker.Delivery, c *ConsumerConfig, _ *batchLimit) error {
+	cs, err := newConsuming(ctx, ib, src, cfg, 1)
+	if err != nil {
+		return err
+	}
+	process := func(ctx context.Context, msg Message) (Outcome, error) { return ib.ProcessQueued(ctx, msg, h) }
+	return cs.run(ctx, func(ctx context.Context, ds []broker.Delivery) error {
 		var uerr error
 		for _, d := range ds { // one, as BatchSize is 1
-			if err := deliverQueued(ctx, ib, d, h, c); err != nil && uerr == nil {
+			if err := cs.deliver(ctx, d, process); err != nil && uerr == nil {
 				uerr = err
 			}
 		}
@@ -43,12 +47,10 @@ func ConsumeQueued[TTx any](ctx context.Context, ib *Inbox[TTx], src broker.Sour
 
 // checkQueued rejects what ConsumeQueued cannot run, before it starts.
 func checkQueued[TTx any](ib *Inbox[TTx], src broker.Source, h QueuedHandler, cfg *ConsumerConfig) error {
-	switch {
-	case ib == nil:
-		return fmt.Errorf("%w: nil *Inbox", ErrInvalidConfig)
-	case h == nil:
-		return fmt.Errorf("%w: nil QueuedHandler", ErrInvalidConfig)
-	case isNil(src):
+	if err := checkArgs(ib, h); err != nil {
+		return err
+	}
+	if isNil(src) {
 		return fmt.Errorf("%w: nil source (%T)", ErrInvalidConfig, src)
 	}
 	if _, ok := ib.driver.(store.QueuedClaimer); !ok {
@@ -57,22 +59,6 @@ func checkQueued[TTx any](ib *Inbox[TTx], src broker.Source, h QueuedHandler, cf
 	if cfg != nil && cfg.BatchSize > 1 {
 		return fmt.Errorf("%w: ConsumeQueued processes one message per round trip: ConsumerConfig.BatchSize %d, want 0 or 1",
 			ErrInvalidConfig, cfg.BatchSize)
-	}
-	return nil
-}
-
-// deliverQueued processes one delivery with ProcessQueued and acks or
-// nacks it. It returns the error of a database that no retry fixes,
-// after nacking.
-func deliverQueued[TTx any](ctx context.Context, ib *Inbox[TTx], d broker.Delivery, h QueuedHandler, c *ConsumerConfig) error {
-	msg := message(c, d.Message())
-	stopLease := keepLease(ctx, d, c.LeaseInterval)
-	out, err := ib.ProcessQueued(ctx, msg, h)
-	stopLease()
-
-	settle(ctx, ib, d, &msg, out, c)
-	if errors.Is(err, ErrUnrecoverable) {
-		return err
 	}
 	return nil
 }

@@ -221,14 +221,18 @@ func Consume[TTx any](ctx context.Context, ib *Inbox[TTx], src broker.Source, h 
 	if err := checkArgs(ib, h); err != nil {
 		return err
 	}
+	cs, err := newConsuming(ctx, ib, src, cfg, 1)
+	if err != nil {
+		return err
+	}
 	run := ib.eachRun(h)
-	return consume(ctx, ib, src, cfg, 1, func(ctx context.Context, ds []broker.Delivery, c *ConsumerConfig, limit *batchLimit) error {
+	return cs.run(ctx, func(ctx context.Context, ds []broker.Delivery) error {
 		if len(ds) == 1 {
-			return deliver(ctx, ib, ds[0], h, c)
+			return cs.deliver(ctx, ds[0], func(ctx context.Context, msg Message) (Outcome, error) {
+				return ib.Process(ctx, msg, h)
+			})
 		}
-		return deliverBatch(ctx, ib, ds, c, limit, func(ctx context.Context, msgs []Message, split splitFunc) ([]Outcome, error) {
-			return ib.processBatch(ctx, msgs, run, split)
-		})
+		return cs.deliverBatch(ctx, ds, run)
 	})
 }
 
@@ -238,49 +242,63 @@ func Consume[TTx any](ctx context.Context, ib *Inbox[TTx], src broker.Source, h 
 // It suits a multi-row business write per batch, as [Inbox.ProcessBatchFunc]
 // does. [ConsumerConfig.BatchSize] defaults to DefaultBatchSize here.
 func ConsumeBatch[TTx any](ctx context.Context, ib *Inbox[TTx], src broker.Source, h BatchHandler[TTx], cfg *ConsumerConfig) error {
-	if ib == nil || h == nil {
-		return fmt.Errorf("%w: nil *Inbox or handler", ErrInvalidConfig)
+	if err := checkArgs(ib, h); err != nil {
+		return err
+	}
+	cs, err := newConsuming(ctx, ib, src, cfg, DefaultBatchSize)
+	if err != nil {
+		return err
 	}
 	run := ib.batchFuncRun(h)
-	return consume(ctx, ib, src, cfg, DefaultBatchSize, func(ctx context.Context, ds []broker.Delivery, c *ConsumerConfig, limit *batchLimit) error {
-		return deliverBatch(ctx, ib, ds, c, limit, func(ctx context.Context, msgs []Message, split splitFunc) ([]Outcome, error) {
-			return ib.processBatch(ctx, msgs, run, split)
-		})
+	return cs.run(ctx, func(ctx context.Context, ds []broker.Delivery) error {
+		return cs.deliverBatch(ctx, ds, run)
 	})
 }
 
-// consume runs the workers; each hands process the deliveries it took,
-// and the consumer's batch limit (nil when the batch size is fixed).
-func consume[TTx any](ctx context.Context, ib *Inbox[TTx], src broker.Source, cfg *ConsumerConfig, batchSize int,
-	process func(ctx context.Context, ds []broker.Delivery, c *ConsumerConfig, limit *batchLimit) error) error {
+// consuming is one Consume call, shared by its workers.
+type consuming[TTx any] struct {
+	ib    *Inbox[TTx]
+	src   broker.Source
+	c     ConsumerConfig
+	limit *batchLimit // nil when the batch size is fixed
+}
+
+// newConsuming checks src and cfg, with batchSize for a zero BatchSize. It
+// logs what the retention and the prefetch make worth a warning.
+func newConsuming[TTx any](ctx context.Context, ib *Inbox[TTx], src broker.Source, cfg *ConsumerConfig, batchSize int) (*consuming[TTx], error) {
 	if isNil(src) {
-		return fmt.Errorf("%w: nil source (%T)", ErrInvalidConfig, src)
+		return nil, fmt.Errorf("%w: nil source (%T)", ErrInvalidConfig, src)
 	}
 	c := cfg.withDefaults(src)
 	if c.BatchSize < 0 {
-		return fmt.Errorf("%w: negative ConsumerConfig.BatchSize %d", ErrInvalidConfig, c.BatchSize)
+		return nil, fmt.Errorf("%w: negative ConsumerConfig.BatchSize %d", ErrInvalidConfig, c.BatchSize)
 	}
 	if c.BatchSize == 0 {
 		c.BatchSize = batchSize
 	}
 	if c.BatchSize > 1 {
 		if _, ok := ib.driver.(store.BatchClaimer[TTx]); !ok {
-			return fmt.Errorf("%w: ConsumerConfig.BatchSize %d: %w (%T)", ErrInvalidConfig, c.BatchSize, ErrNoBatch, ib.driver)
+			return nil, fmt.Errorf("%w: ConsumerConfig.BatchSize %d: %w (%T)", ErrInvalidConfig, c.BatchSize, ErrNoBatch, ib.driver)
 		}
 	}
 	if c.Retention >= 0 {
 		logRetention(ctx, c.Logger, ib.Consumer(), src, c.Retention)
 	}
 	logPrefetch(ctx, c.Logger, ib.Consumer(), src, &c)
-	var limit *batchLimit
+	cs := &consuming[TTx]{ib: ib, src: src, c: c}
 	if c.BatchSize > 1 && !c.FixedBatchSize {
-		limit = newBatchLimit(c.Workers, c.BatchSize)
+		cs.limit = newBatchLimit(c.Workers, c.BatchSize)
 	}
+	return cs, nil
+}
+
+// run runs the workers. Each hands process the deliveries it took.
+func (cs *consuming[TTx]) run(ctx context.Context, process func(ctx context.Context, ds []broker.Delivery) error) error {
 	// Work outlives ctx by ShutdownTimeout, so that a commit in progress
 	// can finish and be acked.
 	work, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWork()
-	stopAfter := context.AfterFunc(ctx, func() { time.AfterFunc(c.ShutdownTimeout, cancelWork) })
+	stopAfter := context.AfterFunc(ctx, func() { time.AfterFunc(cs.c.ShutdownTimeout, cancelWork) })
 	defer stopAfter()
 
 	fetch, stopFetching := context.WithCancel(ctx)
@@ -295,25 +313,25 @@ func consume[TTx any](ctx context.Context, ib *Inbox[TTx], src broker.Source, cf
 	stop := func(err error, msg string) {
 		once.Do(func() {
 			terminal = err
-			c.Logger.ErrorContext(ctx, msg, "consumer", ib.Consumer(), "error", err)
+			cs.c.Logger.ErrorContext(ctx, msg, "consumer", cs.ib.Consumer(), "error", err)
 		})
 		stopFetching()
 	}
-	for range c.Workers {
+	for range cs.c.Workers {
 		wg.Go(func() {
 			for {
-				size := c.BatchSize
-				if limit != nil {
-					size = limit.next()
+				size := cs.c.BatchSize
+				if cs.limit != nil {
+					size = cs.limit.next()
 				}
-				ds, serr := gather(fetch, src, &c, size)
+				ds, serr := gather(fetch, cs.src, &cs.c, size)
 				if len(ds) == 0 {
 					if fetch.Err() == nil { // the source failed for good
 						stop(serr, "inbox: the message source failed; stopping")
 					}
 					return
 				}
-				if err := process(work, ds, &c, limit); err != nil {
+				if err := process(work, ds); err != nil {
 					stop(err, "inbox: the database cannot be used; stopping")
 					return
 				}
@@ -328,17 +346,18 @@ func consume[TTx any](ctx context.Context, ib *Inbox[TTx], src broker.Source, cf
 	return terminal
 }
 
-// startBatch waits until limit lets a batch of n messages run, and
+// startBatch waits until the limit lets a batch of n messages run, and
 // returns the batch's splitFunc and the function that ends it. A nil
 // limit (a fixed batch size) does not wait, nor split.
-func startBatch[TTx any](ib *Inbox[TTx], limit *batchLimit, n int) (splitFunc, func()) {
+func (cs *consuming[TTx]) startBatch(n int) (splitFunc, func()) {
+	limit := cs.limit
 	if limit == nil {
 		return nil, func() {}
 	}
 	epoch, end := limit.start(n)
 	return func(ctx context.Context, n int, err error) int {
 		next, width, size := limit.conflicted(&epoch, n)
-		ib.split(ctx, &SplitEvent{Consumer: ib.Consumer(), Size: n, Next: next, Width: width, Limit: size, Err: err})
+		cs.ib.split(ctx, &SplitEvent{Consumer: cs.ib.Consumer(), Size: n, Next: next, Width: width, Limit: size, Err: err})
 		// Wait again, under the new width: the batches that met the
 		// conflict must not go on side by side.
 		end()
@@ -386,23 +405,21 @@ func gather(fetch context.Context, src broker.Source, c *ConsumerConfig, n int) 
 // settleParallel is how many deliveries of a batch are settled at once.
 const settleParallel = 64
 
-// deliverBatch processes deliveries in one batch and acks or nacks each
-// by its outcome. It waits for limit's turn with the deliveries leased.
-// It returns the error of a database that no retry fixes, after nacking;
-// any other error of process is already in the outcomes (a split batch
-// may fail in a part after earlier parts committed).
-func deliverBatch[TTx any](ctx context.Context, ib *Inbox[TTx], ds []broker.Delivery, c *ConsumerConfig, limit *batchLimit,
-	process func(ctx context.Context, msgs []Message, split splitFunc) ([]Outcome, error)) error {
+// deliverBatch processes deliveries in one batch through run, and acks or
+// nacks each by its outcome. It waits for the limit's turn with the
+// deliveries leased. It returns the error of a database that no retry
+// fixes, after nacking; any other error is already in the outcomes (a
+// split batch may fail in a part after earlier parts committed).
+func (cs *consuming[TTx]) deliverBatch(ctx context.Context, ds []broker.Delivery, run batchRun[TTx]) error {
 	msgs := make([]Message, len(ds))
 	stops := make([]func(), len(ds))
 	for i, d := range ds {
-		m := d.Message()
-		msgs[i] = message(c, m)
-		stops[i] = keepLease(ctx, d, c.LeaseInterval)
+		msgs[i] = message(&cs.c, d.Message())
+		stops[i] = keepLease(ctx, d, cs.c.LeaseInterval)
 	}
 	// Leased while the batch waits for its turn too.
-	split, end := startBatch(ib, limit, len(ds))
-	outs, err := process(ctx, msgs, split)
+	split, end := cs.startBatch(len(ds))
+	outs, err := cs.ib.processBatch(ctx, msgs, run, split)
 	end()
 	for _, stop := range stops {
 		stop()
@@ -417,7 +434,7 @@ func deliverBatch[TTx any](ctx context.Context, ib *Inbox[TTx], ds []broker.Deli
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			settle(ctx, ib, d, &msgs[i], outs[i], c)
+			cs.settle(ctx, d, &msgs[i], outs[i])
 		})
 	}
 	wg.Wait()
@@ -427,16 +444,15 @@ func deliverBatch[TTx any](ctx context.Context, ib *Inbox[TTx], ds []broker.Deli
 	return nil
 }
 
-// deliver processes one delivery and acks or nacks it. It returns the
-// error of a database that no retry fixes, after nacking.
-func deliver[TTx any](ctx context.Context, ib *Inbox[TTx], d broker.Delivery, h Handler[TTx], c *ConsumerConfig) error {
-	m := d.Message()
-	msg := message(c, m)
-	stopLease := keepLease(ctx, d, c.LeaseInterval)
-	out, err := ib.Process(ctx, msg, h)
+// deliver processes one delivery through process and acks or nacks it. It
+// returns the error of a database that no retry fixes, after nacking.
+func (cs *consuming[TTx]) deliver(ctx context.Context, d broker.Delivery, process func(context.Context, Message) (Outcome, error)) error {
+	msg := message(&cs.c, d.Message())
+	stopLease := keepLease(ctx, d, cs.c.LeaseInterval)
+	out, err := process(ctx, msg)
 	stopLease()
 
-	settle(ctx, ib, d, &msg, out, c)
+	cs.settle(ctx, d, &msg, out)
 	if errors.Is(err, ErrUnrecoverable) {
 		return err
 	}
@@ -445,21 +461,21 @@ func deliver[TTx any](ctx context.Context, ib *Inbox[TTx], d broker.Delivery, h 
 
 // settle acks d when its outcome is committed, nacks it with the outcome's
 // delay otherwise.
-func settle[TTx any](ctx context.Context, ib *Inbox[TTx], d broker.Delivery, msg *Message, out Outcome, c *ConsumerConfig) {
-	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.AckTimeout)
+func (cs *consuming[TTx]) settle(ctx context.Context, d broker.Delivery, msg *Message, out Outcome) {
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cs.c.AckTimeout)
 	defer cancel()
 	if out.Ack() {
 		if aerr := d.Ack(actx); aerr != nil {
 			// Committed but not acked: the broker redelivers it, and the
 			// redelivery is a duplicate.
-			c.Logger.WarnContext(ctx, "inbox: ack failed; the message will be redelivered and skipped as a duplicate",
-				"consumer", ib.Consumer(), "id", logID(msg.ID), "status", out.Status, "error", aerr)
+			cs.c.Logger.WarnContext(ctx, "inbox: ack failed; the message will be redelivered and skipped as a duplicate",
+				"consumer", cs.ib.Consumer(), "id", logID(msg.ID), "status", out.Status, "error", aerr)
 		}
 		return
 	}
 	if nerr := d.Nack(actx, out.Delay); nerr != nil {
-		c.Logger.WarnContext(ctx, "inbox: nack failed; the broker will redeliver the message when its lease expires",
-			"consumer", ib.Consumer(), "id", logID(msg.ID), "error", nerr)
+		cs.c.Logger.WarnContext(ctx, "inbox: nack failed; the broker will redeliver the message when its lease expires",
+			"consumer", cs.ib.Consumer(), "id", logID(msg.ID), "error", nerr)
 	}
 }
 

@@ -147,13 +147,13 @@ func (ib *Inbox[TTx]) Replay(ctx context.Context, id int64, h Handler[TTx]) (Out
 		return fail(Outcome{Status: Retry}, fmt.Errorf("inbox: replay of dead letter %d: %w", id, err))
 	}
 	ctx = ib.hooks.started(ctx, ib.cfg.Consumer, &msg)
-	var hdur time.Duration
+	pr := &processing{msg: &msg, start: start}
 	// From here on the hooks hear of a failure too, as Retry: a StartHook
 	// is owed an outcome.
 	failed := func(out Outcome, err error) (Outcome, error) {
 		_ = ib.driver.Rollback(ctx, tx)
 		if ib.hooks.any {
-			ib.hooks.outcome(ctx, &Event{Consumer: ib.cfg.Consumer, Message: &msg, Outcome: out, Duration: time.Since(start), HandlerDuration: hdur})
+			ib.hooks.outcome(ctx, &Event{Consumer: ib.cfg.Consumer, Message: &msg, Outcome: out, Duration: time.Since(start), HandlerDuration: pr.handler})
 		}
 		return out, err
 	}
@@ -164,10 +164,7 @@ func (ib *Inbox[TTx]) Replay(ctx context.Context, id int64, h Handler[TTx]) (Out
 	}
 	out := Outcome{Status: Duplicate}
 	if claimed {
-		hstart := ib.hooks.now()
-		herr := callHandler(ctx, tx, &msg, h)
-		hdur = ib.hooks.since(hstart)
-		if herr != nil {
+		if herr := ib.runHandler(pr, func() error { return h(ctx, tx, &msg) }); herr != nil {
 			return failed(Outcome{Status: Retry, Err: herr}, herr)
 		}
 		out.Status = Processed
@@ -178,7 +175,7 @@ func (ib *Inbox[TTx]) Replay(ctx context.Context, id int64, h Handler[TTx]) (Out
 	if err := ib.driver.Commit(ctx, tx); err != nil {
 		return failed(ib.retryNow(), fmt.Errorf("inbox: replay: commit: %w", err))
 	}
-	return ib.finishRun(ctx, &msg, start, hdur, out, nil)
+	return ib.finish(ctx, pr, out, nil)
 }
 
 // Discard deletes dead letter id for good. Its inbox row stays marked dead,

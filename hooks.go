@@ -246,6 +246,9 @@ func newHookSet(hooks []Hook, logger *slog.Logger) hookSet {
 // call runs each hook with e, recovering a panic: hooks run after COMMIT
 // and before the ack, so that a panic would kill the worker before the
 // ack, and again on every redelivery. It is logged and the outcome stands.
+//
+// It keeps six parameters: being generic, it cannot be a method of
+// hookSet, and a struct for the method's name and e would only move them.
 func call[H any](ctx context.Context, s *hookSet, method string, e *Event, hooks []H, fn func(H)) {
 	for _, h := range hooks {
 		func() {

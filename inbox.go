@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/inboxkit/inbox/internal/storable"
 	"github.com/inboxkit/inbox/store"
 )
 
@@ -151,49 +152,82 @@ func (ib *Inbox[TTx]) Process(ctx context.Context, msg Message, h Handler[TTx]) 
 	if err := checkArgs(ib, h); err != nil {
 		return Outcome{Status: Retry}, err
 	}
-	start := time.Now()
-	ctx = ib.hooks.started(ctx, ib.cfg.Consumer, &msg)
-	if err := msg.validate(ib.cfg.ScopeIDByType); err != nil {
-		out, err := ib.invalidMessage(ctx, nil, &msg, err)
-		return ib.finish(ctx, &msg, start, out, err)
-	}
-	p := ib.claimParams(&msg)
-	tx, res, err := ib.driver.BeginClaim(ctx, p)
-	if err != nil {
-		out, err := ib.dbFailed(ctx, "claim", err)
-		return ib.finish(ctx, &msg, start, out, err)
-	}
-	ib.health.ok(ctx)
-	if !res.Claimed { // the driver has ended the transaction
-		return ib.duplicate(ctx, &msg, start, p, res)
-	}
-	hstart := ib.hooks.now()
-	herr := callHandler(ctx, tx, &msg, h)
-	hdur := ib.hooks.since(hstart)
-	if herr != nil {
-		_ = ib.driver.Rollback(ctx, tx)
-		out, err := ib.failed(ctx, nil, &msg, p, herr)
-		return ib.finishRun(ctx, &msg, start, hdur, out, err)
-	}
-	if err := ib.driver.Commit(ctx, tx); err != nil {
-		_ = ib.driver.Rollback(ctx, tx)
-		if IsRetryable(err) { // transient, or the outcome is unknown: not the handler's fault
-			out, err := ib.dbFailed(ctx, "commit", err)
-			return ib.finishRun(ctx, &msg, start, hdur, out, err)
+	return ib.process(ctx, nil, &msg, func(ctx context.Context, pr *processing) (Outcome, error) {
+		tx, res, err := ib.driver.BeginClaim(ctx, pr.claim)
+		if err != nil {
+			return ib.dbFailed(ctx, "claim", err)
+		}
+		ib.health.ok(ctx)
+		if !res.Claimed { // the driver has ended the transaction
+			return ib.duplicate(ctx, pr, res), nil
+		}
+		herr, cerr := ib.handleAndCommit(ctx, pr, tx, h)
+		switch {
+		case herr != nil:
+			return ib.failed(ctx, nil, pr.msg, pr.claim, herr)
+		case cerr == nil:
+			return Outcome{Status: Processed}, nil
+		case IsRetryable(cerr): // transient, or the outcome is unknown: not the handler's fault
+			return ib.dbFailed(ctx, "commit", cerr)
 		}
 		// A COMMIT that certainly failed (h swallowed an error that
 		// aborted the transaction, left a result set open, broke a
 		// constraint checked at COMMIT), or that h made impossible by
 		// ending tx itself: a failure like any handler error, or it
 		// would be retried for ever.
-		herr := fmt.Errorf("inbox: commit: %w", err)
-		if errors.Is(err, store.ErrTxDone) && ctx.Err() == nil { // database/sql ends a transaction whose ctx ended
-			herr = txEndedError(err)
+		herr = fmt.Errorf("inbox: commit: %w", cerr)
+		if errors.Is(cerr, store.ErrTxDone) && ctx.Err() == nil { // database/sql ends a transaction whose ctx ended
+			herr = txEndedError(cerr)
 		}
-		out, err := ib.failed(ctx, nil, &msg, p, herr)
-		return ib.finishRun(ctx, &msg, start, hdur, out, err)
+		return ib.failed(ctx, nil, pr.msg, pr.claim, herr)
+	})
+}
+
+// handleAndCommit runs h in tx, then commits tx unless h failed. It rolls
+// tx back in one deferred place, which a COMMIT makes a no-op.
+func (ib *Inbox[TTx]) handleAndCommit(ctx context.Context, pr *processing, tx TTx, h Handler[TTx]) (herr, cerr error) {
+	defer func() { _ = ib.driver.Rollback(ctx, tx) }()
+	if herr = ib.runHandler(pr, func() error { return h(ctx, tx, pr.msg) }); herr != nil {
+		return herr, nil
 	}
-	return ib.finishRun(ctx, &msg, start, hdur, Outcome{Status: Processed}, nil)
+	return nil, ib.driver.Commit(ctx, tx)
+}
+
+// processing is one message on its way through Process, ProcessTx or
+// ProcessQueued: what the end needs to log it and tell the hooks.
+type processing struct {
+	msg     *Message
+	start   time.Time
+	claim   *store.ClaimParams // nil for an invalid message
+	handler time.Duration      // the handler's time, 0 when it did not run
+}
+
+// process is the one way in and out of Process, ProcessTx and
+// ProcessQueued. It tells the start hooks and dead-letters an invalid msg,
+// in caller's transaction when given. A valid msg goes through body. The
+// outcome is then logged and told to the hooks.
+func (ib *Inbox[TTx]) process(ctx context.Context, caller *TTx, msg *Message,
+	body func(context.Context, *processing) (Outcome, error)) (Outcome, error) {
+	pr := &processing{msg: msg, start: time.Now()}
+	ctx = ib.hooks.started(ctx, ib.cfg.Consumer, msg)
+	var out Outcome
+	var err error
+	if verr := msg.validate(ib.cfg.ScopeIDByType); verr != nil {
+		out, err = ib.invalidMessage(ctx, caller, msg, verr)
+	} else {
+		pr.claim = ib.claimParams(msg)
+		out, err = body(ctx, pr)
+	}
+	return ib.finish(ctx, pr, out, err)
+}
+
+// runHandler runs a handler through fn, safely. It keeps the handler's
+// time when an outcome hook will read it.
+func (ib *Inbox[TTx]) runHandler(pr *processing, fn func() error) error {
+	start := ib.hooks.now()
+	err := safely(fn)
+	pr.handler = ib.hooks.since(start)
+	return err
 }
 
 // txEndedError is the failure of a handler that ended the inbox's
@@ -203,9 +237,14 @@ func txEndedError(err error) error {
 		ErrTxEndedByHandler, err)
 }
 
+// handler is any of the inbox's handler types.
+type handler[TTx any] interface {
+	Handler[TTx] | BatchHandler[TTx] | QueuedHandler
+}
+
 // checkArgs rejects a nil inbox or handler, a programming error that would
 // otherwise panic in a worker (and kill the process).
-func checkArgs[TTx any](ib *Inbox[TTx], h Handler[TTx]) error {
+func checkArgs[TTx any, H handler[TTx]](ib *Inbox[TTx], h H) error {
 	switch {
 	case ib == nil:
 		return fmt.Errorf("%w: nil *Inbox", ErrInvalidConfig)
@@ -251,52 +290,43 @@ func (ib *Inbox[TTx]) ProcessTx(ctx context.Context, tx TTx, msg Message, h Hand
 	if err := checkArgs(ib, h); err != nil {
 		return Outcome{Status: Retry}, err
 	}
-	start := time.Now()
-	ctx = ib.hooks.started(ctx, ib.cfg.Consumer, &msg)
-	if err := msg.validate(ib.cfg.ScopeIDByType); err != nil {
-		out, err := ib.invalidMessage(ctx, &tx, &msg, err)
-		return ib.finish(ctx, &msg, start, out, err)
-	}
-	p := ib.claimParams(&msg)
-	p.Savepoint = savepoint
-	res, err := ib.driver.Claim(ctx, tx, p)
-	if err != nil {
-		out, err := ib.dbFailed(ctx, "claim", err)
-		return ib.finish(ctx, &msg, start, out, err)
-	}
-	ib.health.ok(ctx)
-	if !res.Claimed {
-		return ib.duplicate(ctx, &msg, start, p, res)
-	}
-	hstart := ib.hooks.now()
-	herr := callHandler(ctx, tx, &msg, h)
-	hdur := ib.hooks.since(hstart)
-	if herr == nil {
-		if herr = ib.driver.CheckTx(ctx, tx, savepoint); herr == nil {
-			return ib.finishRun(ctx, &msg, start, hdur, Outcome{Status: Processed, commit: true}, nil)
+	return ib.process(ctx, &tx, &msg, func(ctx context.Context, pr *processing) (Outcome, error) {
+		pr.claim.Savepoint = savepoint
+		res, err := ib.driver.Claim(ctx, tx, pr.claim)
+		if err != nil {
+			return ib.dbFailed(ctx, "claim", err)
 		}
-		herr = fmt.Errorf("inbox: the handler returned no error, but: %w", herr)
-	}
-	caller := &tx
-	if err := ib.driver.RollbackToSavepoint(ctx, tx, savepoint); err != nil && !errors.Is(err, store.ErrTxRestarted) {
-		// (Restarted: the claim is gone with the rest; the failure is
-		// recorded in the new transaction.)
-		ended := errors.Is(err, store.ErrTxDone) && ctx.Err() == nil // database/sql ends a transaction whose ctx ended
-		if !ended && !errors.Is(err, store.ErrTxUnusable) {
-			out, err := ib.dbFailed(ctx, "rollback to savepoint", err)
-			return ib.finishRun(ctx, &msg, start, hdur, out, errors.Join(herr, err))
+		ib.health.ok(ctx)
+		if !res.Claimed {
+			return ib.duplicate(ctx, pr, res), nil
 		}
-		if ended { // the handler committed or rolled back the caller's tx
-			herr = txEndedError(err)
+		herr := ib.runHandler(pr, func() error { return h(ctx, tx, pr.msg) })
+		if herr == nil {
+			if herr = ib.driver.CheckTx(ctx, tx, savepoint); herr == nil {
+				return Outcome{Status: Processed, commit: true}, nil
+			}
+			herr = fmt.Errorf("inbox: the handler returned no error, but: %w", herr)
 		}
-		// tx cannot run a statement (pgx, rows left open), or is over:
-		// end it, which gives its connection back, and record in a
-		// transaction of our own.
-		_ = ib.driver.Rollback(ctx, tx)
-		caller = nil
-	}
-	out, err := ib.failed(ctx, caller, &msg, p, herr)
-	return ib.finishRun(ctx, &msg, start, hdur, out, err)
+		caller := &tx
+		if err := ib.driver.RollbackToSavepoint(ctx, tx, savepoint); err != nil && !errors.Is(err, store.ErrTxRestarted) {
+			// (Restarted: the claim is gone with the rest; the failure is
+			// recorded in the new transaction.)
+			ended := errors.Is(err, store.ErrTxDone) && ctx.Err() == nil // database/sql ends a transaction whose ctx ended
+			if !ended && !errors.Is(err, store.ErrTxUnusable) {
+				out, err := ib.dbFailed(ctx, "rollback to savepoint", err)
+				return out, errors.Join(herr, err)
+			}
+			if ended { // the handler committed or rolled back the caller's tx
+				herr = txEndedError(err)
+			}
+			// tx cannot run a statement (pgx, rows left open), or is over:
+			// end it, which gives its connection back, and record in a
+			// transaction of our own.
+			_ = ib.driver.Rollback(ctx, tx)
+			caller = nil
+		}
+		return ib.failed(ctx, caller, pr.msg, pr.claim, herr)
+	})
 }
 
 func (ib *Inbox[TTx]) claimParams(msg *Message) *store.ClaimParams {
@@ -343,17 +373,19 @@ func (ib *Inbox[TTx]) dbFailed(ctx context.Context, op string, err error) (Outco
 	return Outcome{Status: Retry, Delay: ib.cfg.Backoff.Delay(n)}, err
 }
 
-func (ib *Inbox[TTx]) duplicate(ctx context.Context, msg *Message, start time.Time, p *store.ClaimParams, res *store.ClaimResult) (Outcome, error) {
+// duplicate is the outcome of a claim that found res. It tells the hooks
+// and the log of a fingerprint conflict.
+func (ib *Inbox[TTx]) duplicate(ctx context.Context, pr *processing, res *store.ClaimResult) Outcome {
 	out := Outcome{Status: Duplicate}
-	if conflicts(res.Fingerprint, p.Fingerprint) {
+	if p := pr.claim; conflicts(res.Fingerprint, p.Fingerprint) {
 		out.Err = ErrFingerprintConflict
-		e := &Event{Consumer: ib.cfg.Consumer, Message: msg, Outcome: out, Duration: time.Since(start),
+		e := &Event{Consumer: ib.cfg.Consumer, Message: pr.msg, Outcome: out, Duration: time.Since(pr.start),
 			StoredFingerprint: res.Fingerprint, Fingerprint: p.Fingerprint, StoredType: res.Type}
 		ib.hooks.fingerprintConflict(ctx, e)
 		ib.cfg.Logger.WarnContext(ctx, "inbox: message ID reused for a different payload",
-			"consumer", ib.cfg.Consumer, "id", logID(msg.ID), "stored_type", res.Type, "type", msg.Type)
+			"consumer", ib.cfg.Consumer, "id", logID(pr.msg.ID), "stored_type", res.Type, "type", pr.msg.Type)
 	}
-	return ib.finish(ctx, msg, start, out, nil)
+	return out
 }
 
 // conflicts tells whether a duplicate's stored fingerprint differs from
@@ -391,13 +423,12 @@ func (ib *Inbox[TTx]) recordIn(ctx context.Context, caller *TTx, fn func(tx TTx)
 	if err != nil {
 		return ib.dbFailed(ctx, "recording a failure", err)
 	}
+	defer func() { _ = ib.driver.Rollback(ctx, tx) }() // a no-op after COMMIT
 	out, keep, err := fn(tx)
 	if !keep {
-		_ = ib.driver.Rollback(ctx, tx)
 		return out, err
 	}
 	if cerr := ib.driver.Commit(ctx, tx); cerr != nil {
-		_ = ib.driver.Rollback(ctx, tx)
 		out, cerr := ib.dbFailed(ctx, "recording a failure: commit", cerr)
 		return out, errors.Join(err, cerr)
 	}
@@ -446,10 +477,22 @@ func (ib *Inbox[TTx]) failed(ctx context.Context, caller *TTx, msg *Message, p *
 	if ctx.Err() != nil { // shutting down: the handler was interrupted, not at fault
 		return ib.retryNow(), herr
 	}
-	transient := !IsPermanent(herr) && ib.transient(herr)
+	f := ib.failure(msg, p, herr)
 	return ib.record(ctx, caller, func(tx TTx, refused error) (Outcome, bool, error) {
-		return ib.recordFailure(ctx, tx, msg, p, herr, transient, refused)
+		return ib.recordFailure(ctx, tx, f, refused)
 	})
+}
+
+// failure is a message whose handler failed, as recordFailure needs it.
+type failure struct {
+	msg       *Message
+	claim     *store.ClaimParams
+	err       error // the handler's
+	transient bool  // counted apart from attempts
+}
+
+func (ib *Inbox[TTx]) failure(msg *Message, p *store.ClaimParams, herr error) *failure {
+	return &failure{msg: msg, claim: p, err: herr, transient: !IsPermanent(herr) && ib.transient(herr)}
 }
 
 // transient reports whether a handler's error is transient: marked so
@@ -462,9 +505,10 @@ func (ib *Inbox[TTx]) transient(err error) bool {
 // recordFailure counts a failed attempt (or a transient failure) in tx
 // and, when the message has failed for good, writes the dead letter in tx.
 // keep tells whether tx holds something to commit.
-func (ib *Inbox[TTx]) recordFailure(ctx context.Context, tx TTx, msg *Message, p *store.ClaimParams, herr error, transient bool, refused error) (Outcome, bool, error) {
+func (ib *Inbox[TTx]) recordFailure(ctx context.Context, tx TTx, f *failure, refused error) (Outcome, bool, error) {
+	herr, transient := f.err, f.transient
 	text := errorText(herr)
-	a, err := ib.driver.AttemptAdd(ctx, tx, &store.AttemptParams{Key: p.Key, Error: text, Transient: transient})
+	a, err := ib.driver.AttemptAdd(ctx, tx, &store.AttemptParams{Key: f.claim.Key, Error: text, Transient: transient})
 	if err != nil {
 		out, err := ib.dbFailed(ctx, "recording the attempt", err)
 		return out, false, errors.Join(herr, err)
@@ -482,13 +526,9 @@ func (ib *Inbox[TTx]) recordFailure(ctx context.Context, tx TTx, msg *Message, p
 		dead = a.Counted >= ib.cfg.MaxAttempts
 	}
 	if dead {
-		ok, err := ib.deadLetter(ctx, tx, msg, &store.DeadLetterParams{ClaimParams: *p, Error: text, Attempts: a.Counted}, refused)
+		ok, err := ib.deadLetter(ctx, tx, f.msg, &store.DeadLetterParams{ClaimParams: *f.claim, Error: text, Attempts: a.Counted}, refused)
 		if err != nil {
-			if _, ok := err.(*payloadRefusedError); ok {
-				return Outcome{}, false, err
-			}
-			out, err := ib.dbFailed(ctx, "writing the dead letter", err)
-			return out, false, errors.Join(herr, err)
+			return ib.deadLetterFailed(ctx, herr, err)
 		}
 		if !ok { // a racing delivery processed it meanwhile
 			return Outcome{Status: Duplicate}, false, nil
@@ -507,6 +547,17 @@ func (ib *Inbox[TTx]) recordFailure(ctx context.Context, tx TTx, msg *Message, p
 		delay = max(ra.delay, 0)
 	}
 	return Outcome{Status: Retry, Delay: delay, Attempts: a.Counted, Err: herr}, true, herr
+}
+
+// deadLetterFailed ends a record whose dead letter failed with err. A
+// *payloadRefusedError stays as it is, so that record retries without
+// the payload. Any other err is the database's, joined with cause.
+func (ib *Inbox[TTx]) deadLetterFailed(ctx context.Context, cause, err error) (Outcome, bool, error) {
+	if _, ok := err.(*payloadRefusedError); ok {
+		return Outcome{}, false, err
+	}
+	out, err := ib.dbFailed(ctx, "writing the dead letter", err)
+	return out, false, errors.Join(cause, err)
 }
 
 // invalidMessage keeps an invalid message as a dead letter, once: its
@@ -530,38 +581,30 @@ func (ib *Inbox[TTx]) invalidMessage(ctx context.Context, caller *TTx, msg *Mess
 			Error:       errorText(verr), Invalid: true,
 		}, refused)
 		if err != nil {
-			if _, ok := err.(*payloadRefusedError); ok {
-				return Outcome{}, false, err
-			}
-			out, err := ib.dbFailed(ctx, "writing the dead letter", err)
-			return out, false, errors.Join(verr, err)
+			return ib.deadLetterFailed(ctx, verr, err)
 		}
 		return Outcome{Status: DeadLettered, Err: verr}, true, nil
 	})
 }
 
-func (ib *Inbox[TTx]) finish(ctx context.Context, msg *Message, start time.Time, out Outcome, err error) (Outcome, error) {
-	return ib.finishRun(ctx, msg, start, 0, out, err)
-}
-
-// finishRun logs the outcome and tells the hooks; handler is the time the
-// handler took, 0 when it did not run.
-func (ib *Inbox[TTx]) finishRun(ctx context.Context, msg *Message, start time.Time, handler time.Duration, out Outcome, err error) (Outcome, error) {
-	ib.logOutcome(ctx, msg, out, err)
+// finish logs pr's outcome and tells the hooks.
+func (ib *Inbox[TTx]) finish(ctx context.Context, pr *processing, out Outcome, err error) (Outcome, error) {
+	ib.logOutcome(ctx, pr.msg, out, err)
 	if ib.hooks.any {
-		ib.hooks.outcome(ctx, &Event{Consumer: ib.cfg.Consumer, Message: msg, Outcome: out, Duration: time.Since(start), HandlerDuration: handler})
+		ib.hooks.outcome(ctx, &Event{Consumer: ib.cfg.Consumer, Message: pr.msg, Outcome: out,
+			Duration: time.Since(pr.start), HandlerDuration: pr.handler})
 	}
 	return out, err
 }
 
-// callHandler runs h, turning a panic into a *PanicError.
-func callHandler[TTx any](ctx context.Context, tx TTx, msg *Message, h Handler[TTx]) (err error) {
+// safely runs a handler through fn, turning its panic into a *PanicError.
+func safely(fn func() error) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			err = &PanicError{Value: v, Stack: debug.Stack()}
 		}
 	}()
-	return h(ctx, tx, msg)
+	return fn()
 }
 
 // maxErrorText bounds a stored error message, in bytes.
@@ -576,5 +619,5 @@ func errorText(err error) (text string) {
 			text = fmt.Sprintf("an error of type %T whose Error method panicked: %v", err, v)
 		}
 	}()
-	return storable(err.Error(), maxErrorText)
+	return storable.Text(err.Error(), maxErrorText, `\0`)
 }

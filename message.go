@@ -5,12 +5,11 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/inboxkit/inbox/internal/headers"
 	"github.com/inboxkit/inbox/internal/idscope"
+	"github.com/inboxkit/inbox/internal/storable"
 )
 
 // Limits on what a message and a consumer may be.
@@ -104,24 +103,7 @@ func (m *Message) validateID() error {
 // storableType makes a message type valid UTF-8 without NUL bytes and at
 // most MaxTypeLen bytes.
 func storableType(t string) string {
-	return storable(t, MaxTypeLen)
-}
-
-// storable makes s valid UTF-8 without NUL bytes (shown as \0) and at most
-// n bytes, cut at a rune boundary.
-func storable(s string, n int) string {
-	if utf8.ValidString(s) && !strings.Contains(s, "\x00") && len(s) <= n {
-		return s
-	}
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	s = strings.ReplaceAll(s, "\x00", "\\0")
-	if len(s) > n {
-		s = s[:n]
-		for !utf8.ValidString(s) {
-			s = s[:len(s)-1]
-		}
-	}
-	return s
+	return storable.Text(t, MaxTypeLen, `\0`)
 }
 
 func validateConsumer(c string) error {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime/debug"
-	"time"
 
 	"github.com/inboxkit/inbox/store"
 )
@@ -55,51 +53,32 @@ var ErrNoQueued = errors.New("inbox: the store cannot run queued statements with
 //
 // [ConsumeQueued] runs it for each delivery of a broker.
 func (ib *Inbox[TTx]) ProcessQueued(ctx context.Context, msg Message, h QueuedHandler) (Outcome, error) {
-	if ib == nil || h == nil {
-		return Outcome{Status: Retry}, fmt.Errorf("%w: nil *Inbox or handler", ErrInvalidConfig)
+	if err := checkArgs(ib, h); err != nil {
+		return Outcome{Status: Retry}, err
 	}
 	qc, ok := ib.driver.(store.QueuedClaimer)
 	if !ok {
 		return Outcome{Status: Retry}, fmt.Errorf("%w (%T)", ErrNoQueued, ib.driver)
 	}
-	start := time.Now()
-	ctx = ib.hooks.started(ctx, ib.cfg.Consumer, &msg)
-	if err := msg.validate(ib.cfg.ScopeIDByType); err != nil {
-		out, err := ib.invalidMessage(ctx, nil, &msg, err)
-		return ib.finish(ctx, &msg, start, out, err)
-	}
-	p := ib.claimParams(&msg)
-	q := &Queue{}
-	hstart := ib.hooks.now()
-	herr := callQueued(ctx, q, &msg, h) // it only queues: its statements run with the claim
-	hdur := ib.hooks.since(hstart)
-	if herr != nil {
-		out, err := ib.failed(ctx, nil, &msg, p, herr)
-		return ib.finishRun(ctx, &msg, start, hdur, out, err)
-	}
-	res, err := qc.ClaimAndRun(ctx, p, q.stmts)
-	var se *store.StatementError
-	switch {
-	case errors.As(err, &se):
-		ib.health.ok(ctx)
-		out, err := ib.failed(ctx, nil, &msg, p, se)
-		return ib.finishRun(ctx, &msg, start, hdur, out, err)
-	case err != nil:
-		out, err := ib.dbFailed(ctx, "claim and statements", err)
-		return ib.finishRun(ctx, &msg, start, hdur, out, err)
-	}
-	ib.health.ok(ctx)
-	if !res.Claimed {
-		return ib.duplicate(ctx, &msg, start, p, res)
-	}
-	return ib.finishRun(ctx, &msg, start, hdur, Outcome{Status: Processed}, nil)
-}
-
-func callQueued(ctx context.Context, q *Queue, msg *Message, h QueuedHandler) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = &PanicError{Value: v, Stack: debug.Stack()}
+	return ib.process(ctx, nil, &msg, func(ctx context.Context, pr *processing) (Outcome, error) {
+		q := &Queue{}
+		// It only queues: its statements run with the claim.
+		if herr := ib.runHandler(pr, func() error { return h(ctx, q, pr.msg) }); herr != nil {
+			return ib.failed(ctx, nil, pr.msg, pr.claim, herr)
 		}
-	}()
-	return h(ctx, q, msg)
+		res, err := qc.ClaimAndRun(ctx, pr.claim, q.stmts)
+		var se *store.StatementError
+		switch {
+		case errors.As(err, &se):
+			ib.health.ok(ctx)
+			return ib.failed(ctx, nil, pr.msg, pr.claim, se)
+		case err != nil:
+			return ib.dbFailed(ctx, "claim and statements", err)
+		}
+		ib.health.ok(ctx)
+		if !res.Claimed {
+			return ib.duplicate(ctx, pr, res), nil
+		}
+		return Outcome{Status: Processed}, nil
+	})
 }

@@ -7,13 +7,13 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/inboxkit/inbox"
 	"github.com/inboxkit/inbox/broker"
 	"github.com/inboxkit/inbox/internal/logid"
+	"github.com/inboxkit/inbox/internal/storable"
 	"github.com/inboxkit/inbox/store"
 )
 
@@ -544,6 +544,9 @@ func runProbe(ctx context.Context, probe func(context.Context) error) (err error
 	return probe(ctx)
 }
 
+// maxErrorText bounds a failed publication's stored error, in bytes.
+const maxErrorText = 4096
+
 // bad reports whether err says that no publication of its message can
 // succeed: the row is parked at once.
 func bad(err error) bool { return inbox.IsPermanent(err) || errors.Is(err, broker.ErrInvalidMessage) }
@@ -552,7 +555,7 @@ func bad(err error) bool { return inbox.IsPermanent(err) || errors.Is(err, broke
 // the broker's health in its round (see Probe and OutageAfter).
 func (r *Relay) failure(ctx context.Context, rec *store.OutboxRecord, err error, h health, res *RelayResult) store.OutboxFailure {
 	attempts := rec.Attempts + 1
-	f := store.OutboxFailure{Seq: rec.Seq, Error: storable(err.Error()), Delay: r.cfg.Backoff.Delay(attempts)}
+	f := store.OutboxFailure{Seq: rec.Seq, Error: storable.Text(err.Error(), maxErrorText, "\uFFFD"), Delay: r.cfg.Backoff.Delay(attempts)}
 	attrs := []any{"id", logid.String(string(rec.ID)), "destination", rec.Destination, "seq", rec.Seq, "error", err}
 	hopeless := bad(err)
 	if h.down > 0 && !hopeless {
@@ -575,16 +578,6 @@ func (r *Relay) failure(ctx context.Context, rec *store.OutboxRecord, err error,
 		r.cfg.Logger.WarnContext(ctx, "outbox: publication failed; retrying", append(attrs, "retry_in", f.Delay)...)
 	}
 	return f
-}
-
-// storable makes an error text valid UTF-8 without NUL bytes, at most
-// 4 KiB.
-func storable(s string) string {
-	s = strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", "\uFFFD"), "\uFFFD")
-	if len(s) > 4096 {
-		s = strings.ToValidUTF8(s[:4096], "")
-	}
-	return s
 }
 
 // PrunePublished deletes the published rows kept longer than KeepPublished.
