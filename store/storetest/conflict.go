@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/inboxkit/inbox"
 	"github.com/inboxkit/inbox/broker"
+	"github.com/inboxkit/inbox/internal/logtest"
 	"github.com/inboxkit/inbox/internal/memsource"
 	"github.com/inboxkit/inbox/store"
 )
@@ -116,8 +118,10 @@ func testBatchSplitOnConflict[TTx any](t *testing.T, h Harness[TTx]) {
 			env, _ := openBatch(t, h, inbox.Config{})
 			var counts inbox.Counts
 			var split splits
+			logs := &logtest.Buffer{}
 			ib := newInbox(t, env, inbox.Config{Hooks: []inbox.Hook{&counts, &split},
-				Backoff: inbox.Backoff{Initial: time.Millisecond, Max: time.Millisecond}})
+				Backoff: inbox.Backoff{Initial: time.Millisecond, Max: time.Millisecond},
+				Logger:  slog.New(slog.NewTextHandler(logs, nil))})
 			var ids []string
 			for i := range 8 {
 				ids = append(ids, fmt.Sprintf("split-%d", i))
@@ -147,6 +151,12 @@ func testBatchSplitOnConflict[TTx any](t *testing.T, h Harness[TTx]) {
 				t.Fatalf("splits %+v, want none", got)
 			case counts.Retries.Load() != 0 || counts.Processed.Load() != 8 || counts.BatchSplits.Load() != int64(len(got)):
 				t.Fatalf("%s, splits %+v; want 8 processed, no retry, each split counted", &counts, got)
+			}
+			// A conflict that does not split is told too, so that a user of
+			// FixedBatchSize learns why batches are slow.
+			told := strings.Contains(logs.String(), "level=WARN msg=\"inbox: lock conflict in a batch")
+			if wantTold := !env.SingleWriter; told != wantTold {
+				t.Fatalf("a WARN line on the lock conflict: %v, want %v; the log:\n%s", told, wantTold, logs.String())
 			}
 		})
 	}
