@@ -177,6 +177,15 @@ type BatchSplitHook interface {
 	OnBatchSplit(ctx context.Context, e *SplitEvent)
 }
 
+// conflictKept logs a lock conflict in a batch of size messages that is
+// not split: with FixedBatchSize, or in ProcessBatch called directly.
+func (ib *Inbox[TTx]) conflictKept(ctx context.Context, size int, err error) {
+	if ok, held := ib.keptLog.allow(); ok {
+		ib.cfg.Logger.WarnContext(ctx, "inbox: lock conflict in a batch; its messages run again one at a time behind savepoints. Consume splits such batches unless FixedBatchSize is set. A handler that updates shared rows should update them in a stable order (sorted by key)",
+			heldBack([]any{"consumer", ib.cfg.Consumer, "size", size, "error", err}, "conflicts_not_logged", held)...)
+	}
+}
+
 // split tells the hooks and the log of a batch split after a conflict.
 func (ib *Inbox[TTx]) split(ctx context.Context, e *SplitEvent) {
 	call(ctx, &ib.hooks, "OnBatchSplit", nil, ib.hooks.split, func(h BatchSplitHook) { h.OnBatchSplit(ctx, e) })

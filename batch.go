@@ -484,6 +484,9 @@ func (p *batchPass[TTx]) together(ctx context.Context, tx TTx) passEnd {
 		return passEnd{unclaim: notRun(p.fresh, n, herr, cerr)}
 	case herr != nil && p.mayConflict && p.ib.conflict(herr):
 		return passEnd{conflict: herr}
+	case herr != nil && p.ib.conflict(herr):
+		p.ib.conflictKept(ctx, len(p.fresh), herr)
+		return passEnd{} // the savepoint pass, as below
 	case herr != nil || cerr != nil:
 		return passEnd{} // find the failing messages with savepoints
 	}

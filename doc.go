@@ -227,7 +227,8 @@
 //   - Deliveries waiting for their batch's turn keep their leases.
 //
 // Each split is logged at WARN, at most one line per 10 s. It is told to a
-// [BatchSplitHook]. A BatchHandler that updates shared rows in a stable
+// [BatchSplitHook]. A conflict in a batch that is not split is logged the
+// same way. That happens with FixedBatchSize, and in [Inbox.ProcessBatch]. A BatchHandler that updates shared rows in a stable
 // order does not deadlock, and keeps its batches.
 //
 // # Many message types

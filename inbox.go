@@ -40,6 +40,7 @@ type Inbox[TTx any] struct {
 	health   health    // the database's consecutive failures
 	retryLog sometimes // rate-limits the log lines of retries
 	splitLog sometimes // and of batches split after a lock conflict
+	keptLog  sometimes // and of conflicts in batches that are not split
 }
 
 // New returns an Inbox on driver.
@@ -64,6 +65,7 @@ func New[TTx any](ctx context.Context, driver store.Driver[TTx], cfg *Config) (*
 	ib.health.init(c.Logger, c.Consumer)
 	ib.retryLog.interval = retryLogInterval
 	ib.splitLog.interval = retryLogInterval
+	ib.keptLog.interval = retryLogInterval
 	if err := ib.checkSchema(ctx); err != nil {
 		return nil, err
 	}
