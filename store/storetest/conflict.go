@@ -186,25 +186,8 @@ func testBatchHotRows[TTx any](t *testing.T, h Harness[TTx]) {
 
 func testHotRows[TTx any](t *testing.T, h Harness[TTx], consumers, workers int) {
 	env, _ := openBatch(t, h, inbox.Config{})
-	ctx := context.Background()
-	quote := store.QuoteDouble
-	if env.Driver.Dialect() == "mysql" {
-		quote = store.QuoteBacktick
-	}
 	const rows, batch = 8, 20
-	hot := env.Tables.Name("hot", quote)
-	values := make([]string, rows)
-	for i := range values {
-		values[i] = fmt.Sprintf("(%d, 0)", i)
-	}
-	if err := inTx(ctx, env.Driver, env.BeginPlain, func(tx TTx) error {
-		if err := env.Exec(ctx, tx, "CREATE TABLE "+hot+" (id INT PRIMARY KEY, n INT NOT NULL)"); err != nil {
-			return err
-		}
-		return env.Exec(ctx, tx, "INSERT INTO "+hot+" (id, n) VALUES "+strings.Join(values, ", "))
-	}); err != nil {
-		t.Fatal(err)
-	}
+	hot := hotRows(t, env, rows)
 	var counts inbox.Counts
 	var split splits
 	var rs retries
@@ -324,4 +307,46 @@ func testBatchSplitPartFails[TTx any](t *testing.T, h Harness[TTx]) {
 		}
 	}
 	t.Logf("retries: part-0 %d, part-4 %d", len(rs.of("part-0")), len(rs.of("part-4")))
+}
+
+// hotRows creates a table of rows counters, ids 0 to rows-1 at 0, and
+// returns its quoted name.
+func hotRows[TTx any](t *testing.T, env *Env[TTx], rows int) string {
+	t.Helper()
+	ctx := context.Background()
+	quote := store.QuoteDouble
+	if env.Driver.Dialect() == "mysql" {
+		quote = store.QuoteBacktick
+	}
+	hot := env.Tables.Name("hot", quote)
+	values := make([]string, rows)
+	for i := range values {
+		values[i] = fmt.Sprintf("(%d, 0)", i)
+	}
+	if err := inTx(ctx, env.Driver, env.BeginPlain, func(tx TTx) error {
+		if err := env.Exec(ctx, tx, "CREATE TABLE "+hot+" (id INT PRIMARY KEY, n INT NOT NULL)"); err != nil {
+			return err
+		}
+		return env.Exec(ctx, tx, "INSERT INTO "+hot+" (id, n) VALUES "+strings.Join(values, ", "))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return hot
+}
+
+// ackedIfCommitted checks that each of ids is acked once if its effect
+// committed, and never if not. It returns how many did not commit.
+func ackedIfCommitted[TTx any](t *testing.T, env *Env[TTx], src *memsource.Source, ids []string) int {
+	t.Helper()
+	uncommitted := 0
+	for _, id := range ids {
+		committed, acked := count(t, env, id) == 1, src.Acked(id)
+		if committed != (acked == 1) || acked > 1 {
+			t.Errorf("%s: committed %v, acked %d times", id, committed, acked)
+		}
+		if !committed {
+			uncommitted++
+		}
+	}
+	return uncommitted
 }

@@ -3,7 +3,6 @@ package storetest
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -11,7 +10,6 @@ import (
 	"github.com/inboxkit/inbox"
 	"github.com/inboxkit/inbox/broker"
 	"github.com/inboxkit/inbox/internal/memsource"
-	"github.com/inboxkit/inbox/store"
 )
 
 // Shutdown in the middle of a split batch: the half that committed is
@@ -70,16 +68,7 @@ func testBatchSplitShutdown[TTx any](t *testing.T, h Harness[TTx]) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Consume did not return 10 s after its context ended (ShutdownTimeout 300 ms)")
 	}
-	uncommitted := 0
-	for _, id := range ids {
-		committed, acked := count(t, env, id) == 1, src.Acked(id)
-		if committed != (acked == 1) || acked > 1 {
-			t.Errorf("%s: committed %v, acked %d times", id, committed, acked)
-		}
-		if !committed {
-			uncommitted++
-		}
-	}
+	uncommitted := ackedIfCommitted(t, env, src, ids)
 	time.Sleep(100 * time.Millisecond) // the nacks' delay: then queued again
 	if n, nacks := src.Pending(), src.Nacks(); n != uncommitted || nacks != int64(uncommitted) {
 		t.Fatalf("%d pending, %d nacks; want %d of each: every uncommitted delivery nacked, queued again", n, nacks, uncommitted)
@@ -95,25 +84,8 @@ func testBatchHotRowsShutdown[TTx any](t *testing.T, h Harness[TTx]) {
 	if env.SingleWriter {
 		t.Skip("no conflicts on a single writer")
 	}
-	ctx := context.Background()
-	quote := store.QuoteDouble
-	if env.Driver.Dialect() == "mysql" {
-		quote = store.QuoteBacktick
-	}
 	const rows = 8
-	hot := env.Tables.Name("hot", quote)
-	values := make([]string, rows)
-	for i := range values {
-		values[i] = fmt.Sprintf("(%d, 0)", i)
-	}
-	if err := inTx(ctx, env.Driver, env.BeginPlain, func(tx TTx) error {
-		if err := env.Exec(ctx, tx, "CREATE TABLE "+hot+" (id INT PRIMARY KEY, n INT NOT NULL)"); err != nil {
-			return err
-		}
-		return env.Exec(ctx, tx, "INSERT INTO "+hot+" (id, n) VALUES "+strings.Join(values, ", "))
-	}); err != nil {
-		t.Fatal(err)
-	}
+	hot := hotRows(t, env, rows)
 	var split splits
 	ib := newInbox(t, env, inbox.Config{Hooks: []inbox.Hook{&split}, Backoff: inbox.Backoff{Initial: time.Millisecond, Max: time.Millisecond}})
 	var ids []string
@@ -156,16 +128,7 @@ func testBatchHotRowsShutdown[TTx any](t *testing.T, h Harness[TTx]) {
 		}
 	}
 	time.Sleep(100 * time.Millisecond) // the nacks' delay
-	uncommitted := 0
-	for _, id := range ids {
-		committed, acked := count(t, env, id) == 1, src.Acked(id)
-		if committed != (acked == 1) || acked > 1 {
-			t.Errorf("%s: committed %v, acked %d times", id, committed, acked)
-		}
-		if !committed {
-			uncommitted++
-		}
-	}
+	uncommitted := ackedIfCommitted(t, env, src, ids)
 	if n := src.Pending(); n != uncommitted {
 		t.Fatalf("%d pending, want %d (the uncommitted ones, queued again)", n, uncommitted)
 	}
