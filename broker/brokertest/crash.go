@@ -20,19 +20,7 @@ func testRedeliveryAfterCrash(t *testing.T, h Harness) {
 	hooks := &inbox.Counts{}
 	f := NewFixture(t, inbox.Config{Hooks: []inbox.Hook{hooks}})
 	publish(t, env, "m-1")
-
-	first := env.Source(t)
-	nctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	d, err := first.Next(nctx)
-	cancel()
-	if err != nil {
-		t.Fatalf("first delivery: %v", err)
-	}
-	out, err := f.Inbox.Process(ctx, inbox.Message{ID: d.Message().ID, Payload: d.Message().Payload}, f.Write)
-	if err != nil || out.Status != inbox.Processed {
-		t.Fatalf("first processing: %v %v", out.Status, err)
-	}
-	first.Close() // dies before its ack
+	processThenDie(t, env, func(m inbox.Message) (inbox.Outcome, error) { return f.Inbox.Process(ctx, m, f.Write) })
 
 	stop := f.Consume(t, env.Source(t), f.Write, nil)
 	Eventually(t, 15*time.Second, "the redelivery was not skipped as a duplicate", func() bool { return hooks.Duplicates.Load() >= 1 })
@@ -113,4 +101,22 @@ func testRestart(t *testing.T, h Harness) {
 			t.Fatalf("message r-%d has %d effects, want 1", i, e)
 		}
 	}
+}
+
+// processThenDie takes the first delivery of a source, processes it, and
+// closes the source before its ack, as a consumer that dies there.
+func processThenDie(t *testing.T, env *Env, process func(inbox.Message) (inbox.Outcome, error)) {
+	t.Helper()
+	first := env.Source(t)
+	nctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	d, err := first.Next(nctx)
+	cancel()
+	if err != nil {
+		t.Fatalf("first delivery: %v", err)
+	}
+	out, err := process(inbox.Message{ID: d.Message().ID, Payload: d.Message().Payload})
+	if err != nil || out.Status != inbox.Processed {
+		t.Fatalf("first processing: %v %v", out.Status, err)
+	}
+	first.Close() // dies before its ack
 }

@@ -3,7 +3,7 @@ package brokertest
 import (
 	"context"
 	"database/sql"
-	"errors"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -75,9 +75,17 @@ func (f *Fixture) Effects(t *testing.T, id string) int {
 // is called. stop waits for it and returns its error.
 func (f *Fixture) Consume(t *testing.T, src broker.Source, h inbox.Handler[*sql.Tx], cfg *inbox.ConsumerConfig) (stop func() error) {
 	t.Helper()
+	return inBackground(t, src, "Consume", func(ctx context.Context) error { return inbox.Consume(ctx, f.Inbox, src, h, cfg) })
+}
+
+// inBackground runs consume, named name, until the test ends or stop is
+// called. stop cancels it, waits up to 30 s for it, closes src and
+// returns its error.
+func inBackground(t *testing.T, src broker.Source, name string, consume func(context.Context) error) (stop func() error) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- inbox.Consume(ctx, f.Inbox, src, h, cfg) }()
+	go func() { done <- consume(ctx) }()
 	var once sync.Once
 	var err error
 	stop = func() error {
@@ -86,7 +94,7 @@ func (f *Fixture) Consume(t *testing.T, src broker.Source, h inbox.Handler[*sql.
 			select {
 			case err = <-done:
 			case <-time.After(30 * time.Second):
-				err = errors.New("Consume did not return 30 s after its context was canceled")
+				err = fmt.Errorf("%s did not return 30 s after its context was canceled", name)
 			}
 			src.Close()
 		})

@@ -2,7 +2,6 @@ package brokertest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -95,25 +94,7 @@ func (f *queuedFixture) count(t *testing.T, sql string, args ...any) int {
 // or stop is called; stop waits for it, closes src and returns its error.
 func (f *queuedFixture) Consume(t *testing.T, src broker.Source, h inbox.QueuedHandler, cfg *inbox.ConsumerConfig) (stop func() error) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- inbox.ConsumeQueued(ctx, f.Inbox, src, h, cfg) }()
-	var once sync.Once
-	var err error
-	stop = func() error {
-		once.Do(func() {
-			cancel()
-			select {
-			case err = <-done:
-			case <-time.After(30 * time.Second):
-				err = errors.New("ConsumeQueued did not return 30 s after its context was canceled")
-			}
-			src.Close()
-		})
-		return err
-	}
-	t.Cleanup(func() { _ = stop() })
-	return stop
+	return inBackground(t, src, "ConsumeQueued", func(ctx context.Context) error { return inbox.ConsumeQueued(ctx, f.Inbox, src, h, cfg) })
 }
 
 // A consumer stopped abruptly in the middle of a run, its handlers
@@ -192,19 +173,7 @@ func testQueuedRedeliveryIsDuplicate(t *testing.T, h Harness) {
 	hooks := &inbox.Counts{}
 	f := newQueuedFixture(t, inbox.Config{Hooks: []inbox.Hook{hooks}})
 	publish(t, env, "q-dup")
-
-	first := env.Source(t)
-	nctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	d, err := first.Next(nctx)
-	cancel()
-	if err != nil {
-		t.Fatalf("first delivery: %v", err)
-	}
-	out, err := f.Inbox.ProcessQueued(ctx, inbox.Message{ID: d.Message().ID, Payload: d.Message().Payload}, f.Write)
-	if err != nil || out.Status != inbox.Processed {
-		t.Fatalf("first processing: %v %v", out.Status, err)
-	}
-	first.Close() // dies before its ack
+	processThenDie(t, env, func(m inbox.Message) (inbox.Outcome, error) { return f.Inbox.ProcessQueued(ctx, m, f.Write) })
 
 	var calls atomic.Int32
 	counting := func(ctx context.Context, q *inbox.Queue, m *inbox.Message) error {
