@@ -226,11 +226,10 @@ func Consume[TTx any](ctx context.Context, ib *Inbox[TTx], src broker.Source, h 
 		return err
 	}
 	run := ib.eachRun(h)
+	process := func(ctx context.Context, msg Message) (Outcome, error) { return ib.Process(ctx, msg, h) }
 	return cs.run(ctx, func(ctx context.Context, ds []broker.Delivery) error {
 		if len(ds) == 1 {
-			return cs.deliver(ctx, ds[0], func(ctx context.Context, msg Message) (Outcome, error) {
-				return ib.Process(ctx, msg, h)
-			})
+			return cs.deliver(ctx, ds[0], process)
 		}
 		return cs.deliverBatch(ctx, ds, run)
 	})
