@@ -138,3 +138,21 @@ func TestLogPrefetch(t *testing.T) {
 		})
 	}
 }
+
+// Once fetching has stopped, a worker takes no more deliveries, even from
+// a source that still has one ready: its select may pick the delivery over
+// the ended context, and the delivery would then run after the shutdown.
+// stubSource's Next ignores a done context while it has deliveries.
+func TestGatherAfterFetchStopped(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, size := range []int{1, 3} {
+		src := &stubSource{}
+		ds, err := gather(ctx, src, &ConsumerConfig{BatchSize: size, BatchLinger: time.Millisecond}, size)
+		if len(ds) != 0 || !errors.Is(err, context.Canceled) || src.nexts != 0 {
+			t.Errorf("batch size %d: gather after fetching stopped took %d deliveries (%d Next calls), err %v; want none, context.Canceled",
+				size, len(ds), src.nexts, err)
+		}
+	}
+}
