@@ -371,6 +371,10 @@ func (cs *consuming[TTx]) startBatch(n int) (splitFunc, func()) {
 // broker.BatchSource makes the batch itself, in the order its broker
 // keeps (a Kafka partition's).
 func gather(fetch context.Context, src broker.Source, c *ConsumerConfig, n int) ([]broker.Delivery, error) {
+	// A source may hand out a ready delivery even when fetch has ended.
+	if err := fetch.Err(); err != nil {
+		return nil, err
+	}
 	if bs, ok := src.(broker.BatchSource); ok && c.BatchSize > 1 {
 		ds, err := bs.NextBatch(fetch, n)
 		if len(ds) == 0 && err == nil { // against the contract: do not spin on it
