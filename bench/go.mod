@@ -21,6 +21,8 @@ require (
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/hashicorp/errwrap v1.1.0 // indirect
 	github.com/hashicorp/go-multierror v1.1.1 // indirect
+	github.com/inboxkit/inbox/broker/natsjs v0.0.0-00010101000000-000000000000
+	github.com/inboxkit/inbox/broker/rabbitmq v0.0.0-00010101000000-000000000000
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
@@ -36,3 +38,7 @@ require (
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 )
+
+replace github.com/inboxkit/inbox/broker/natsjs => ../broker/natsjs
+
+replace github.com/inboxkit/inbox/broker/rabbitmq => ../broker/rabbitmq

@@ -12,7 +12,7 @@
 //
 // A crash anywhere (before a COMMIT, between a publication and its
 // delete, before an ack) makes a message be published or delivered again
-// with its ID, and the inboxes skip it: internal/outboxcrash kills these
+// with its ID, and the inboxes skip it: tests/outboxcrash kills these
 // processes at such points and checks the ledgers.
 //
 //	go run ./examples/outbox-inbox -orders 100

@@ -8,7 +8,7 @@ import (
 
 	"github.com/inboxkit/inbox/internal/testenv"
 	"github.com/inboxkit/inbox/internal/testenv/pgenv"
-	"github.com/inboxkit/inbox/internal/testenv/sqsenv"
+	"github.com/inboxkit/inbox/tests/sqsenv"
 )
 
 // TestExample runs the example on the in-process goaws emulator (or on

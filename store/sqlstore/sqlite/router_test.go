@@ -10,6 +10,7 @@ import (
 	"database/sql"
 	"errors"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -18,7 +19,6 @@ import (
 	"github.com/inboxkit/inbox"
 	"github.com/inboxkit/inbox/broker"
 	"github.com/inboxkit/inbox/inboxtest"
-	"github.com/inboxkit/inbox/inboxtest/sqlitetest"
 )
 
 type orderCreated struct {
@@ -127,7 +127,7 @@ func TestRouterEndToEnd(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			var counts inbox.Counts
-			ib, db := sqlitetest.New(t, &inbox.Config{Consumer: "orders", Hooks: []inbox.Hook{&counts},
+			ib, db := routerInbox(t, &inbox.Config{Consumer: "orders", Hooks: []inbox.Hook{&counts},
 				Logger: slog.New(slog.DiscardHandler)})
 			if _, err := db.Exec(`CREATE TABLE orders (id TEXT PRIMARY KEY, cents INTEGER NOT NULL);
 				CREATE TABLE shipments (order_id TEXT PRIMARY KEY, carrier TEXT NOT NULL)`); err != nil {
@@ -174,7 +174,7 @@ func TestRouterEndToEnd(t *testing.T) {
 // now processes its replay.
 func TestRouterReplay(t *testing.T) {
 	t.Parallel()
-	ib, db := sqlitetest.New(t, &inbox.Config{Logger: slog.New(slog.DiscardHandler)})
+	ib, db := routerInbox(t, &inbox.Config{Consumer: "router", Logger: slog.New(slog.DiscardHandler)})
 	if _, err := db.Exec(`CREATE TABLE cancelled (id TEXT PRIMARY KEY)`); err != nil {
 		t.Fatal(err)
 	}
@@ -265,4 +265,15 @@ func rows(t *testing.T, db *sql.DB, query string) string {
 		t.Fatal(err)
 	}
 	return strings.Join(out, ", ")
+}
+
+// routerInbox is an inbox on a fresh SQLite file, and its database.
+func routerInbox(t *testing.T, cfg *inbox.Config) (*inbox.Inbox[*sql.Tx], *sql.DB) {
+	t.Helper()
+	d, db := migrated(t, filepath.Join(t.TempDir(), "inbox.db"))
+	ib, err := inbox.New(t.Context(), d, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ib, db
 }
