@@ -336,6 +336,13 @@ func TestTerminalFetchError(t *testing.T) {
 		}
 		return resp, nil, true
 	})
+	consumeUntilTerminal(t, c, topic, kerr.TopicAuthorizationFailed)
+}
+
+// consumeUntilTerminal runs Consume on topic and checks that it returns
+// want, a terminal error, within 15 s.
+func consumeUntilTerminal(t *testing.T, c *kfake.Cluster, topic string, want error) {
+	t.Helper()
 	src, err := kafka.NewSource(context.Background(), &kafka.Config{Brokers: c.ListenAddrs(), Topic: topic, Group: "denied"})
 	if err != nil {
 		t.Fatal(err)
@@ -346,11 +353,11 @@ func TestTerminalFetchError(t *testing.T) {
 	go func() { done <- inbox.Consume(context.Background(), f.Inbox, src, f.Write, nil) }()
 	select {
 	case err := <-done:
-		if !errors.Is(err, kerr.TopicAuthorizationFailed) {
-			t.Fatalf("Consume returned %v, want TOPIC_AUTHORIZATION_FAILED", err)
+		if !errors.Is(err, want) {
+			t.Fatalf("Consume returned %v, want %v", err, want)
 		}
 	case <-time.After(15 * time.Second):
-		t.Fatal("Consume did not return on a terminal fetch error")
+		t.Fatalf("Consume did not return %v within 15 s", want)
 	}
 }
 
@@ -422,20 +429,5 @@ func TestGroupSessionRefusedIsTerminal(t *testing.T) {
 		resp.ErrorCode = kerr.InvalidSessionTimeout.Code
 		return resp, nil, true
 	})
-	src, err := kafka.NewSource(context.Background(), &kafka.Config{Brokers: c.ListenAddrs(), Topic: topic, Group: "denied"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
-	f := brokertest.NewFixture(t, inbox.Config{})
-	done := make(chan error, 1)
-	go func() { done <- inbox.Consume(context.Background(), f.Inbox, src, f.Write, nil) }()
-	select {
-	case err := <-done:
-		if !errors.Is(err, kerr.InvalidSessionTimeout) {
-			t.Fatalf("Consume returned %v, want INVALID_SESSION_TIMEOUT", err)
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("Consume did not return when the group refused the member")
-	}
+	consumeUntilTerminal(t, c, topic, kerr.InvalidSessionTimeout)
 }
