@@ -162,7 +162,7 @@ func build(bs []block) error {
 	return nil
 }
 
-// docFiles lists README.md and docs/*.md, relative to the module's root.
+// docFiles lists README.md and docs/*.md, relative to the repository's root.
 func docFiles(t *testing.T) []string {
 	t.Helper()
 	docs, err := filepath.Glob("../../docs/*.md")
