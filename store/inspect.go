@@ -12,7 +12,7 @@ import (
 // statistics, a search of the dead letters, and the release of a dead letter
 // for a replay through its broker. It is apart from Driver, and optional, so
 // that the seam the consumers use does not grow. The same caveats apply. It
-// is not stable, and not meant to be implemented outside this module.
+// is not stable, and not meant to be implemented outside this repository.
 //
 // Reads run outside any transaction. They scan what they count. Stats reads
 // every row of the three tables, or of one consumer's. An operator pays
@@ -26,6 +26,12 @@ type Inspector[TTx any] interface {
 	// DeadLetterSearch lists dead letters of any consumer that match p, in ID
 	// order, without their payloads. PayloadSize tells their size.
 	DeadLetterSearch(ctx context.Context, p *DeadLetterSearchParams) ([]*DeadLetterInfo, error)
+
+	// DeadLetterGroups counts the dead letters that match p per error
+	// group, the largest group first, at most p.Limit groups. AfterID and
+	// Group do not apply. An index on the group serves it, so that it
+	// stays quick on a large table.
+	DeadLetterGroups(ctx context.Context, p *DeadLetterSearchParams) ([]*DeadLetterGroup, error)
 
 	// DeadLetterGet returns one dead letter, payload included, with what the
 	// other tables hold of its message. It returns [ErrNotFound] if no dead
@@ -60,9 +66,12 @@ type StatsParams struct {
 	// TopErrors is how many of the most frequent errors to return per
 	// consumer. A value of 0 returns none.
 	TopErrors int
-	// ErrorChars truncates the errors to this many characters before they are
-	// counted. Errors that differ only in their tail, such as an ID or a time,
-	// then count as one. It is at least 1 when TopErrors is set.
+	// ErrorChars truncates the error groups to this many characters before
+	// they are counted. A group is the error with IDs, numbers, UUIDs and
+	// hex replaced, so that errors that differ only in those count as one.
+	// An error written before the stores recorded groups, and not yet
+	// filled in by Migrate, counts as itself, truncated. It is at least 1
+	// when TopErrors is set.
 	ErrorChars int
 }
 
@@ -89,8 +98,8 @@ type ConsumerStats struct {
 	TopErrors []ErrorCount
 }
 
-// ErrorCount is an error text and the number of messages whose last
-// failed attempt ended with it.
+// ErrorCount is an error group and the number of messages whose last
+// failed attempt ended with an error of it.
 type ErrorCount struct {
 	Error string
 	Count int64
@@ -105,10 +114,29 @@ type DeadLetterSearchParams struct {
 	ErrorContains string
 	// Since and Until bound failed_at: Since <= failed_at < Until.
 	Since, Until time.Time
+	// MessageID, if not nil, matches the message's ID exactly, byte for
+	// byte. An empty, non-nil ID matches the dead letters of messages
+	// that had none.
+	MessageID []byte
+	// Group matches the error group exactly: the error with IDs, numbers,
+	// UUIDs and hex replaced, as DeadLetterGroups returns it.
+	Group string
 	// AfterID lists dead letters whose ID is greater.
 	AfterID int64
 	// Limit is the most returned, at least 1.
 	Limit int
+}
+
+// DeadLetterGroup counts the dead letters of one error group.
+type DeadLetterGroup struct {
+	// Group is the errors' text with IDs, numbers, UUIDs and hex replaced.
+	// It is empty for dead letters written before the stores recorded
+	// groups, until Migrate fills them in.
+	Group string
+	// Count is how many dead letters the group has.
+	Count int64
+	// FirstFailedAt and LastFailedAt are the least and greatest failed_at.
+	FirstFailedAt, LastFailedAt time.Time
 }
 
 // DeadLetterInfo is a dead letter without its payload.

@@ -2,9 +2,9 @@
 //
 // A [Driver] speaks one database for one transaction type TTx, such as
 // pgx.Tx or *sql.Tx. The interface is not stable. It is not meant to be
-// implemented outside this module, and it changes whenever package inbox
+// implemented outside this repository, and it changes whenever package inbox
 // needs something new from the databases. To run the inbox on a new
-// database, add a store to this module. Then run the conformance suite in
+// database, add a store to this repository. Then run the conformance suite in
 // package storetest against it.
 //
 // Package store imports nothing of package inbox. Package inbox imports it.

@@ -67,7 +67,7 @@ var errProblem = errors.New("problems found")
 const storeSynopsis = "(-postgres DSN | -mysql DSN | -sqlite FILE) [-schema S] [-prefix P]"
 
 // filterSynopsis is the dead letter filters but -consumer in a synopsis.
-const filterSynopsis = "[-type T] [-error TEXT] [-since TIME] [-until TIME]"
+const filterSynopsis = "[-type T] [-error TEXT] [-since TIME] [-until TIME]\n    [-message-id ID] [-group G]"
 
 // command describes a subcommand for its -h: a man page in short.
 type command struct {

@@ -17,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/inboxkit/inbox"
+	"github.com/inboxkit/inbox/internal/failgroup"
 	"github.com/inboxkit/inbox/internal/headers"
 	"github.com/inboxkit/inbox/store"
 )
@@ -33,7 +34,7 @@ SYNOPSIS
 DESCRIPTION
   Dead letters of every consumer in one database: [store] is -postgres DSN,
   -mysql DSN or -sqlite FILE (with -schema and -prefix); [filters] are
-  -consumer, -type, -error, -since and -until. Run
+  -consumer, -type, -error, -since, -until, -message-id and -group. Run
   'inbox dead-letters <subcommand> -h' for each one's flags.
 
 ` + exitStatus
@@ -67,7 +68,7 @@ func deadLetters(ctx context.Context, args []string, stdout, stderr io.Writer) e
 
 // filterFlags select dead letters.
 type filterFlags struct {
-	consumer, typ, errorText, since, until string
+	consumer, typ, errorText, since, until, messageID, group string
 	// oneConsumer: -consumer is required, with IDs too, and not a filter
 	// (replay: its destination reaches one consumer).
 	oneConsumer bool
@@ -83,12 +84,15 @@ func (f *filterFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.errorText, "error", "", "only those whose error contains this text (case-sensitive)")
 	fs.StringVar(&f.since, "since", "", "only those that failed at or after this time: RFC 3339, a date, or a duration before now (24h)")
 	fs.StringVar(&f.until, "until", "", "only those that failed before this time (as -since)")
+	fs.StringVar(&f.messageID, "message-id", "", "only the dead letters of the message with this ID (exactly)")
+	fs.StringVar(&f.group, "group", "", "only those of this error group (exactly, as inbox stats prints it: charge poison-<n>: card declined)")
 }
 
 // set reports whether a filter was given (-consumer counts only where
 // it is one).
 func (f *filterFlags) set() bool {
-	return (f.consumer != "" && !f.oneConsumer) || f.typ != "" || f.errorText != "" || f.since != "" || f.until != ""
+	return (f.consumer != "" && !f.oneConsumer) || f.typ != "" || f.errorText != "" || f.since != "" || f.until != "" ||
+		f.messageID != "" || f.group != ""
 }
 
 // params are the filters as search parameters.
@@ -101,8 +105,12 @@ func (f *filterFlags) params(now time.Time) (*store.DeadLetterSearchParams, erro
 	if err != nil {
 		return nil, fmt.Errorf("-until: %w", err)
 	}
-	return &store.DeadLetterSearchParams{Consumer: []byte(f.consumer), Type: f.typ, ErrorContains: f.errorText,
-		Since: since, Until: until}, nil
+	p := &store.DeadLetterSearchParams{Consumer: []byte(f.consumer), Type: f.typ, ErrorContains: f.errorText,
+		Since: since, Until: until, Group: f.group}
+	if f.messageID != "" {
+		p.MessageID = []byte(f.messageID)
+	}
+	return p, nil
 }
 
 // usageError writes msg about the command of fs (its flag set is named
@@ -155,6 +163,7 @@ type deadLetterJSON struct {
 	MessageIDBase64 string `json:"message_id_base64,omitempty"`
 	Type            string `json:"type"`
 	Error           string `json:"error"`
+	ErrorGroup      string `json:"error_group"`
 	Attempts        int    `json:"attempts"`
 	FailedAt        string `json:"failed_at"`
 	PayloadSize     int64  `json:"payload_size"`
@@ -165,7 +174,8 @@ type deadLetterJSON struct {
 }
 
 func newDeadLetterJSON(dl *store.DeadLetter, size int64) deadLetterJSON {
-	j := deadLetterJSON{ID: dl.ID, Type: dl.Type, Error: dl.Error, Attempts: dl.Attempts, FailedAt: timeJSON(dl.FailedAt), PayloadSize: size}
+	j := deadLetterJSON{ID: dl.ID, Type: dl.Type, Error: dl.Error, ErrorGroup: failgroup.Of(dl.Error), Attempts: dl.Attempts,
+		FailedAt: timeJSON(dl.FailedAt), PayloadSize: size}
 	j.Consumer, j.ConsumerBase64 = jsonBytes(dl.Key.Consumer)
 	j.MessageID, j.MessageIDBase64 = jsonBytes(dl.Key.MessageID)
 	if bytes.Equal(dl.Headers, headers.LostMarker) {
@@ -309,7 +319,7 @@ func shorten(s string, n int) string {
 
 var showCommand = command{
 	name:     "dead-letters show",
-	synopsis: "inbox dead-letters show " + storeSynopsis + " [-json | -raw] ID",
+	synopsis: "inbox dead-letters show " + storeSynopsis + " [-json | -raw]\n    (ID | -message-id ID [-consumer C])",
 	description: `Prints one dead letter: its consumer, message ID and type, error, attempts
 and times, its headers and payload, and what the inbox holds of its
 message: the inbox row (dead; live when the message was processed since;
@@ -326,8 +336,14 @@ payload_base64 always holds it, and payload_text too when it is valid
 UTF-8; a header whose name or value is not valid UTF-8 is in
 headers_base64 (name to value, both in base64) instead of headers. -raw
 writes the payload alone, byte for byte, to a file or a pipe; it is
-refused when stdout is a terminal.`,
+refused when stdout is a terminal.
+
+-message-id finds the dead letter by its message's ID instead. When the
+messages of several consumers, or several replays of one, left dead
+letters with that ID, it lists their IDs and shows none: narrow it with
+-consumer, or give the ID.`,
 	examples: `inbox dead-letters show -sqlite inbox.db 42
+inbox dead-letters show -sqlite inbox.db -message-id order-1187 -consumer billing
 inbox dead-letters show -sqlite inbox.db -raw 42 > payload.bin
 inbox dead-letters show -postgres $DSN -json 42 | jq -r .payload_base64 | base64 -d`,
 }
@@ -352,13 +368,19 @@ func dlShow(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	sf.register(fs)
 	asJSON := fs.Bool("json", false, "write JSON")
 	raw := fs.Bool("raw", false, "write the payload alone, byte for byte (to a file or a pipe: refused on a terminal)")
+	messageID := fs.String("message-id", "", "show the dead letter of the message with this ID (exactly)")
+	consumer := fs.String("consumer", "", "with -message-id: the dead letter of this consumer's message")
 	list, err := parseIDs(fs, args, "a dead letter ID", stdout, stderr)
 	if err != nil {
 		return err
 	}
 	switch {
-	case len(list) != 1:
-		return usageError(fs, stderr, "give one dead letter ID")
+	case *messageID != "" && len(list) > 0:
+		return usageError(fs, stderr, "give a dead letter ID or -message-id, not both")
+	case *consumer != "" && *messageID == "":
+		return usageError(fs, stderr, "-consumer narrows -message-id; give -message-id too")
+	case len(list) != 1 && *messageID == "":
+		return usageError(fs, stderr, "give one dead letter ID, or -message-id")
 	case *raw && *asJSON:
 		return usageError(fs, stderr, "give -json or -raw, not both")
 	case *raw && isTerminal(stdout):
@@ -369,6 +391,13 @@ func dlShow(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	defer d.close()
+	if *messageID != "" {
+		id, err := deadLetterOfMessage(ctx, d.inspect, []byte(*messageID), []byte(*consumer))
+		if err != nil {
+			return err
+		}
+		list = []int64{id}
+	}
 	det, err := d.inspect.DeadLetterGet(ctx, list[0])
 	if errors.Is(err, store.ErrNotFound) {
 		return withCode(exitNotFound, fmt.Errorf("no dead letter %d", list[0]))
@@ -435,6 +464,32 @@ func dlShow(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	fmt.Fprintln(stdout, j.PayloadBase64)
 	return nil
+}
+
+// deadLetterOfMessage returns the ID of the one dead letter of the message with
+// ID messageID (of consumer, if not empty). None is exit status 4;
+// several is an error that lists them.
+func deadLetterOfMessage(ctx context.Context, in inspection, messageID, consumer []byte) (int64, error) {
+	found, err := in.DeadLetterSearch(ctx, &store.DeadLetterSearchParams{MessageID: messageID, Consumer: consumer, Limit: 10})
+	if err != nil {
+		return 0, err
+	}
+	switch len(found) {
+	case 0:
+		return 0, withCode(exitNotFound, fmt.Errorf("no dead letter of message %s", text(messageID)))
+	case 1:
+		return found[0].ID, nil
+	}
+	var ids []string
+	for _, f := range found {
+		ids = append(ids, fmt.Sprintf("%d (consumer %s)", f.ID, text(f.Key.Consumer)))
+	}
+	more := ""
+	if len(found) == 10 {
+		more = ", and maybe more"
+	}
+	return 0, fmt.Errorf("the message %s has several dead letters: %s%s; give one's ID, or -consumer",
+		text(messageID), strings.Join(ids, ", "), more)
 }
 
 // attemptsText is what show says of the failed attempts recorded: none

@@ -15,6 +15,7 @@ import (
 type inspection interface {
 	Stats(ctx context.Context, p *store.StatsParams) ([]*store.ConsumerStats, error)
 	DeadLetterSearch(ctx context.Context, p *store.DeadLetterSearchParams) ([]*store.DeadLetterInfo, error)
+	DeadLetterGroups(ctx context.Context, p *store.DeadLetterSearchParams) ([]*store.DeadLetterGroup, error)
 	DeadLetterGet(ctx context.Context, id int64) (*store.DeadLetterDetail, error)
 	DeadLetterDiscard(ctx context.Context, ids []int64) ([]int64, error)
 	// release releases dead letter id in a transaction (with lock

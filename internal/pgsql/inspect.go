@@ -1,6 +1,10 @@
 package pgsql
 
-import "github.com/inboxkit/inbox/store"
+import (
+	"fmt"
+
+	"github.com/inboxkit/inbox/store"
+)
 
 // Inspect are the statements of store.Inspector on PostgreSQL, for
 // pgxstore and sqlstore's PostgreSQL dialect alike. Times come back as
@@ -16,14 +20,28 @@ type Inspect struct {
 	// StatsAttempts: $1 consumer. Per consumer: messages, sum of attempts,
 	// sum of transient failures.
 	StatsAttempts string
-	// StatsErrors: $1 consumer, $2 characters kept of each error, $3 how
-	// many per consumer. Rows: consumer, error, messages; most frequent
-	// first.
+	// StatsErrors: $1 consumer, $2 characters kept of each error group
+	// (the error itself where the group is not filled in yet), $3 how
+	// many per consumer. Rows: consumer, error group, messages; most
+	// frequent first.
 	StatsErrors string
 	// DeadLetterSearch: $1 after id, $2 consumer, $3 type, $4 error
-	// substring, $5 since, $6 until, $7 limit. Columns: DeadLetterColumns
-	// (failed_at rounded down, as in all of these) with a null payload, then the payload's size.
+	// substring, $5 since, $6 until, $7 message ID, $8 error group, $9
+	// limit. Columns: DeadLetterColumns (failed_at rounded down, as in all
+	// of these) with a null payload, then the payload's size.
 	DeadLetterSearch string
+	// DeadLetterGroups: $1 consumer, $2 type, $3 error substring, $4
+	// since, $5 until, $6 message ID, $7 limit. Rows: error group, dead
+	// letters, least and greatest failed_at; the largest group first.
+	DeadLetterGroups string
+	// Ungrouped: $1 limit. The ID and error of dead letters whose error
+	// group is not filled in, in ID order. SetGroup: $1 group, $2 ID.
+	Ungrouped, SetGroup string
+	// UngroupedAttempts: $1 limit. The consumer, message ID and last error
+	// of attempts rows whose error group is not filled in.
+	// SetAttemptGroup: $1 group, $2 consumer, $3 message ID, $4 the last
+	// error the group is of (a newer attempt keeps its own).
+	UngroupedAttempts, SetAttemptGroup string
 	// DeadLetterDetail: $1 id. Columns: DeadLetterColumns, then the inbox
 	// row's state ('dead', 'live', 'none') and received_at, the attempts'
 	// counts, first and last failure and last error (null or zero when
@@ -49,6 +67,19 @@ type Inspect struct {
 // search (failed_at >= since) finds the row it was read from.
 func ms(col string) string { return `floor(extract(epoch FROM ` + col + `) * 1000)::bigint` }
 
+// deadWhere filters the dead letters on the arguments from $n on:
+// consumer, type, error substring, since, until, message ID. A null one
+// does not filter.
+func deadWhere(n int) string {
+	arg := func(i int, typ string) string { return fmt.Sprintf("$%d::%s", n+i, typ) }
+	return `(` + arg(0, "bytea") + ` IS NULL OR consumer = ` + arg(0, "bytea") + `)
+	AND (` + arg(1, "text") + ` IS NULL OR message_type = ` + arg(1, "text") + `)
+	AND (` + arg(2, "text") + ` IS NULL OR strpos(error, ` + arg(2, "text") + `) > 0)
+	AND (` + arg(3, "bigint") + ` IS NULL OR failed_at >= 'epoch'::timestamptz + ` + arg(3, "bigint") + ` * interval '1 millisecond')
+	AND (` + arg(4, "bigint") + ` IS NULL OR failed_at < 'epoch'::timestamptz + ` + arg(4, "bigint") + ` * interval '1 millisecond')
+	AND (` + arg(5, "bytea") + ` IS NULL OR message_id = ` + arg(5, "bytea") + `)`
+}
+
 // inspectColumns are DeadLetterColumns with failed_at rounded down.
 var inspectColumns = `id, consumer, message_id, message_type, payload, headers, error, attempts, ` + ms("failed_at")
 
@@ -66,17 +97,23 @@ FROM ` + dead + ` WHERE ` + consumerIs + ` GROUP BY consumer`,
 FROM ` + attempts + ` WHERE ` + consumerIs + ` GROUP BY consumer`,
 		StatsErrors: `SELECT consumer, e, n FROM (
 	SELECT consumer, e, count(*) AS n, row_number() OVER (PARTITION BY consumer ORDER BY count(*) DESC, e) AS r
-	FROM (SELECT consumer, substr(last_error, 1, $2::int) AS e FROM ` + attempts + ` WHERE ` + consumerIs + `) t
+	FROM (SELECT consumer, substr(CASE WHEN error_group <> '' THEN error_group ELSE last_error END, 1, $2::int) AS e
+		FROM ` + attempts + ` WHERE ` + consumerIs + `) t
 	GROUP BY consumer, e) c
 WHERE r <= $3::int ORDER BY consumer, n DESC, e`,
 		DeadLetterSearch: `SELECT id, consumer, message_id, message_type, NULL::bytea, headers, error, attempts, ` + ms("failed_at") + `,
 	coalesce(length(payload), 0)::bigint
 FROM ` + dead + `
-WHERE id > $1 AND ($2::bytea IS NULL OR consumer = $2::bytea) AND ($3::text IS NULL OR message_type = $3::text)
-	AND ($4::text IS NULL OR strpos(error, $4::text) > 0)
-	AND ($5::bigint IS NULL OR failed_at >= 'epoch'::timestamptz + $5::bigint * interval '1 millisecond')
-	AND ($6::bigint IS NULL OR failed_at < 'epoch'::timestamptz + $6::bigint * interval '1 millisecond')
-ORDER BY id LIMIT $7`,
+WHERE id > $1 AND ` + deadWhere(2) + ` AND ($8::text IS NULL OR error_group = $8::text)
+ORDER BY id LIMIT $9`,
+		DeadLetterGroups: `SELECT error_group, count(*), ` + ms("min(failed_at)") + `, ` + ms("max(failed_at)") + `
+FROM ` + dead + ` WHERE ` + deadWhere(1) + `
+GROUP BY error_group ORDER BY count(*) DESC, error_group LIMIT $7`,
+		Ungrouped:         `SELECT id, error FROM ` + dead + ` WHERE error_group = '' AND error <> '' ORDER BY id LIMIT $1`,
+		SetGroup:          `UPDATE ` + dead + ` SET error_group = $1 WHERE id = $2`,
+		UngroupedAttempts: `SELECT consumer, message_id, last_error FROM ` + attempts + ` WHERE error_group = '' AND last_error <> '' LIMIT $1`,
+		SetAttemptGroup: `UPDATE ` + attempts + ` SET error_group = $1
+WHERE consumer = $2 AND message_id = $3 AND last_error = $4 AND error_group = ''`,
 		DeadLetterDetail: `SELECT d.id, d.consumer, d.message_id, d.message_type, d.payload, d.headers, d.error, d.attempts, ` + ms("d.failed_at") + `,
 	CASE WHEN i.consumer IS NULL THEN 'none' WHEN i.dead THEN 'dead' ELSE 'live' END, ` + ms("i.received_at") + `,
 	coalesce(a.attempts, 0), coalesce(a.transient_failures, 0), ` + ms("a.first_failed_at") + `, ` + ms("a.last_failed_at") + `,

@@ -276,24 +276,24 @@ LEFT JOIN LATERAL (
 WHERE ins.message_id IS NULL`,
 		Unclaim:     `DELETE FROM ` + inbox + ` WHERE consumer = $1 AND message_id = $2`,
 		ClaimLookup: `SELECT fingerprint, message_type FROM ` + inbox + ` WHERE consumer = $1 AND message_id = $2`,
-		AttemptAdd: `INSERT INTO ` + attempts + ` AS a (consumer, message_id, attempts, transient_failures, last_error)
-VALUES ($1, $2, $4, $5, $3)
+		AttemptAdd: `INSERT INTO ` + attempts + ` AS a (consumer, message_id, attempts, transient_failures, last_error, error_group)
+VALUES ($1, $2, $4, $5, $3, $6)
 ON CONFLICT (consumer, message_id) DO UPDATE
 SET attempts = a.attempts + EXCLUDED.attempts, transient_failures = a.transient_failures + EXCLUDED.transient_failures,
-	last_failed_at = now(), last_error = EXCLUDED.last_error
+	last_failed_at = now(), last_error = EXCLUDED.last_error, error_group = EXCLUDED.error_group
 RETURNING attempts, transient_failures`,
 		AttemptsDelete: `DELETE FROM ` + attempts + ` WHERE consumer = $1 AND message_id = $2`,
 		DeadLetterAdd: `WITH ins AS (
 	INSERT INTO ` + inbox + ` (consumer, message_id, message_type, fingerprint, dead) VALUES ($1, $2, $3, $4, true)
 	ON CONFLICT DO NOTHING RETURNING true
 )
-INSERT INTO ` + dead + ` (consumer, message_id, message_type, payload, headers, error, attempts)
-SELECT $1, $2, $3, $5, $6, $7, $8 FROM ins
+INSERT INTO ` + dead + ` (consumer, message_id, message_type, payload, headers, error, attempts, error_group)
+SELECT $1, $2, $3, $5, $6, $7, $8, $9 FROM ins
 RETURNING id`,
 		DeadInsert: `INSERT INTO ` + inbox + ` (consumer, message_id, message_type, fingerprint, dead) VALUES ($1, $2, $3, $4, true)
 ON CONFLICT DO NOTHING RETURNING 1`,
-		DeadLetterInsert: `INSERT INTO ` + dead + ` (consumer, message_id, message_type, payload, headers, error, attempts)
-VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+		DeadLetterInsert: `INSERT INTO ` + dead + ` (consumer, message_id, message_type, payload, headers, error, attempts, error_group)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
 		DeadLetterList: `SELECT ` + DeadLetterColumns + ` FROM ` + dead + `
 WHERE consumer = $1 AND id > $2 ORDER BY id LIMIT $3`,
 		DeadLetterTake:   `DELETE FROM ` + dead + ` WHERE consumer = $1 AND id = $2 RETURNING ` + DeadLetterColumns,

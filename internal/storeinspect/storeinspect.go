@@ -14,26 +14,59 @@ import (
 )
 
 // SearchArgs are the arguments of every dialect's DeadLetterSearch, in
-// order: after id, consumer, type, error substring, since and until in
-// unix milliseconds, limit. A filter not set is nil (NULL).
+// order: after id, the filter (see filterArgs), error group, limit. A
+// filter not set is nil (NULL).
 func SearchArgs(p *store.DeadLetterSearchParams) []any {
-	args := []any{p.AfterID, nil, nil, nil, nil, nil, max(p.Limit, 1)}
+	args := append([]any{p.AfterID}, filterArgs(p)...)
+	var group any
+	if p.Group != "" {
+		group = p.Group
+	}
+	return append(args, group, max(p.Limit, 1))
+}
+
+// GroupArgs are the arguments of every dialect's DeadLetterGroups, in
+// order: the filter (see filterArgs), limit. AfterID and Group do not
+// apply.
+func GroupArgs(p *store.DeadLetterSearchParams) []any {
+	return append(filterArgs(p), max(p.Limit, 1))
+}
+
+// filterArgs are the filter's arguments in the dialects' order: consumer,
+// type, error substring, since and until in unix milliseconds, message ID.
+// A filter not set is nil (NULL).
+func filterArgs(p *store.DeadLetterSearchParams) []any {
+	args := make([]any, 6)
 	if len(p.Consumer) > 0 {
-		args[1] = p.Consumer
+		args[0] = p.Consumer
 	}
 	if p.Type != "" {
-		args[2] = p.Type
+		args[1] = p.Type
 	}
 	if p.ErrorContains != "" {
-		args[3] = p.ErrorContains
+		args[2] = p.ErrorContains
 	}
 	if !p.Since.IsZero() {
-		args[4] = p.Since.UnixMilli()
+		args[3] = p.Since.UnixMilli()
 	}
 	if !p.Until.IsZero() {
-		args[5] = p.Until.UnixMilli()
+		args[4] = p.Until.UnixMilli()
+	}
+	if p.MessageID != nil {
+		args[5] = p.MessageID
 	}
 	return args
+}
+
+// ScanGroup scans a row of the dialects' DeadLetterGroups.
+func ScanGroup(scan func(dest ...any) error) (*store.DeadLetterGroup, error) {
+	g := &store.DeadLetterGroup{}
+	var first, last int64
+	if err := scan(&g.Group, &g.Count, &first, &last); err != nil {
+		return nil, err
+	}
+	g.FirstFailedAt, g.LastFailedAt = UnixMilli(first), UnixMilli(last)
+	return g, nil
 }
 
 // UnixMilli is a time read from the database as unix milliseconds, in UTC.

@@ -62,6 +62,57 @@ func (d *Driver) DeadLetterSearch(ctx context.Context, p *store.DeadLetterSearch
 	return out, nil
 }
 
+// DeadLetterGroups counts dead letters per error group.
+func (d *Driver) DeadLetterGroups(ctx context.Context, p *store.DeadLetterSearchParams) ([]*store.DeadLetterGroup, error) {
+	var out []*store.DeadLetterGroup
+	err := d.each(ctx, d.inspect().DeadLetterGroups, storeinspect.GroupArgs(p), func(row pgx.Row) error {
+		g, err := storeinspect.ScanGroup(row.Scan)
+		out = append(out, g)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pgxstore: dead letter groups: %w", pgsql.Classify(err))
+	}
+	return out, nil
+}
+
+// fillGroups fills in the error group of the rows written before the
+// stores recorded it (internal/storeinspect's FillGroups).
+func (d *Driver) fillGroups(ctx context.Context) (int64, error) {
+	q := d.inspect()
+	dead, err := storeinspect.FillGroups(ctx, storeinspect.GroupFiller{
+		Next: func(ctx context.Context, limit int) ([]storeinspect.Ungrouped, error) {
+			rows, _ := d.pool.Query(ctx, q.Ungrouped, limit)
+			return pgx.CollectRows(rows, func(row pgx.CollectableRow) (u storeinspect.Ungrouped, err error) {
+				return u, row.Scan(&u.ID, &u.Error)
+			})
+		},
+		Set: func(ctx context.Context, u storeinspect.Ungrouped, group string) error {
+			_, err := d.pool.Exec(ctx, q.SetGroup, group, u.ID)
+			return err
+		},
+	})
+	if err != nil {
+		return dead, fmt.Errorf("pgxstore: filling in the dead letters' error groups: %w", pgsql.Classify(err))
+	}
+	attempts, err := storeinspect.FillGroups(ctx, storeinspect.GroupFiller{
+		Next: func(ctx context.Context, limit int) ([]storeinspect.Ungrouped, error) {
+			rows, _ := d.pool.Query(ctx, q.UngroupedAttempts, limit)
+			return pgx.CollectRows(rows, func(row pgx.CollectableRow) (u storeinspect.Ungrouped, err error) {
+				return u, row.Scan(&u.Consumer, &u.MessageID, &u.Error)
+			})
+		},
+		Set: func(ctx context.Context, u storeinspect.Ungrouped, group string) error {
+			_, err := d.pool.Exec(ctx, q.SetAttemptGroup, group, u.Consumer, u.MessageID, u.Error)
+			return err
+		},
+	})
+	if err != nil {
+		err = fmt.Errorf("pgxstore: filling in the attempts' error groups: %w", pgsql.Classify(err))
+	}
+	return dead + attempts, err
+}
+
 // DeadLetterGet returns a dead letter and what the other tables hold of
 // its message.
 func (d *Driver) DeadLetterGet(ctx context.Context, id int64) (*store.DeadLetterDetail, error) {

@@ -27,6 +27,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/inboxkit/inbox/internal/failgroup"
 	"github.com/inboxkit/inbox/internal/pgsql"
 	"github.com/inboxkit/inbox/store"
 )
@@ -373,7 +374,7 @@ func (d *Driver) RollbackToSavepoint(ctx context.Context, tx pgx.Tx, name string
 func (d *Driver) AttemptAdd(ctx context.Context, tx pgx.Tx, p *store.AttemptParams) (store.Attempts, error) {
 	var a store.Attempts
 	counted, transient := p.Increments()
-	err := tx.QueryRow(ctx, d.q.AttemptAdd, p.Consumer, p.MessageID, p.Error, counted, transient).Scan(&a.Counted, &a.Transient)
+	err := tx.QueryRow(ctx, d.q.AttemptAdd, p.Consumer, p.MessageID, p.Error, counted, transient, failgroup.Of(p.Error)).Scan(&a.Counted, &a.Transient)
 	return a, pgsql.Classify(err)
 }
 
@@ -386,12 +387,12 @@ func (d *Driver) AttemptsDelete(ctx context.Context, tx pgx.Tx, key store.Key) e
 // DeadLetterAdd writes a dead letter and the dead-marked inbox row.
 func (d *Driver) DeadLetterAdd(ctx context.Context, tx pgx.Tx, p *store.DeadLetterParams) (bool, error) {
 	if p.Invalid {
-		_, err := tx.Exec(ctx, d.q.DeadLetterInsert, p.Consumer, p.MessageID, p.Type, p.Payload, p.Headers, p.Error, p.Attempts)
+		_, err := tx.Exec(ctx, d.q.DeadLetterInsert, p.Consumer, p.MessageID, p.Type, p.Payload, p.Headers, p.Error, p.Attempts, failgroup.Of(p.Error))
 		return err == nil, pgsql.Classify(err)
 	}
 	var id int64
 	err := tx.QueryRow(ctx, d.q.DeadLetterAdd, p.Consumer, p.MessageID, p.Type, p.Fingerprint,
-		p.Payload, p.Headers, p.Error, p.Attempts).Scan(&id)
+		p.Payload, p.Headers, p.Error, p.Attempts, failgroup.Of(p.Error)).Scan(&id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, nil
 	}
@@ -489,8 +490,20 @@ func (d *Driver) inTx(ctx context.Context, lt time.Duration, fn func(pgx.Tx) err
 	return tx.Commit(ctx)
 }
 
-// Migrate applies the missing migrations under an advisory lock.
+// Migrate applies the missing migrations under an advisory lock. Then it
+// fills in the error groups of the dead letters and attempts written
+// before migration 5 recorded them.
 func (d *Driver) Migrate(ctx context.Context) error {
+	if err := d.applyMigrations(ctx); err != nil {
+		return err
+	}
+	_, err := d.fillGroups(ctx)
+	return err
+}
+
+// applyMigrations applies the missing migrations under an advisory lock,
+// in one transaction.
+func (d *Driver) applyMigrations(ctx context.Context) error {
 	err := pgx.BeginTxFunc(ctx, d.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, d.q.Lock, d.q.MigrateLockKey); err != nil {
 			return err

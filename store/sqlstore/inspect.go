@@ -74,6 +74,67 @@ func (d *Driver) DeadLetterSearch(ctx context.Context, p *store.DeadLetterSearch
 	return out, nil
 }
 
+// DeadLetterGroups counts dead letters per error group.
+func (d *Driver) DeadLetterGroups(ctx context.Context, p *store.DeadLetterSearchParams) ([]*store.DeadLetterGroup, error) {
+	q, err := d.inspect()
+	if err != nil {
+		return nil, err
+	}
+	var out []*store.DeadLetterGroup
+	err = d.each(ctx, q.DeadLetterGroups, storeinspect.GroupArgs(p), func(rows *sql.Rows) error {
+		g, err := storeinspect.ScanGroup(rows.Scan)
+		out = append(out, g)
+		return err
+	})
+	if err != nil {
+		return nil, d.fail("dead letter groups", err)
+	}
+	return out, nil
+}
+
+// fillGroups fills in the error group of the rows written before the
+// stores recorded it (internal/storeinspect's FillGroups).
+func (d *Driver) fillGroups(ctx context.Context) (int64, error) {
+	q, err := d.inspect()
+	if err != nil {
+		return 0, err
+	}
+	dead, err := storeinspect.FillGroups(ctx, storeinspect.GroupFiller{
+		Next: func(ctx context.Context, limit int) (out []storeinspect.Ungrouped, err error) {
+			err = d.each(ctx, q.Ungrouped, []any{limit}, func(rows *sql.Rows) error {
+				var u storeinspect.Ungrouped
+				err := rows.Scan(&u.ID, &u.Error)
+				out = append(out, u)
+				return err
+			})
+			return out, err
+		},
+		Set: func(ctx context.Context, u storeinspect.Ungrouped, group string) error {
+			_, err := d.db.ExecContext(ctx, q.SetGroup, group, u.ID)
+			return err
+		},
+	})
+	if err != nil {
+		return dead, d.fail("filling in the dead letters' error groups", err)
+	}
+	attempts, err := storeinspect.FillGroups(ctx, storeinspect.GroupFiller{
+		Next: func(ctx context.Context, limit int) (out []storeinspect.Ungrouped, err error) {
+			err = d.each(ctx, q.UngroupedAttempts, []any{limit}, func(rows *sql.Rows) error {
+				var u storeinspect.Ungrouped
+				err := rows.Scan(&u.Consumer, &u.MessageID, &u.Error)
+				out = append(out, u)
+				return err
+			})
+			return out, err
+		},
+		Set: func(ctx context.Context, u storeinspect.Ungrouped, group string) error {
+			_, err := d.db.ExecContext(ctx, q.SetAttemptGroup, group, u.Consumer, u.MessageID, u.Error)
+			return err
+		},
+	})
+	return dead + attempts, d.fail("filling in the attempts' error groups", err)
+}
+
 // DeadLetterGet returns a dead letter and what the other tables hold of
 // its message.
 func (d *Driver) DeadLetterGet(ctx context.Context, id int64) (*store.DeadLetterDetail, error) {

@@ -52,6 +52,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/inboxkit/inbox/internal/failgroup"
 	"github.com/inboxkit/inbox/internal/migrate"
 	"github.com/inboxkit/inbox/store"
 	"github.com/inboxkit/inbox/store/sqlstore/internal/sqldialect"
@@ -553,7 +554,7 @@ func (d *Driver) RollbackToSavepoint(ctx context.Context, tx *sql.Tx, name strin
 func (d *Driver) AttemptAdd(ctx context.Context, tx *sql.Tx, p *store.AttemptParams) (store.Attempts, error) {
 	var a store.Attempts
 	counted, transient := p.Increments()
-	args := []any{p.Consumer, p.MessageID, p.Error, counted, transient}
+	args := []any{p.Consumer, p.MessageID, p.Error, counted, transient, failgroup.Of(p.Error)}
 	if d.q.AttemptCount == "" {
 		err := tx.QueryRowContext(ctx, d.q.AttemptAdd, args...).Scan(&a.Counted, &a.Transient)
 		return a, d.fail("add attempt", err)
@@ -589,7 +590,7 @@ func (d *Driver) DeadLetterAdd(ctx context.Context, tx *sql.Tx, p *store.DeadLet
 		}
 	}
 	_, err := tx.ExecContext(ctx, d.q.DeadLetterInsert,
-		p.Consumer, p.MessageID, p.Type, nullBytes(p.Payload), nullBytes(p.Headers), p.Error, p.Attempts)
+		p.Consumer, p.MessageID, p.Type, nullBytes(p.Payload), nullBytes(p.Headers), p.Error, p.Attempts, failgroup.Of(p.Error))
 	if err != nil {
 		if d.dialect.TooLarge(err) {
 			err = fmt.Errorf("%w: %w", store.ErrTooLarge, err)
@@ -739,7 +740,23 @@ func (d *Driver) prune(ctx context.Context, p *store.PruneParams) (_ *store.Prun
 // statement of a migration is therefore idempotent, and a version is
 // recorded after its statements ran. A migration cut short runs again
 // cleanly.
-func (d *Driver) Migrate(ctx context.Context) (err error) {
+//
+// Then Migrate fills in the error groups of the dead letters and attempts
+// written before the migration that records them, one row at a time.
+func (d *Driver) Migrate(ctx context.Context) error {
+	if err := d.applyMigrations(ctx); err != nil {
+		return err
+	}
+	if _, ok := d.dialect.(sqldialect.Inspector); !ok {
+		return nil
+	}
+	_, err := d.fillGroups(ctx)
+	return err
+}
+
+// applyMigrations applies the missing migrations on one connection, under
+// the dialect's lock.
+func (d *Driver) applyMigrations(ctx context.Context) (err error) {
 	conn, err := d.db.Conn(ctx)
 	if err != nil {
 		return d.fail("migrate", err)

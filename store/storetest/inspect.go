@@ -14,7 +14,7 @@ import (
 )
 
 // inspector returns env's driver as a store.Inspector, failing t when it
-// is not one: every store of this module implements it.
+// is not one: every store of this repository implements it.
 func inspector[TTx any](t *testing.T, env *Env[TTx]) store.Inspector[TTx] {
 	t.Helper()
 	in, ok := env.Driver.(store.Inspector[TTx])
@@ -106,6 +106,15 @@ func testInspectStats[TTx any](t *testing.T, h Harness[TTx]) {
 	if !slices.Equal(a.TopErrors, wantTop) {
 		t.Errorf("consumer a's top errors %+v, want %+v", a.TopErrors, wantTop)
 	}
+	// Untruncated, they are one error group: "boom: <n>".
+	grouped, err := in.Stats(ctx, &store.StatsParams{Consumer: []byte("a"), TopErrors: 3, ErrorChars: 100})
+	if err != nil || len(grouped) != 1 {
+		t.Fatalf("stats of consumer a: %+v, %v", grouped, err)
+	}
+	wantTop = []store.ErrorCount{{Error: "boom: <n>", Count: 2}, {Error: "timeout", Count: 1}}
+	if !slices.Equal(grouped[0].TopErrors, wantTop) {
+		t.Errorf("consumer a's top error groups %+v, want %+v", grouped[0].TopErrors, wantTop)
+	}
 	one, err := in.Stats(ctx, &store.StatsParams{Consumer: []byte("b"), TopErrors: 1, ErrorChars: 100})
 	if err != nil || len(one) != 1 || string(one[0].Consumer) != "b" || one[0].DeadLetters != 1 ||
 		!slices.Equal(one[0].TopErrors, []store.ErrorCount{{Error: "boom: b", Count: 1}}) {
@@ -146,6 +155,13 @@ func testInspectSearch[TTx any](t *testing.T, h Harness[TTx]) {
 		{"a page of 2", store.DeadLetterSearchParams{Limit: 2}, ids[:2]},
 		{"the next page", store.DeadLetterSearchParams{AfterID: ids[1], Limit: 2}, ids[2:]},
 		{"after the last", store.DeadLetterSearchParams{AfterID: ids[2]}, nil},
+		{"message ID", store.DeadLetterSearchParams{MessageID: []byte("dead-2")}, ids[1:2]},
+		{"message ID and another consumer", store.DeadLetterSearchParams{MessageID: []byte("dead-b"), Consumer: []byte("a")}, nil},
+		{"message ID's prefix", store.DeadLetterSearchParams{MessageID: []byte("dead")}, nil},
+		{"error group", store.DeadLetterSearchParams{Group: "boom: <n>"}, ids[:2]},
+		{"error group of b", store.DeadLetterSearchParams{Group: "boom: b"}, ids[2:]},
+		{"an error is not its group", store.DeadLetterSearchParams{Group: "boom: 1"}, nil},
+		{"error group and message ID", store.DeadLetterSearchParams{Group: "boom: <n>", MessageID: []byte("dead-1")}, ids[:1]},
 	}
 	for _, tc := range tests {
 		if tc.p.Limit == 0 {

@@ -47,6 +47,8 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		// inspect.go: store.Inspector, for the command
 		{"InspectStats", testInspectStats[TTx]},
 		{"InspectSearch", testInspectSearch[TTx]},
+		{"InspectGroups", testInspectGroups[TTx]},
+		{"InspectFillGroups", testInspectFillGroups[TTx]},
 		{"InspectDiscard", testInspectDiscard[TTx]},
 		{"InspectRelease", testInspectRelease[TTx]},
 		{"InspectReleaseTwice", testInspectReleaseTwice[TTx]},

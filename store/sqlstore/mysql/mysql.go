@@ -393,21 +393,22 @@ ON DUPLICATE KEY UPDATE consumer = IF(LAST_INSERT_ID(LAST_INSERT_ID() | 1 << (FI
 	ClaimBatchLookup: `SELECT message_id, fingerprint, message_type FROM {inbox} WHERE consumer = ? AND message_id IN ({ids})`,
 	Unclaim:          `DELETE FROM {inbox} WHERE consumer = ? AND message_id = ?`,
 
-	AttemptAdd: `INSERT INTO {attempts} (consumer, message_id, last_error, attempts, transient_failures, first_failed_at, last_failed_at)
-VALUES (?, ?, ?, ?, ?, ` + mysqlNow + `, ` + mysqlNow + `)
+	AttemptAdd: `INSERT INTO {attempts} (consumer, message_id, last_error, attempts, transient_failures, first_failed_at, last_failed_at, error_group)
+VALUES (?, ?, ?, ?, ?, ` + mysqlNow + `, ` + mysqlNow + `, ?)
 ON DUPLICATE KEY UPDATE
     attempts = attempts + VALUES(attempts),
     transient_failures = transient_failures + VALUES(transient_failures),
     last_failed_at = VALUES(last_failed_at),
-    last_error = VALUES(last_error)`,
+    last_error = VALUES(last_error),
+    error_group = VALUES(error_group)`,
 	AttemptCount:   `SELECT attempts, transient_failures FROM {attempts} WHERE consumer = ? AND message_id = ?`,
 	AttemptsDelete: `DELETE FROM {attempts} WHERE consumer = ? AND message_id = ?`,
 
 	DeadInsert: `INSERT INTO {inbox} (consumer, message_id, received_at, message_type, fingerprint, dead)
 VALUES (?, ?, ` + mysqlNow + `, ?, ?, TRUE)
 ON DUPLICATE KEY UPDATE consumer = IF(LAST_INSERT_ID(1), consumer, consumer)`,
-	DeadLetterInsert: `INSERT INTO {dead_letters} (consumer, message_id, message_type, payload, headers, error, attempts, failed_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ` + mysqlNow + `)`,
+	DeadLetterInsert: `INSERT INTO {dead_letters} (consumer, message_id, message_type, payload, headers, error, attempts, failed_at, error_group)
+VALUES (?, ?, ?, ?, ?, ?, ?, ` + mysqlNow + `, ?)`,
 	DeadLetterList: `SELECT ` + mysqlDeadLetterColumns + ` FROM {dead_letters}
 WHERE consumer = ? AND id > ? ORDER BY id LIMIT ?`,
 	DeadLetterGet:    `SELECT ` + mysqlDeadLetterColumns + ` FROM {dead_letters} WHERE consumer = ? AND id = ? FOR UPDATE`,

@@ -1,6 +1,10 @@
 package sqlite
 
-import "github.com/inboxkit/inbox/store/sqlstore/internal/sqldialect"
+import (
+	"strconv"
+
+	"github.com/inboxkit/inbox/store/sqlstore/internal/sqldialect"
+)
 
 var _ sqldialect.Inspector = sqliteDialect{}
 
@@ -9,6 +13,17 @@ var _ sqldialect.Inspector = sqliteDialect{}
 func (sqliteDialect) InspectTemplates() sqldialect.InspectQueries { return sqliteInspect }
 
 const sqliteConsumerIs = `(?1 IS NULL OR consumer = ?1)`
+
+// sqliteDeadWhere filters the dead letters on the arguments from ?n on:
+// consumer, type, error substring, since, until, message ID. A NULL one
+// does not filter.
+func sqliteDeadWhere(n int) string {
+	arg := func(i int) string { return "?" + strconv.Itoa(n+i) }
+	return `(` + arg(0) + ` IS NULL OR consumer = ` + arg(0) + `) AND (` + arg(1) + ` IS NULL OR message_type = ` + arg(1) + `)
+    AND (` + arg(2) + ` IS NULL OR instr(error, ` + arg(2) + `) > 0)
+    AND (` + arg(3) + ` IS NULL OR failed_at >= ` + arg(3) + `) AND (` + arg(4) + ` IS NULL OR failed_at < ` + arg(4) + `)
+    AND (` + arg(5) + ` IS NULL OR message_id = ` + arg(5) + `)`
+}
 
 var sqliteInspect = sqldialect.InspectQueries{
 	StatsInbox: `SELECT consumer, count(*), sum(dead), min(received_at), max(received_at)
@@ -19,15 +34,22 @@ FROM {dead_letters} WHERE ` + sqliteConsumerIs + ` GROUP BY consumer`,
 FROM {attempts} WHERE ` + sqliteConsumerIs + ` GROUP BY consumer`,
 	StatsErrors: `SELECT consumer, e, n FROM (
     SELECT consumer, e, count(*) AS n, row_number() OVER (PARTITION BY consumer ORDER BY count(*) DESC, e) AS r
-    FROM (SELECT consumer, substr(last_error, 1, ?2) AS e FROM {attempts} WHERE ` + sqliteConsumerIs + `)
+    FROM (SELECT consumer, substr(CASE WHEN error_group <> '' THEN error_group ELSE last_error END, 1, ?2) AS e
+        FROM {attempts} WHERE ` + sqliteConsumerIs + `)
     GROUP BY consumer, e)
 WHERE r <= ?3 ORDER BY consumer, n DESC, e`,
 	DeadLetterSearch: `SELECT id, consumer, message_id, message_type, NULL, headers, error, attempts, failed_at, coalesce(length(payload), 0)
 FROM {dead_letters}
-WHERE id > ?1 AND (?2 IS NULL OR consumer = ?2) AND (?3 IS NULL OR message_type = ?3)
-    AND (?4 IS NULL OR instr(error, ?4) > 0)
-    AND (?5 IS NULL OR failed_at >= ?5) AND (?6 IS NULL OR failed_at < ?6)
-ORDER BY id LIMIT ?7`,
+WHERE id > ?1 AND ` + sqliteDeadWhere(2) + ` AND (?8 IS NULL OR error_group = ?8)
+ORDER BY id LIMIT ?9`,
+	DeadLetterGroups: `SELECT error_group, count(*), min(failed_at), max(failed_at)
+FROM {dead_letters} WHERE ` + sqliteDeadWhere(1) + `
+GROUP BY error_group ORDER BY count(*) DESC, error_group LIMIT ?7`,
+	Ungrouped:         `SELECT id, error FROM {dead_letters} WHERE error_group = '' AND error <> '' ORDER BY id LIMIT ?`,
+	SetGroup:          `UPDATE {dead_letters} SET error_group = ? WHERE id = ?`,
+	UngroupedAttempts: `SELECT consumer, message_id, last_error FROM {attempts} WHERE error_group = '' AND last_error <> '' LIMIT ?`,
+	SetAttemptGroup: `UPDATE {attempts} SET error_group = ?1
+WHERE consumer = ?2 AND message_id = ?3 AND last_error = ?4 AND error_group = ''`,
 	DeadLetterDetail: `SELECT d.id, d.consumer, d.message_id, d.message_type, d.payload, d.headers, d.error, d.attempts, d.failed_at,
     CASE WHEN i.consumer IS NULL THEN 'none' WHEN i.dead THEN 'dead' ELSE 'live' END, i.received_at,
     coalesce(a.attempts, 0), coalesce(a.transient_failures, 0), a.first_failed_at, a.last_failed_at, coalesce(a.last_error, '')

@@ -217,13 +217,14 @@ RETURNING message_id`,
 	ClaimBatchLookup: `SELECT message_id, fingerprint, message_type FROM {inbox} WHERE consumer = ? AND message_id IN ({ids})`,
 	Unclaim:          `DELETE FROM {inbox} WHERE consumer = ? AND message_id = ?`,
 
-	AttemptAdd: `INSERT INTO {attempts} (consumer, message_id, last_error, attempts, transient_failures, first_failed_at, last_failed_at)
-VALUES (?, ?, ?, ?, ?, ` + sqliteNow + `, ` + sqliteNow + `)
+	AttemptAdd: `INSERT INTO {attempts} (consumer, message_id, last_error, attempts, transient_failures, first_failed_at, last_failed_at, error_group)
+VALUES (?, ?, ?, ?, ?, ` + sqliteNow + `, ` + sqliteNow + `, ?)
 ON CONFLICT (consumer, message_id) DO UPDATE SET
     attempts = attempts + excluded.attempts,
     transient_failures = transient_failures + excluded.transient_failures,
     last_failed_at = excluded.last_failed_at,
-    last_error = excluded.last_error
+    last_error = excluded.last_error,
+    error_group = excluded.error_group
 RETURNING attempts, transient_failures`,
 	AttemptsDelete: `DELETE FROM {attempts} WHERE consumer = ? AND message_id = ?`,
 
@@ -231,8 +232,8 @@ RETURNING attempts, transient_failures`,
 VALUES (?, ?, ` + sqliteNow + `, ?, ?, 1)
 ON CONFLICT (consumer, message_id) DO NOTHING
 RETURNING 1`,
-	DeadLetterInsert: `INSERT INTO {dead_letters} (consumer, message_id, message_type, payload, headers, error, attempts, failed_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ` + sqliteNow + `)`,
+	DeadLetterInsert: `INSERT INTO {dead_letters} (consumer, message_id, message_type, payload, headers, error, attempts, failed_at, error_group)
+VALUES (?, ?, ?, ?, ?, ?, ?, ` + sqliteNow + `, ?)`,
 	DeadLetterList: `SELECT ` + sqliteDeadLetterColumns + ` FROM {dead_letters}
 WHERE consumer = ? AND id > ? ORDER BY id LIMIT ?`,
 	// The write transaction is the lock: SQLite has one writer.

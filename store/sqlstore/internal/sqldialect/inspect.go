@@ -29,14 +29,28 @@ type InspectQueries struct {
 	// StatsAttempts: arg consumer. Per consumer: messages, sum of
 	// attempts, sum of transient failures.
 	StatsAttempts string
-	// StatsErrors: args consumer, characters kept of each error, errors
-	// per consumer. Rows: consumer, error, messages.
+	// StatsErrors: args consumer, characters kept of each error group
+	// (the error itself where the group is not filled in), groups per
+	// consumer. Rows: consumer, error group, messages.
 	StatsErrors string
 	// DeadLetterSearch: args after id, consumer, type, error substring,
-	// since, until, limit (internal/storeinspect's SearchArgs). Columns:
-	// the dead letter's (as DeadLetterList's) with a NULL payload, then
-	// the payload's size.
+	// since, until, message ID, error group, limit
+	// (internal/storeinspect's SearchArgs). Columns: the dead letter's (as
+	// DeadLetterList's) with a NULL payload, then the payload's size.
 	DeadLetterSearch string
+	// DeadLetterGroups: args consumer, type, error substring, since,
+	// until, message ID, limit (internal/storeinspect's GroupArgs). Rows:
+	// error group, dead letters, least and greatest failed_at; the
+	// largest group first.
+	DeadLetterGroups string
+	// Ungrouped: arg limit. The ID and error of dead letters whose group
+	// is not filled in, in ID order. SetGroup: args group, ID.
+	Ungrouped, SetGroup string
+	// UngroupedAttempts: arg limit. The consumer, message ID and last
+	// error of attempts rows whose group is not filled in.
+	// SetAttemptGroup: args group, consumer, message ID, and the last
+	// error the group is of.
+	UngroupedAttempts, SetAttemptGroup string
 	// DeadLetterDetail: arg id. Columns: the dead letter's, then the
 	// inbox row's state ('dead', 'live', 'none') and received_at, the
 	// attempts' counts, first and last failure and last error
@@ -66,7 +80,8 @@ func RenderInspect(q InspectQueries, t store.Tables, quote func(string) string) 
 	)
 	for _, s := range []*string{
 		&q.StatsInbox, &q.StatsDeadLetters, &q.StatsAttempts, &q.StatsErrors,
-		&q.DeadLetterSearch, &q.DeadLetterDetail, &q.DeadLetterTakeID, &q.DeadLetterLockID, &q.DeadLetterDeleteID,
+		&q.DeadLetterSearch, &q.DeadLetterGroups, &q.Ungrouped, &q.SetGroup, &q.UngroupedAttempts, &q.SetAttemptGroup,
+		&q.DeadLetterDetail, &q.DeadLetterTakeID, &q.DeadLetterLockID, &q.DeadLetterDeleteID,
 		&q.Release, &q.ReleaseDead, &q.LiveRow,
 	} {
 		*s = r.Replace(*s)
