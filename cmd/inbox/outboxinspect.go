@@ -226,7 +226,7 @@ func writeOutboxRows(w io.Writer, rows []*store.OutboxInfo) error {
 	fmt.Fprintln(tw, "SEQ\tSTATE\tMESSAGE ID\tDESTINATION\tKEY\tTYPE\tCREATED AT\tATTEMPTS\tBYTES\tERROR")
 	for _, r := range rows {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", r.Seq, r.State(), text(r.ID), text([]byte(r.Destination)),
-			orDash(r.Key), orDash([]byte(r.Type)), timeJSON(r.CreatedAt), r.Attempts, r.PayloadSize, shorten(text([]byte(r.LastError)), 60))
+			orDash(r.Key), orDash([]byte(r.Type)), timeJSON(r.CreatedAt), r.Attempts, r.PayloadSize, orDash([]byte(shorten(r.LastError, 60))))
 	}
 	return tw.Flush()
 }
@@ -444,7 +444,7 @@ func outboxStats(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		if t.IsZero() {
 			return nil
 		}
-		secs := s.Now.Sub(t).Seconds()
+		secs := float64(s.Now.Sub(t).Milliseconds()) / 1000 // 8.399, not 8.399000000000001
 		return &secs
 	}
 	j := outboxStatsJSON{DatabaseTime: timeJSON(s.Now), Pending: s.Pending, Due: s.Due, OldestPending: timeJSON(s.OldestPending),
