@@ -15,8 +15,13 @@
 //	                                publish one consumer's dead letters again with their IDs and release their dead rows, once
 //	inbox check -postgres DSN [-nats URL -stream S | -amqp URL -queue Q] [-retention D] [-json]
 //	                                schema version, durability settings, retention against the broker's window
-//	inbox outbox (parked | unpark SEQ... | discard SEQ...) -postgres DSN [-json]
-//	                                list parked outbox rows, publish them again, or delete them
+//	inbox outbox stats -postgres DSN [-json]
+//	                                count pending and parked outbox rows, the age of the oldest pending one
+//	inbox outbox list -postgres DSN [-pending | -parked] [filters] [-after SEQ] [-limit N] [-json]
+//	inbox outbox show -postgres DSN [-json] (SEQ | -message-id ID)
+//	                                one outbox row: payload (text or base64), headers, error, attempts, times
+//	inbox outbox (unpark | discard) -postgres DSN [-dry-run] (SEQ... | -all [filters])
+//	                                publish parked outbox rows again, or delete them (parked: list -parked)
 //
 // Each command's -h prints its manual: synopsis, description, flags,
 // examples, exit status. Data goes to stdout (JSON with -json), errors to
@@ -107,8 +112,8 @@ commands:
   dead-letters (list | show | discard | replay)
             look into dead letters, delete them, or send them back through their broker
   check     check the schema version, durability settings and retention against the broker
-  outbox (parked | unpark | discard)
-            list parked outbox rows, publish them again, or delete them
+  outbox (stats | list | show | unpark | discard | parked)
+            count and look into outbox rows, publish parked ones again, or delete them
 
 Run 'inbox <command> -h' for a command's manual.
 

@@ -89,6 +89,10 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"OutboxKeepPublished", testOutboxKeepPublished[TTx]},
 		{"OutboxSchemaChecked", testOutboxSchemaChecked[TTx]},
 		{"OutboxRunWakes", testOutboxRunWakes[TTx]},
+		// outboxinspect.go: store.OutboxInspector, for the command
+		{"OutboxInspectStats", testOutboxInspectStats[TTx]},
+		{"OutboxInspectSearch", testOutboxInspectSearch[TTx]},
+		{"OutboxInspectGet", testOutboxInspectGet[TTx]},
 		// batch.go: ProcessBatch
 		{"BatchOutcomes", testBatchOutcomes[TTx]},
 		{"BatchFailures", testBatchFailures[TTx]},
