@@ -20,7 +20,8 @@ var outboxCommand = command{
 		"inbox outbox stats " + storeSynopsis + " [-json]\n" +
 		"inbox outbox unpark " + storeSynopsis + " [-json] [-dry-run]\n    (SEQ... | -all [filters])\n" +
 		"inbox outbox discard " + storeSynopsis + " [-json] [-dry-run]\n    (SEQ... | -all [filters])\n" +
-		"inbox outbox parked " + storeSynopsis + "\n    [filters] [-after SEQ] [-limit N] [-json]",
+		"inbox outbox parked " + storeSynopsis + "\n    [filters] [-after SEQ] [-limit N] [-json]\n" +
+		"[filters]: " + outboxFilterSynopsis,
 	description: `The outbox's rows not yet published: pending ones, which a relay will
 publish, and parked ones, which it gave up on after MaxAttempts failed
 publications or a failure that no retry fixes. Parked rows are kept and not
