@@ -100,13 +100,14 @@ func labelStep(minutes int) int {
 	return 720
 }
 
-// niceCeil is the least of 2, 4 or 10 times a power of ten that is at
-// least n and 2: the middle label is then a whole number.
+// niceCeil is the least of 2, 4, 5, 6, 8 or 10 times a power of ten
+// that is at least n and 2, and even: the middle label is then a whole
+// number.
 func niceCeil(n int64) int64 {
 	for p := int64(1); ; p *= 10 {
-		for _, m := range []int64{2, 4, 10} {
-			if m*p >= n && m*p >= 2 {
-				return m * p
+		for _, m := range []int64{2, 4, 5, 6, 8, 10} {
+			if v := m * p; v >= n && v >= 2 && v%2 == 0 {
+				return v
 			}
 		}
 	}

@@ -95,7 +95,7 @@ func TestChart(t *testing.T) {
 	if b := c.Bars[2]; b.H < 1 || b.Title != "00:00 UTC: 1 message" {
 		t.Errorf("the last bar %+v: want at least 1 high, titled 00:00 UTC: 1 message", b)
 	}
-	for n, want := range map[int64]int64{0: 2, 1: 2, 3: 4, 5: 10, 10: 10, 11: 20, 399: 400, 401: 1000} {
+	for n, want := range map[int64]int64{0: 2, 1: 2, 3: 4, 5: 6, 7: 8, 10: 10, 11: 20, 41: 50, 399: 400, 401: 500, 499: 500, 501: 600} {
 		if got := niceCeil(n); got != want {
 			t.Errorf("niceCeil(%d) = %d, want %d", n, got, want)
 		}
