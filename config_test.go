@@ -151,6 +151,8 @@ func TestNilArguments(t *testing.T) {
 			return err
 		}},
 		{"ProcessTx nil handler", func() error { _, err := ib.ProcessTx(ctx, struct{}{}, Message{ID: "a"}, nil); return err }},
+		{"Replay nil inbox", func() error { _, err := (*Inbox[struct{}])(nil).Replay(ctx, 1, h); return err }},
+		{"Replay nil handler", func() error { _, err := ib.Replay(ctx, 1, nil); return err }},
 		{"New nil driver", func() error { _, err := New[struct{}](ctx, nil, &Config{Consumer: "c"}); return err }},
 		{"New typed nil driver", func() error { _, err := New[struct{}](ctx, (*ptrDriver)(nil), &Config{Consumer: "c"}); return err }},
 		{"Migrate nil driver", func() error { return Migrate[struct{}](ctx, nil) }},

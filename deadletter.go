@@ -118,7 +118,12 @@ func deadLetterFrom(r *store.DeadLetter, scopeByType bool) (DeadLetter, error) {
 // the first. It then gets [ErrDeadLetterNotFound], or a lock timeout. Hooks
 // are told of the outcome once the dead letter was read. A failure is told
 // as Retry.
+//
+// A nil inbox or handler is an error wrapping [ErrInvalidConfig].
 func (ib *Inbox[TTx]) Replay(ctx context.Context, id int64, h Handler[TTx]) (Outcome, error) {
+	if err := checkArgs(ib, h); err != nil {
+		return Outcome{Status: Retry}, err
+	}
 	start := time.Now()
 	tx, err := ib.driver.Begin(ctx, &store.BeginParams{LockTimeout: ib.cfg.LockTimeout})
 	if err != nil {

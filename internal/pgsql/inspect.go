@@ -57,6 +57,12 @@ type Inspect struct {
 	DeadLetterDeleteID string
 	// DeadLetterDiscard: $1 ids bigint[]. Returns the ids deleted.
 	DeadLetterDiscard string
+	// Throughput: $1 consumer, $2 since. Rows: consumer, minute, inbox
+	// rows; by consumer and minute.
+	Throughput string
+	// Retrying: $1 consumer. Rows: consumer, messages, sum of attempts,
+	// least first_failed_at; of the attempts rows without an inbox row.
+	Retrying string
 	// Release deletes the message's attempts and its inbox row if dead:
 	// $1 consumer, $2 message_id. Returns whether a live row is there.
 	Release string
@@ -109,6 +115,15 @@ ORDER BY id LIMIT $9`,
 		DeadLetterGroups: `SELECT error_group, count(*), ` + ms("min(failed_at)") + `, ` + ms("max(failed_at)") + `
 FROM ` + dead + ` WHERE ` + deadWhere(1) + `
 GROUP BY error_group ORDER BY count(*) DESC, error_group LIMIT $7`,
+		Throughput: `SELECT consumer, ` + ms("date_trunc('minute', received_at)") + ` AS m, count(*)
+FROM ` + inbox + `
+WHERE received_at >= 'epoch'::timestamptz + $2::bigint * interval '1 millisecond' AND ` + consumerIs + `
+GROUP BY consumer, m ORDER BY consumer, m`,
+		Retrying: `SELECT a.consumer, count(*), sum(a.attempts)::bigint, ` + ms("min(a.first_failed_at)") + `
+FROM ` + attempts + ` a
+WHERE ($1::bytea IS NULL OR a.consumer = $1::bytea)
+	AND NOT EXISTS (SELECT 1 FROM ` + inbox + ` i WHERE i.consumer = a.consumer AND i.message_id = a.message_id)
+GROUP BY a.consumer ORDER BY a.consumer`,
 		Ungrouped:         `SELECT id, error FROM ` + dead + ` WHERE error_group = '' AND error <> '' ORDER BY id LIMIT $1`,
 		SetGroup:          `UPDATE ` + dead + ` SET error_group = $1 WHERE id = $2`,
 		UngroupedAttempts: `SELECT consumer, message_id, last_error FROM ` + attempts + ` WHERE error_group = '' AND last_error <> '' LIMIT $1`,

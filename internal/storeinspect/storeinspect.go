@@ -191,3 +191,42 @@ func ScanInfo(scan func(dest ...any) error) (*store.DeadLetterInfo, error) {
 	dl.FailedAt = UnixMilli(failedAt)
 	return info, nil
 }
+
+// consumerArg is a consumer filter as an argument: nil (NULL) for none.
+func consumerArg(c []byte) any {
+	if len(c) == 0 {
+		return nil
+	}
+	return c
+}
+
+// ThroughputArgs are the arguments of every dialect's Throughput:
+// consumer, since in unix milliseconds.
+func ThroughputArgs(p *store.ThroughputParams) []any {
+	return []any{consumerArg(p.Consumer), p.Since.UnixMilli()}
+}
+
+// RetryingArgs are the arguments of every dialect's Retrying: consumer.
+func RetryingArgs(consumer []byte) []any { return []any{consumerArg(consumer)} }
+
+// ScanBucket scans a row of the dialects' Throughput.
+func ScanBucket(scan func(dest ...any) error) (*store.ThroughputBucket, error) {
+	b := &store.ThroughputBucket{}
+	var minute int64
+	if err := scan(&b.Consumer, &minute, &b.Count); err != nil {
+		return nil, err
+	}
+	b.Minute = UnixMilli(minute)
+	return b, nil
+}
+
+// ScanRetrying scans a row of the dialects' Retrying.
+func ScanRetrying(scan func(dest ...any) error) (*store.RetryingStats, error) {
+	r := &store.RetryingStats{}
+	var oldest int64
+	if err := scan(&r.Consumer, &r.Messages, &r.Attempts, &oldest); err != nil {
+		return nil, err
+	}
+	r.OldestFailedAt = UnixMilli(oldest)
+	return r, nil
+}

@@ -49,6 +49,8 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"InspectSearch", testInspectSearch[TTx]},
 		{"InspectGroups", testInspectGroups[TTx]},
 		{"InspectFillGroups", testInspectFillGroups[TTx]},
+		{"ActivityThroughput", testActivityThroughput[TTx]},
+		{"ActivityRetrying", testActivityRetrying[TTx]},
 		{"InspectDiscard", testInspectDiscard[TTx]},
 		{"InspectRelease", testInspectRelease[TTx]},
 		{"InspectReleaseTwice", testInspectReleaseTwice[TTx]},

@@ -59,6 +59,15 @@ ORDER BY t.id LIMIT ?`,
 FROM {dead_letters} t CROSS JOIN (SELECT ` + mysqlDeadArgs + `) p
 WHERE ` + mysqlDeadWhere + `
 GROUP BY t.error_group ORDER BY COUNT(*) DESC, t.error_group LIMIT ?`,
+	Throughput: `SELECT t.consumer, (` + mysqlMs("t.received_at") + ` DIV 60000) * 60000 AS m, COUNT(*)
+FROM {inbox} t CROSS JOIN (SELECT CAST(? AS BINARY) AS c, ? AS since) p
+WHERE t.received_at >= ` + mysqlFromMs("p.since") + ` AND ` + mysqlConsumerIs + `
+GROUP BY t.consumer, m ORDER BY t.consumer, m`,
+	Retrying: `SELECT t.consumer, COUNT(*), SUM(t.attempts), ` + mysqlMs("MIN(t.first_failed_at)") + `
+FROM {attempts} t CROSS JOIN (SELECT CAST(? AS BINARY) AS c) p
+WHERE ` + mysqlConsumerIs + `
+    AND NOT EXISTS (SELECT 1 FROM {inbox} i WHERE i.consumer = t.consumer AND i.message_id = t.message_id)
+GROUP BY t.consumer ORDER BY t.consumer`,
 	Ungrouped:         `SELECT id, error FROM {dead_letters} WHERE error_group = '' AND error <> '' ORDER BY id LIMIT ?`,
 	SetGroup:          `UPDATE {dead_letters} SET error_group = ? WHERE id = ?`,
 	UngroupedAttempts: `SELECT consumer, message_id, last_error FROM {attempts} WHERE error_group = '' AND last_error <> '' LIMIT ?`,

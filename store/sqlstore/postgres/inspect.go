@@ -19,6 +19,8 @@ func (postgresDialect) InspectTemplates() sqldialect.InspectQueries {
 		StatsErrors:        s.StatsErrors,
 		DeadLetterSearch:   s.DeadLetterSearch,
 		DeadLetterGroups:   s.DeadLetterGroups,
+		Throughput:         s.Throughput,
+		Retrying:           s.Retrying,
 		Ungrouped:          s.Ungrouped,
 		SetGroup:           s.SetGroup,
 		UngroupedAttempts:  s.UngroupedAttempts,

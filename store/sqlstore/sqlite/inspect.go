@@ -45,6 +45,14 @@ ORDER BY id LIMIT ?9`,
 	DeadLetterGroups: `SELECT error_group, count(*), min(failed_at), max(failed_at)
 FROM {dead_letters} WHERE ` + sqliteDeadWhere(1) + `
 GROUP BY error_group ORDER BY count(*) DESC, error_group LIMIT ?7`,
+	Throughput: `SELECT consumer, (received_at / 60000) * 60000 AS m, count(*)
+FROM {inbox} WHERE received_at >= ?2 AND ` + sqliteConsumerIs + `
+GROUP BY consumer, m ORDER BY consumer, m`,
+	Retrying: `SELECT a.consumer, count(*), sum(a.attempts), min(a.first_failed_at)
+FROM {attempts} a
+WHERE (?1 IS NULL OR a.consumer = ?1)
+    AND NOT EXISTS (SELECT 1 FROM {inbox} i WHERE i.consumer = a.consumer AND i.message_id = a.message_id)
+GROUP BY a.consumer ORDER BY a.consumer`,
 	Ungrouped:         `SELECT id, error FROM {dead_letters} WHERE error_group = '' AND error <> '' ORDER BY id LIMIT ?`,
 	SetGroup:          `UPDATE {dead_letters} SET error_group = ? WHERE id = ?`,
 	UngroupedAttempts: `SELECT consumer, message_id, last_error FROM {attempts} WHERE error_group = '' AND last_error <> '' LIMIT ?`,
