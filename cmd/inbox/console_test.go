@@ -198,3 +198,13 @@ func TestConsoleAuth(t *testing.T) {
 		})
 	}
 }
+
+// TestConsoleHidesPassword: a database that refuses the console leaves
+// its DSN's password out of stderr.
+func TestConsoleHidesPassword(t *testing.T) {
+	noConsoleEnv(t)
+	code, stdout, stderr := runCmd(t, "console", "-listen", "127.0.0.1:0", "-postgres", "postgres://app:hunter2-secret@127.0.0.1:1/app?connect_timeout=2")
+	if code != exitFailure || stdout != "" || stderr == "" || strings.Contains(stderr, "hunter2") {
+		t.Errorf("exit %d, stderr %q; want 1 and an error without the password", code, stderr)
+	}
+}
