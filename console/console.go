@@ -88,18 +88,16 @@ func (a Auth) set() bool { return a.Token != "" || a.Password != "" }
 
 // Console is the web console, an [http.Handler]. Make one with [New].
 type Console struct {
-	cfg     Config
-	log     *slog.Logger
-	dl      deadLetters     // nil without store.Inspector
-	outbox  outboxInspector // nil without store.OutboxInspector
-	act     activity        // nil without store.ActivityInspector
-	mux     *http.ServeMux
-	token   [sha256.Size]byte
-	user    [sha256.Size]byte
-	pass    [sha256.Size]byte
-	realm   string
-	now     func() time.Time
-	pageMax int
+	cfg    Config
+	log    *slog.Logger
+	dl     deadLetters     // nil without store.Inspector
+	outbox outboxInspector // nil without store.OutboxInspector
+	act    activity        // nil without store.ActivityInspector
+	mux    *http.ServeMux
+	token  [sha256.Size]byte
+	user   [sha256.Size]byte
+	pass   [sha256.Size]byte
+	now    func() time.Time
 }
 
 // The parts of the store seam the console reads. Inspector is generic

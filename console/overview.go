@@ -17,8 +17,7 @@ const overviewGroups = 3
 type overviewPage struct {
 	base
 	Window string
-	// Missing names the interfaces the driver lacks, for the page to say
-	// what it cannot show.
+	// The interfaces the driver lacks: the page says what it cannot show.
 	NoInspector, NoActivity, NoOutbox bool
 	Consumers                         []*consumerView
 	Outbox                            *outboxStatsView
