@@ -22,6 +22,8 @@
 //	                                one outbox row: payload (text or base64), headers, error, attempts, times
 //	inbox outbox (unpark | discard) -postgres DSN [-dry-run] (SEQ... | -all [filters])
 //	                                publish parked outbox rows again, or delete them (parked: list -parked)
+//	inbox console -postgres DSN [-listen 127.0.0.1:8080] [-read-only] [-token-file PATH]
+//	                                serve the read-only web console; off loopback it needs a token or a password
 //
 // Each command's -h prints its manual: synopsis, description, flags,
 // examples, exit status. Data goes to stdout (JSON with -json), errors to
@@ -114,6 +116,7 @@ commands:
   check     check the schema version, durability settings and retention against the broker
   outbox (stats | list | show | unpark | discard | parked)
             count and look into outbox rows, publish parked ones again, or delete them
+  console   serve the read-only web console: throughput, retries, dead letters, the outbox
 
 Run 'inbox <command> -h' for a command's manual.
 
@@ -132,6 +135,7 @@ var commands = map[string]func(ctx context.Context, args []string, stdout, stder
 	"dead-letters": deadLetters,
 	"check":        checkCmd,
 	"outbox":       outboxCmd,
+	"console":      consoleCmd,
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/inboxkit/inbox"
+	"github.com/inboxkit/inbox/console"
 	"github.com/inboxkit/inbox/internal/redact"
 	"github.com/inboxkit/inbox/store"
 	"github.com/inboxkit/inbox/store/pgxstore"
@@ -60,6 +61,13 @@ type opened struct {
 	close   func()
 	// inspect is the store's store.Inspector.
 	inspect inspection
+	// console makes a web console on the store's driver.
+	console func(cfg *console.Config) (*console.Console, error)
+}
+
+// consoleOf makes opened.console for driver d.
+func consoleOf[TTx any](d store.Driver[TTx]) func(cfg *console.Config) (*console.Console, error) {
+	return func(cfg *console.Config) (*console.Console, error) { return console.New(d, cfg) }
 }
 
 // open opens the selected store. A SQLite file that does not exist is
@@ -93,7 +101,7 @@ func (s *storeFlags) open(ctx context.Context, create bool, stderr io.Writer) (*
 				`SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = COALESCE(NULLIF(?, ''), DATABASE()) AND table_name = ?`,
 				tables.Schema, tables.Prefix+"inbox_migrations")
 		}
-		return &opened{d, applied, func() { db.Close() }, checked(newInspection(d), applied)}, nil
+		return &opened{d, applied, func() { db.Close() }, checked(newInspection(d), applied), consoleOf(d)}, nil
 	case s.postgres != "":
 		pool, err := pgxpool.New(ctx, s.postgres)
 		if err != nil {
@@ -114,7 +122,7 @@ func (s *storeFlags) open(ctx context.Context, create bool, stderr io.Writer) (*
 			rows, _ := pool.Query(ctx, `SELECT version FROM `+name)
 			return pgx.CollectRows(rows, pgx.RowTo[int])
 		}
-		return &opened{d, applied, pool.Close, checked(newInspection(d), applied)}, nil
+		return &opened{d, applied, pool.Close, checked(newInspection(d), applied), consoleOf(d)}, nil
 	case s.sqlite != "":
 		if _, err := os.Stat(s.sqlite); !create && errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("no SQLite database at %s (inbox migrate -sqlite %s creates it)", s.sqlite, s.sqlite)
@@ -132,7 +140,7 @@ func (s *storeFlags) open(ctx context.Context, create bool, stderr io.Writer) (*
 			return sqlVersions(ctx, db, tables.Name("inbox_migrations", store.QuoteDouble),
 				`SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = ?`, tables.Prefix+"inbox_migrations")
 		}
-		return &opened{d, applied, func() { db.Close() }, checked(newInspection(d), applied)}, nil
+		return &opened{d, applied, func() { db.Close() }, checked(newInspection(d), applied), consoleOf(d)}, nil
 	}
 	return nil, s.usage(stderr, "give -postgres DSN, -mysql DSN or -sqlite FILE")
 }
