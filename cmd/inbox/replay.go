@@ -41,7 +41,7 @@ var replayCommand = command{
      -kafka BROKERS -topic T | -sqs QUEUE_URL [-sqs-endpoint URL])
     [-type-header H] [-id-header H]
     -consumer C [-scope-id-by-type] [-timeout D] [-lock-timeout D] [-json]
-    (ID... | -all ` + filterSynopsis + ")",
+    (ID... | -all ` + filterSynopsis + " [-dry-run])",
 	description: `Sends dead letters of one consumer back through their broker, so that
 this consumer, running with its handler fixed, processes each once: it
 publishes the payload, headers and type with the message's original ID
@@ -87,7 +87,8 @@ too, waits meanwhile. The effect happens once, whatever happens:
     letter is removed, as inbox.Replay does.
 With -all, the dead letters replayed are those selected when the command
 starts: one that the consumer dead-letters again meanwhile is left for the
-next run.
+next run. -all -dry-run prints them, and their count, without connecting
+to the broker: nothing is published, nothing released.
 Each dead letter is printed as its transaction commits, and a failure does
 not stop the others. When some were replayed and another failed (a locked
 row, a duplicate window), the exit status is 5 (partly done): stdout lists
@@ -148,6 +149,21 @@ func (b *brokerFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&b.sqs, "sqs", "", "SQS queue URL, e.g. https://sqs.eu-west-1.amazonaws.com/123456789012/payments (credentials and region as the AWS CLI finds them)")
 	fs.StringVar(&b.sqsEndpoint, "sqs-endpoint", "", "with -sqs: the SQS endpoint URL, for an emulator or LocalStack (default: AWS's, or AWS_ENDPOINT_URL_SQS)")
 	fs.DurationVar(&b.timeout, "timeout", DefaultPublishTimeout, "how long to wait for the broker to confirm each publish (the release's transaction stays open meanwhile: keep it below the consumers' lock timeout)")
+}
+
+// shown is the destination as the output shows it (validate first).
+func (b *brokerFlags) shown() string {
+	switch {
+	case b.nats != "":
+		return "NATS subject " + strconv.Quote(b.subject)
+	case b.kafka != "":
+		return "Kafka topic " + strconv.Quote(b.topic)
+	case b.sqs != "":
+		return "SQS queue " + strconv.Quote(redact.DSN(b.sqs))
+	case b.exchange != "":
+		return fmt.Sprintf("RabbitMQ exchange %q, routing key %q", b.exchange, b.routingKey)
+	}
+	return "RabbitMQ routing key " + strconv.Quote(b.routingKey)
 }
 
 // kafkaTopic is a topic name Kafka accepts.
@@ -365,12 +381,24 @@ func dlReplay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	scope := fs.Bool("scope-id-by-type", false, "the consumer scopes IDs by type (inbox.Config.ScopeIDByType): publish the ID and type that the dead letter's key holds")
 	lockTimeout := fs.Duration("lock-timeout", inbox.DefaultLockTimeout, "how long to wait for a dead letter's lock (another replay of it; SQLite: the database's write lock); MySQL/MariaDB round it up to whole seconds, at least 1s")
 	asJSON := fs.Bool("json", false, "write JSON (an array, one object per dead letter)")
+	dryRun := fs.Bool("dry-run", false, "with -all: print the dead letters that would be replayed; publish nothing, release nothing")
 	list, p, err := ff.selection(fs, args, all, stdout, stderr)
 	if err != nil {
 		return err
 	}
 	if err := bf.validate(); err != nil {
 		return usageError(fs, stderr, "%v", err)
+	}
+	if *dryRun {
+		if !*all {
+			return usageError(fs, stderr, "-dry-run goes with -all")
+		}
+		d, err := sf.open(ctx, false, stderr)
+		if err != nil {
+			return err
+		}
+		defer d.close()
+		return dryRunAll(ctx, d.inspect, p, "replay", bf.shown(), *asJSON, stdout)
 	}
 	dest, err := bf.publisher(ctx)
 	if err != nil {
