@@ -536,7 +536,9 @@ transaction fails and deletes nothing.
 is left for the next run), 500 a transaction, and prints each batch as it
 commits. A failure after a batch committed exits 5 (partly done): the
 dead letters printed are deleted, the others are not; run it again for
-them. With -json, the output then holds the error too. With -dry-run,
+them. With -json, the output then holds the error too. On a terminal,
+stderr shows the progress: dead letters done, the rate, the time left
+(not with -json). With -dry-run,
 -all prints the dead letters it would discard, and their count, and
 deletes nothing.`,
 	examples: `inbox dead-letters discard -sqlite inbox.db 41 42
@@ -570,7 +572,7 @@ func dlDiscard(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	var deleted, missing []int64
 	if *all {
-		deleted, err = discardAll(ctx, d.inspect, p, *asJSON, stdout)
+		deleted, err = discardAll(ctx, d.inspect, p, *asJSON, stdout, stderr)
 	} else {
 		deleted, err = d.inspect.DeadLetterDiscard(ctx, list)
 		for _, id := range list {
@@ -611,18 +613,22 @@ func dlDiscard(ctx context.Context, args []string, stdout, stderr io.Writer) err
 // made meanwhile is left), a batch of discardPage in a transaction at a
 // time, and prints each batch as it commits unless asJSON. It returns
 // those deleted, with the error that stopped it.
-func discardAll(ctx context.Context, in inspection, p *store.DeadLetterSearchParams, asJSON bool, stdout io.Writer) ([]int64, error) {
+func discardAll(ctx context.Context, in inspection, p *store.DeadLetterSearchParams, asJSON bool, stdout, stderr io.Writer) ([]int64, error) {
 	ids, err := selectIDs(ctx, in, p)
 	if err != nil {
 		return nil, err
 	}
+	prog := newProgress(stderr, asJSON, "discarded", "dead letter", len(ids))
+	defer prog.finish()
 	var deleted []int64
 	for batch := range slices.Chunk(ids, discardPage) {
 		got, err := in.DeadLetterDiscard(ctx, batch)
 		deleted = append(deleted, got...)
 		if !asJSON {
+			prog.clear()
 			printDiscarded(stdout, got)
 		}
+		prog.add(len(batch))
 		if err != nil {
 			return deleted, err
 		}

@@ -88,7 +88,9 @@ too, waits meanwhile. The effect happens once, whatever happens:
 With -all, the dead letters replayed are those selected when the command
 starts: one that the consumer dead-letters again meanwhile is left for the
 next run. -all -dry-run prints them, and their count, without connecting
-to the broker: nothing is published, nothing released.
+to the broker: nothing is published, nothing released. On a terminal,
+stderr shows the progress of -all: dead letters done, the rate, the time
+left (not with -json).
 Each dead letter is printed as its transaction commits, and a failure does
 not stop the others. When some were replayed and another failed (a locked
 row, a duplicate window), the exit status is 5 (partly done): stdout lists
@@ -443,6 +445,7 @@ func (rp *replayer) run(ctx context.Context, list []int64, all bool, p *store.De
 	var results []replayJSON
 	var worst error // the failure that sets the exit status (worse)
 	done := 0       // replayed, or removed (processed since)
+	prog := newProgress(stderr, asJSON || !all, "went through", "dead letter", len(list))
 	for _, id := range list {
 		if err = ctx.Err(); err != nil {
 			break
@@ -453,6 +456,7 @@ func (rp *replayer) run(ctx context.Context, list []int64, all bool, p *store.De
 			done++
 		}
 		worst = worse(worst, r.err)
+		prog.clear()
 		switch {
 		case asJSON:
 		case r.err != nil:
@@ -460,7 +464,9 @@ func (rp *replayer) run(ctx context.Context, list []int64, all bool, p *store.De
 		default:
 			fmt.Fprintln(stdout, r.done)
 		}
+		prog.add(1)
 	}
+	prog.finish()
 	if asJSON {
 		if results == nil {
 			results = []replayJSON{}

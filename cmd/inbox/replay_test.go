@@ -47,6 +47,7 @@ func TestMain(m *testing.M) {
 			_ = os.Setenv(k, v)
 		}
 	}
+	progressInterval = 0 // every add writes on a terminal: a test of quiet means something
 	// The emulator's queues are made before any traffic (see sqsenv).
 	if err := sqsenv.Precreate(2, 2); err != nil {
 		fmt.Fprintln(os.Stderr, err)
