@@ -53,10 +53,10 @@ Nats-Rollup or x-death, are left out.
 
 -consumer is required: a dead letter of another consumer is refused
 (nothing published, nothing changed). The destination (-subject,
--exchange and -routing-key, -topic, or the queue) must reach that consumer alone: every other
-consumer of the subject or exchange gets a copy too, and processes it
-unless it holds the message's row (one that never had the message, or
-whose row was pruned, processes it).
+-exchange and -routing-key, -topic, or the queue) must reach that
+consumer alone: every other consumer of it gets a copy too, and
+processes it unless it holds the message's row (one that never had the
+message, or whose row was pruned, processes it).
 
 The consumer must key messages by their broker ID: a custom
 ConsumerConfig.ID is not supported (the copy would be claimed under the
@@ -105,13 +105,14 @@ in .fifo) drops a message whose ID it saw within 5 minutes, and reports
 it sent: so a dead letter that failed less than 5 minutes ago is not
 replayed to one (exit 75, nothing changed). SQS cannot tell a replay
 killed before its COMMIT: after one, wait 5 minutes before running it
-again, or the copy is dropped while the dead letter is removed.
+again, or the copy is dropped while the dead letter is removed. A COMMIT
+that fails after the publish leaves it unknown whether the replay
+happened; either way the effect happens at most once: run the command
+again.
 
 SQS credentials and region come as the AWS CLI finds them: AWS_PROFILE,
 AWS_ACCESS_KEY_ID, AWS_REGION, ~/.aws, SSO, an instance role. Without a
-region, the one in the queue URL is taken. A COMMIT that fails after the
-publish leaves it unknown whether the replay happened; either way the
-effect happens at most once: run the command again.
+region, the one in the queue URL is taken.
 
 A dead letter without its payload (the database refused it) or with an
 invalid ID cannot be replayed: discard it.`,
