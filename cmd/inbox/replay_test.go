@@ -36,6 +36,9 @@ import (
 // this binary as a child (INBOX_CMD_MAIN=1): so that a test can SIGKILL a
 // replay midway (killPointEnv).
 func TestMain(m *testing.M) {
+	// Every add writes on a terminal, also in a command run as a child:
+	// a test of quiet means something, and a short one shows progress.
+	progressInterval = 0
 	if os.Getenv("INBOX_CMD_MAIN") == "1" {
 		os.Exit(exitCode(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 	}
@@ -47,7 +50,6 @@ func TestMain(m *testing.M) {
 			_ = os.Setenv(k, v)
 		}
 	}
-	progressInterval = 0 // every add writes on a terminal: a test of quiet means something
 	// The emulator's queues are made before any traffic (see sqsenv).
 	if err := sqsenv.Precreate(2, 2); err != nil {
 		fmt.Fprintln(os.Stderr, err)
