@@ -30,7 +30,8 @@ const (
 	// (discard -all, replay, outbox unpark and discard).
 	exitPartial = 5
 	// exitTempFail: nothing changed, and running the command again later
-	// may succeed (a NATS duplicate window; sysexits.h's EX_TEMPFAIL).
+	// may succeed (a NATS duplicate window, an SQS FIFO queue's
+	// deduplication interval; sysexits.h's EX_TEMPFAIL).
 	exitTempFail = 75
 )
 
@@ -44,7 +45,8 @@ const exitStatus = `EXIT STATUS
       others given were done, as stdout lists
   5   partly done: some changes were made, which stdout lists, and
       another failed for a reason other than not found
-  75  nothing changed; try again later (a NATS duplicate window)
+  75  nothing changed; try again later (a NATS duplicate window, an SQS
+      FIFO queue's 5 minutes)
 `
 
 // codedError carries an exit code other than 1.

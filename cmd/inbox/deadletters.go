@@ -293,19 +293,24 @@ func dlList(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		fmt.Fprintln(stdout, "no dead letters")
 		return nil
 	}
-	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tCONSUMER\tMESSAGE ID\tTYPE\tFAILED AT\tATTEMPTS\tBYTES\tERROR")
-	for _, f := range found {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", f.ID, text(f.Key.Consumer), text(f.Key.MessageID), text([]byte(f.Type)),
-			timeJSON(f.FailedAt), f.Attempts, f.PayloadSize, shorten(text([]byte(f.Error)), 60))
-	}
-	if err := tw.Flush(); err != nil {
+	if err := writeDeadLetters(stdout, found); err != nil {
 		return err
 	}
 	if next != 0 {
 		fmt.Fprintf(stdout, "more may follow: -after %d\n", next)
 	}
 	return nil
+}
+
+// writeDeadLetters writes dead letters as list's table.
+func writeDeadLetters(w io.Writer, found []*store.DeadLetterInfo) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tCONSUMER\tMESSAGE ID\tTYPE\tFAILED AT\tATTEMPTS\tBYTES\tERROR")
+	for _, f := range found {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", f.ID, text(f.Key.Consumer), text(f.Key.MessageID), text([]byte(f.Type)),
+			timeJSON(f.FailedAt), f.Attempts, f.PayloadSize, shorten(text([]byte(f.Error)), 60))
+	}
+	return tw.Flush()
 }
 
 // shorten cuts s to n runes.
@@ -514,7 +519,7 @@ func attemptsText(det *store.DeadLetterDetail, j detailJSON) string {
 var discardCommand = command{
 	name: "dead-letters discard",
 	synopsis: "inbox dead-letters discard " + storeSynopsis + "\n    [-json] ID...\n" +
-		"inbox dead-letters discard " + storeSynopsis + "\n    -all [-consumer C] " + filterSynopsis + " [-json]",
+		"inbox dead-letters discard " + storeSynopsis + "\n    -all [-consumer C] " + filterSynopsis + " [-dry-run] [-json]",
 	description: `Deletes dead letters for good: those given by ID, or with -all every one
 that the filters select (all of them without a filter). The messages' inbox
 rows stay marked dead, as inbox.Discard leaves them, so that a redelivery
@@ -531,8 +536,13 @@ transaction fails and deletes nothing.
 is left for the next run), 500 a transaction, and prints each batch as it
 commits. A failure after a batch committed exits 5 (partly done): the
 dead letters printed are deleted, the others are not; run it again for
-them. With -json, the output then holds the error too.`,
+them. With -json, the output then holds the error too. On a terminal,
+stderr shows the progress: dead letters done, the rate, the time left
+(not with -json). With -dry-run,
+-all prints the dead letters it would discard, and their count, and
+deletes nothing.`,
 	examples: `inbox dead-letters discard -sqlite inbox.db 41 42
+inbox dead-letters discard -postgres $DSN -all -consumer billing -error "unknown account" -until 2026-01-01 -dry-run
 inbox dead-letters discard -postgres $DSN -all -consumer billing -error "unknown account" -until 2026-01-01`,
 }
 
@@ -543,19 +553,26 @@ func dlDiscard(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	var ff filterFlags
 	ff.register(fs)
 	all := fs.Bool("all", false, "discard every dead letter the filters select (required to discard without IDs)")
+	dryRun := fs.Bool("dry-run", false, "with -all: print the dead letters that would be discarded, and discard none")
 	asJSON := fs.Bool("json", false, "write JSON")
 	list, p, err := ff.selection(fs, args, all, stdout, stderr)
 	if err != nil {
 		return err
+	}
+	if *dryRun && !*all {
+		return usageError(fs, stderr, "-dry-run goes with -all")
 	}
 	d, err := sf.open(ctx, false, stderr)
 	if err != nil {
 		return err
 	}
 	defer d.close()
+	if *dryRun {
+		return dryRunAll(ctx, d.inspect, p, "discard", "", *asJSON, stdout)
+	}
 	var deleted, missing []int64
 	if *all {
-		deleted, err = discardAll(ctx, d.inspect, p, *asJSON, stdout)
+		deleted, err = discardAll(ctx, d.inspect, p, *asJSON, stdout, stderr)
 	} else {
 		deleted, err = d.inspect.DeadLetterDiscard(ctx, list)
 		for _, id := range list {
@@ -596,18 +613,22 @@ func dlDiscard(ctx context.Context, args []string, stdout, stderr io.Writer) err
 // made meanwhile is left), a batch of discardPage in a transaction at a
 // time, and prints each batch as it commits unless asJSON. It returns
 // those deleted, with the error that stopped it.
-func discardAll(ctx context.Context, in inspection, p *store.DeadLetterSearchParams, asJSON bool, stdout io.Writer) ([]int64, error) {
+func discardAll(ctx context.Context, in inspection, p *store.DeadLetterSearchParams, asJSON bool, stdout, stderr io.Writer) ([]int64, error) {
 	ids, err := selectIDs(ctx, in, p)
 	if err != nil {
 		return nil, err
 	}
+	prog := newProgress(stderr, asJSON, "discarded", "dead letter", len(ids))
+	defer prog.finish()
 	var deleted []int64
 	for batch := range slices.Chunk(ids, discardPage) {
 		got, err := in.DeadLetterDiscard(ctx, batch)
 		deleted = append(deleted, got...)
 		if !asJSON {
+			prog.clear()
 			printDiscarded(stdout, got)
 		}
+		prog.add(len(batch))
 		if err != nil {
 			return deleted, err
 		}
@@ -659,21 +680,56 @@ func checkSelection(fs *flag.FlagSet, stderr io.Writer, list []int64, all bool, 
 // discard -all per transaction.
 const discardPage = 500
 
+// dryRunAll prints the dead letters that discard or replay (action) -all
+// would take now (to, when set, says where replay would publish them),
+// their count, or JSON, and changes nothing.
+func dryRunAll(ctx context.Context, in inspection, p *store.DeadLetterSearchParams, action, to string, asJSON bool, stdout io.Writer) error {
+	var found []*store.DeadLetterInfo
+	err := eachSelected(ctx, in, p, func(f *store.DeadLetterInfo) { found = append(found, f) })
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		list := []deadLetterJSON{}
+		for _, f := range found {
+			list = append(list, newDeadLetterJSON(&f.DeadLetter, f.PayloadSize))
+		}
+		return writeJSON(stdout, map[string]any{"dry_run": true, "count": len(found), "would_" + action: list})
+	}
+	if len(found) > 0 {
+		if err := writeDeadLetters(stdout, found); err != nil {
+			return err
+		}
+	}
+	if to != "" {
+		to = " to " + to
+	}
+	fmt.Fprintf(stdout, "dry run: would %s %s%s; nothing changed\n", action, plural(len(found), "dead letter"), to)
+	return nil
+}
+
+// eachSelected calls fn with each dead letter p selects now, in ID
+// order, a page of discardPage at a time.
+func eachSelected(ctx context.Context, in inspection, p *store.DeadLetterSearchParams, fn func(*store.DeadLetterInfo)) error {
+	p.Limit = discardPage
+	for {
+		found, err := in.DeadLetterSearch(ctx, p)
+		if err != nil || len(found) == 0 {
+			return err
+		}
+		for _, f := range found {
+			fn(f)
+		}
+		p.AfterID = found[len(found)-1].ID
+	}
+}
+
 // selectIDs returns the IDs of the dead letters p selects now: discard
 // -all and replay -all handle these and stop, so that a dead letter made
 // meanwhile (replay: a message its consumer dead-letters again, under a
 // greater ID) is left for the next run. 8 bytes a dead letter.
 func selectIDs(ctx context.Context, in inspection, p *store.DeadLetterSearchParams) ([]int64, error) {
 	var ids []int64
-	p.Limit = discardPage
-	for {
-		found, err := in.DeadLetterSearch(ctx, p)
-		if err != nil || len(found) == 0 {
-			return ids, err
-		}
-		for _, f := range found {
-			ids = append(ids, f.ID)
-		}
-		p.AfterID = ids[len(ids)-1]
-	}
+	err := eachSelected(ctx, in, p, func(f *store.DeadLetterInfo) { ids = append(ids, f.ID) })
+	return ids, err
 }

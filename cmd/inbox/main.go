@@ -9,9 +9,10 @@
 //	inbox dead-letters list -mysql DSN [-consumer C] [-type T] [-error TEXT] [-since T] [-until T] [-after ID] [-limit N] [-json]
 //	inbox dead-letters show -sqlite FILE [-json] ID
 //	                                one dead letter: payload (text or base64), headers, error, attempts, times
-//	inbox dead-letters discard -sqlite FILE (ID... | -all [filters])
+//	inbox dead-letters discard -sqlite FILE (ID... | -all [filters] [-dry-run])
 //	                                delete dead letters; their inbox rows stay dead (redeliveries are duplicates)
-//	inbox dead-letters replay -postgres DSN (-nats URL -subject S | -amqp URL -routing-key K) -consumer C (ID... | -all [filters])
+//	inbox dead-letters replay -postgres DSN (-nats URL -subject S | -amqp URL -routing-key K | -kafka BROKERS -topic T | -sqs QUEUE_URL)
+//	                                -consumer C (ID... | -all [filters] [-dry-run])
 //	                                publish one consumer's dead letters again with their IDs and release their dead rows, once
 //	inbox check -postgres DSN [-nats URL -stream S | -amqp URL -queue Q] [-retention D] [-json]
 //	                                schema version, durability settings, retention against the broker's window
@@ -32,7 +33,7 @@
 // does not exist (the others given were done), 5 partly done (some
 // changes, which stdout lists, and a failure other than not found), 75
 // nothing changed and a later run may succeed (a replay within NATS's
-// duplicate window).
+// duplicate window, an SQS FIFO queue's 5 minutes).
 package main
 
 import (

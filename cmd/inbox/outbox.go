@@ -48,7 +48,8 @@ corrected message).
 With -all instead of SEQs, unpark and discard take every parked row the
 filters select when they start (all of them without a filter); a row parked
 meanwhile is left for the next run. -dry-run prints the rows it would
-change, and changes nothing.
+change, and changes nothing. On a terminal, stderr shows the progress of
+-all: rows done, the rate, the time left (not with -json).
 
 Each SEQ is done in a transaction of its own, printed as it commits. A SEQ
 that is not a parked row is reported (not_found in -json) and makes the
@@ -189,12 +190,14 @@ func outboxCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	done := []int64{}
 	var cause error // a failure other than not found, which stops the run
+	prog := newProgress(stderr, *asJSON || !*all, past, "outbox row", len(seqs))
 	for i, seq := range seqs {
 		err := act(ctx, seq)
 		if errors.Is(err, store.ErrNotFound) {
 			if !*all { // with -all: changed meanwhile by another, not asked for
 				missing = append(missing, seq)
 			}
+			prog.add(1)
 			continue
 		}
 		if err != nil {
@@ -206,9 +209,12 @@ func outboxCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		done = append(done, seq)
 		if !*asJSON {
+			prog.clear()
 			fmt.Fprintf(stdout, "%s outbox row %d\n", past, seq)
 		}
+		prog.add(1)
 	}
+	prog.finish()
 	var failed error
 	switch {
 	case cause != nil && len(missing) > 0:

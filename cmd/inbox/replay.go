@@ -7,16 +7,27 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/url"
+	"regexp"
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/inboxkit/inbox"
 	"github.com/inboxkit/inbox/broker"
+	"github.com/inboxkit/inbox/broker/kafka"
 	"github.com/inboxkit/inbox/broker/natsjs"
 	"github.com/inboxkit/inbox/broker/rabbitmq"
+	inboxsqs "github.com/inboxkit/inbox/broker/sqs"
 	"github.com/inboxkit/inbox/internal/headers"
 	"github.com/inboxkit/inbox/internal/idscope"
 	"github.com/inboxkit/inbox/internal/redact"
@@ -26,22 +37,26 @@ import (
 var replayCommand = command{
 	name: "dead-letters replay",
 	synopsis: "inbox dead-letters replay " + storeSynopsis + `
-    (-nats URL -subject S [-type-header H] | -amqp URL [-exchange E] -routing-key K)
+    (-nats URL -subject S | -amqp URL [-exchange E] -routing-key K |
+     -kafka BROKERS -topic T | -sqs QUEUE_URL [-sqs-endpoint URL])
+    [-type-header H] [-id-header H]
     -consumer C [-scope-id-by-type] [-timeout D] [-lock-timeout D] [-json]
-    (ID... | -all ` + filterSynopsis + ")",
+    (ID... | -all ` + filterSynopsis + " [-dry-run])",
 	description: `Sends dead letters of one consumer back through their broker, so that
 this consumer, running with its handler fixed, processes each once: it
 publishes the payload, headers and type with the message's original ID
-(NATS: Nats-Msg-Id; RabbitMQ: message_id, with publisher confirms) and
-releases the message's dead inbox row. The broker's own headers, such as
+(NATS: Nats-Msg-Id; RabbitMQ: message_id, with publisher confirms;
+Kafka: the -id-header header, from an idempotent producer, acked by all
+in-sync replicas; SQS: the -id-header message attribute) and releases
+the message's dead inbox row. The broker's own headers, such as
 Nats-Rollup or x-death, are left out.
 
 -consumer is required: a dead letter of another consumer is refused
-(nothing published, nothing changed). The destination (-subject, or
--exchange and -routing-key) must reach that consumer alone: every other
-consumer of the subject or exchange gets a copy too, and processes it
-unless it holds the message's row (one that never had the message, or
-whose row was pruned, processes it).
+(nothing published, nothing changed). The destination (-subject,
+-exchange and -routing-key, -topic, or the queue) must reach that
+consumer alone: every other consumer of it gets a copy too, and
+processes it unless it holds the message's row (one that never had the
+message, or whose row was pruned, processes it).
 
 The consumer must key messages by their broker ID: a custom
 ConsumerConfig.ID is not supported (the copy would be claimed under the
@@ -72,7 +87,10 @@ too, waits meanwhile. The effect happens once, whatever happens:
     letter is removed, as inbox.Replay does.
 With -all, the dead letters replayed are those selected when the command
 starts: one that the consumer dead-letters again meanwhile is left for the
-next run.
+next run. -all -dry-run prints them, and their count, without connecting
+to the broker: nothing is published, nothing released. On a terminal,
+stderr shows the progress of -all: dead letters done, the rate, the time
+left (not with -json).
 Each dead letter is printed as its transaction commits, and a failure does
 not stop the others. When some were replayed and another failed (a locked
 row, a duplicate window), the exit status is 5 (partly done): stdout lists
@@ -81,15 +99,29 @@ status and error. A dead letter not found, the others replayed, exits 4.
 NATS JetStream drops a publish whose ID it saw within the stream's
 duplicate window (2 min by default) and says so: the replay then rolls
 back, changes nothing, and exits 75; run it again once the window has
-passed since the message was last published. A COMMIT that fails after the
-publish leaves it unknown whether the replay happened; either way the
-effect happens at most once: run the command again.
+passed since the message was last published. RabbitMQ, Kafka and a
+standard SQS queue have no such window. An SQS FIFO queue (its URL ends
+in .fifo) drops a message whose ID it saw within 5 minutes, and reports
+it sent: so a dead letter that failed less than 5 minutes ago is not
+replayed to one (exit 75, nothing changed). SQS cannot tell a replay
+killed before its COMMIT: after one, wait 5 minutes before running it
+again, or the copy is dropped while the dead letter is removed. A COMMIT
+that fails after the publish leaves it unknown whether the replay
+happened; either way the effect happens at most once: run the command
+again.
+
+SQS credentials and region come as the AWS CLI finds them: AWS_PROFILE,
+AWS_ACCESS_KEY_ID, AWS_REGION, ~/.aws, SSO, an instance role. Without a
+region, the one in the queue URL is taken.
 
 A dead letter without its payload (the database refused it) or with an
 invalid ID cannot be replayed: discard it.`,
 	examples: `inbox dead-letters replay -postgres $DSN -nats nats://127.0.0.1:4222 -subject payments.received -consumer billing 42
 inbox dead-letters replay -sqlite inbox.db -amqp amqp://guest:guest@127.0.0.1:5672/ -routing-key payments -consumer billing 42 43
-inbox dead-letters replay -mysql $DSN -nats $NATS -subject orders.placed -all -consumer billing -error timeout -json`,
+inbox dead-letters replay -mysql $DSN -nats $NATS -subject orders.placed -all -consumer billing -error timeout -json
+inbox dead-letters replay -postgres $DSN -kafka 10.0.0.1:9092,10.0.0.2:9092 -topic payments -consumer billing 42
+inbox dead-letters replay -postgres $DSN -sqs https://sqs.eu-west-1.amazonaws.com/123456789012/payments -consumer billing 42
+inbox dead-letters replay -sqlite inbox.db -sqs http://localhost:4566/000000000000/payments -sqs-endpoint http://localhost:4566 -consumer billing 42`,
 }
 
 // DefaultPublishTimeout is replay's -timeout: below the consumers' lock
@@ -100,61 +132,229 @@ const DefaultPublishTimeout = 4 * time.Second
 
 // brokerFlags select the broker and the destination of a replay.
 type brokerFlags struct {
-	nats, subject, typeHeader  string
-	amqp, exchange, routingKey string
-	timeout                    time.Duration
+	nats, subject, typeHeader, idHeader string
+	amqp, exchange, routingKey          string
+	kafka, topic                        string
+	sqs, sqsEndpoint                    string
+	timeout                             time.Duration
 }
 
 func (b *brokerFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&b.nats, "nats", "", "NATS server URL, e.g. nats://127.0.0.1:4222 (publish to JetStream)")
 	fs.StringVar(&b.subject, "subject", "", "with -nats: the subject to publish to")
-	fs.StringVar(&b.typeHeader, "type-header", broker.DefaultTypeHeader, "with -nats: the header for the message type (the consumers' natsjs Config.TypeHeader)")
+	fs.StringVar(&b.typeHeader, "type-header", broker.DefaultTypeHeader, "with -nats, -kafka or -sqs: the header (SQS: message attribute) for the message type, as the consumers' Config.TypeHeader or TypeAttribute")
+	fs.StringVar(&b.idHeader, "id-header", broker.DefaultIDHeader, "with -kafka or -sqs: the header (SQS: message attribute) for the message ID, as the consumers' Config.IDHeader or IDAttribute")
 	fs.StringVar(&b.amqp, "amqp", "", "RabbitMQ URL, e.g. amqp://guest:guest@127.0.0.1:5672/")
 	fs.StringVar(&b.exchange, "exchange", "", "with -amqp: the exchange to publish to (default: the default exchange, which routes to the queue named by the routing key)")
 	fs.StringVar(&b.routingKey, "routing-key", "", "with -amqp: the routing key (with the default exchange: the queue)")
+	fs.StringVar(&b.kafka, "kafka", "", "Kafka seed brokers, host:port separated by commas, e.g. 127.0.0.1:9092")
+	fs.StringVar(&b.topic, "topic", "", "with -kafka: the topic to produce to")
+	fs.StringVar(&b.sqs, "sqs", "", "SQS queue URL, e.g. https://sqs.eu-west-1.amazonaws.com/123456789012/payments (credentials and region as the AWS CLI finds them)")
+	fs.StringVar(&b.sqsEndpoint, "sqs-endpoint", "", "with -sqs: the SQS endpoint URL, for an emulator or LocalStack (default: AWS's, or AWS_ENDPOINT_URL_SQS)")
 	fs.DurationVar(&b.timeout, "timeout", DefaultPublishTimeout, "how long to wait for the broker to confirm each publish (the release's transaction stays open meanwhile: keep it below the consumers' lock timeout)")
 }
 
+// shown is the destination as the output shows it (validate first).
+func (b *brokerFlags) shown() string {
+	switch {
+	case b.nats != "":
+		return "NATS subject " + strconv.Quote(b.subject)
+	case b.kafka != "":
+		return "Kafka topic " + strconv.Quote(b.topic)
+	case b.sqs != "":
+		return "SQS queue " + strconv.Quote(redact.DSN(b.sqs))
+	case b.exchange != "":
+		return fmt.Sprintf("RabbitMQ exchange %q, routing key %q", b.exchange, b.routingKey)
+	}
+	return "RabbitMQ routing key " + strconv.Quote(b.routingKey)
+}
+
+// kafkaTopic is a topic name Kafka accepts.
+var kafkaTopic = regexp.MustCompile(`^[A-Za-z0-9._-]{1,249}$`)
+
 // validate checks that one broker and its destination were given.
 func (b *brokerFlags) validate() error {
+	given := 0
+	for _, v := range []string{b.nats, b.amqp, b.kafka, b.sqs} {
+		if v != "" {
+			given++
+		}
+	}
 	switch {
-	case b.nats != "" && b.amqp != "":
-		return errors.New("give one of -nats and -amqp")
+	case given > 1:
+		return errors.New("give one broker: one of -nats, -amqp, -kafka and -sqs")
+	case given == 0:
+		return errors.New("give a broker: -nats URL -subject S, -amqp URL -routing-key K, -kafka BROKERS -topic T or -sqs QUEUE_URL")
 	case b.nats != "" && b.subject == "":
 		return errors.New("-nats needs -subject")
 	case b.amqp != "" && b.routingKey == "":
 		return errors.New("-amqp needs -routing-key")
-	case b.nats == "" && b.amqp == "":
-		return errors.New("give -nats URL -subject S or -amqp URL -routing-key K")
+	case b.kafka != "" && b.topic == "":
+		return errors.New("-kafka needs -topic")
+	case b.subject != "" && b.nats == "", b.topic != "" && b.kafka == "", b.sqsEndpoint != "" && b.sqs == "",
+		(b.exchange != "" || b.routingKey != "") && b.amqp == "":
+		return errors.New("-subject goes with -nats, -exchange and -routing-key with -amqp, -topic with -kafka, -sqs-endpoint with -sqs")
 	case b.timeout <= 0:
 		return errors.New("-timeout must be positive")
+	case b.typeHeader == "" || b.idHeader == "":
+		return errors.New("-type-header and -id-header must not be empty")
+	case !utf8.ValidString(b.typeHeader) || !utf8.ValidString(b.idHeader):
+		return errors.New("-type-header and -id-header must be valid UTF-8")
+	case b.topic != "" && !kafkaTopic.MatchString(b.topic):
+		return fmt.Errorf("-topic %s is not a Kafka topic name (1 to 249 of A-Z a-z 0-9 . _ -)", strconv.Quote(b.topic))
+	}
+	if b.kafka != "" {
+		for _, s := range strings.Split(b.kafka, ",") {
+			host, port, err := net.SplitHostPort(s)
+			if n, perr := strconv.Atoi(port); err != nil || perr != nil || host == "" || n < 1 || n > 65535 || strings.Contains(s, "@") {
+				if i := strings.LastIndexByte(s, '@'); i >= 0 {
+					s = "xxxxx" + s[i:] // credentials, perhaps: SASL's go elsewhere
+				}
+				return fmt.Errorf("-kafka: %s is not host:port", strconv.Quote(s))
+			}
+		}
+	}
+	if b.sqs != "" {
+		if err := checkHTTPURL(b.sqs, true); err != nil {
+			return fmt.Errorf("-sqs: %w", err)
+		}
+	}
+	if b.sqsEndpoint != "" {
+		if err := checkHTTPURL(b.sqsEndpoint, false); err != nil {
+			return fmt.Errorf("-sqs-endpoint: %w", err)
+		}
 	}
 	return nil
 }
 
-// publisher connects to the selected broker (validate first); close
-// disconnects.
-func (b *brokerFlags) publisher(ctx context.Context) (pub broker.Publisher, subject string, close func(), err error) {
-	if b.nats != "" {
+// checkHTTPURL checks that s is an http or https URL with a host, and
+// with a path when path is set (a queue URL: /account/queue).
+func checkHTTPURL(s string, path bool) error {
+	u, err := url.Parse(s)
+	switch {
+	case !utf8.ValidString(s):
+		return errors.New("the URL is not valid UTF-8")
+	case err != nil:
+		return fmt.Errorf("%s is not a URL", strconv.Quote(redact.DSN(s)))
+	case u.Scheme != "http" && u.Scheme != "https" || u.Host == "":
+		return fmt.Errorf("%s is not an http or https URL", strconv.Quote(redact.DSN(s)))
+	case path && strings.Trim(u.Path, "/") == "":
+		return fmt.Errorf("%s is not a queue URL: it names no queue", strconv.Quote(redact.DSN(s)))
+	}
+	return nil
+}
+
+// fifoDedup is how long an SQS FIFO queue drops a message whose
+// deduplication ID it saw: the Publisher makes it of the message ID.
+const fifoDedup = 5 * time.Minute
+
+// destination is where a replay publishes: the Publisher, its subject,
+// and what the command prints of it.
+type destination struct {
+	pub     broker.Publisher
+	subject string
+	// shown is the subject as printed (an SQS queue URL: redacted).
+	shown string
+	// fifo: an SQS FIFO queue, which drops a copy within fifoDedup of
+	// the ID's last send and reports it as sent.
+	fifo  bool
+	close func()
+}
+
+// publisher connects to the selected broker (validate first).
+func (b *brokerFlags) publisher(ctx context.Context) (*destination, error) {
+	switch {
+	case b.nats != "":
 		nc, err := nats.Connect(b.nats, nats.Timeout(b.timeout), nats.Name("inbox dead-letters replay"))
 		if err != nil {
-			return nil, "", nil, fmt.Errorf("connecting to NATS at %s: %w", redact.DSN(b.nats), redact.Error(err, b.nats))
+			return nil, fmt.Errorf("connecting to NATS at %s: %w", redact.DSN(b.nats), redact.Error(err, b.nats))
 		}
 		js, err := jetstream.New(nc)
+		var pub broker.Publisher
 		if err == nil {
 			pub, err = natsjs.NewPublisher(js, &natsjs.PublisherConfig{TypeHeader: b.typeHeader, RefuseDuplicates: true})
 		}
 		if err != nil {
 			nc.Close()
-			return nil, "", nil, err
+			return nil, err
 		}
-		return pub, b.subject, nc.Close, nil
+		return &destination{pub: pub, subject: b.subject, shown: b.subject, close: nc.Close}, nil
+	case b.kafka != "":
+		return b.kafkaPublisher(ctx)
+	case b.sqs != "":
+		return b.sqsPublisher(ctx)
 	}
 	p, err := rabbitmq.NewPublisher(ctx, &rabbitmq.PublisherConfig{URL: b.amqp, Exchange: b.exchange, ConnectionName: "inbox dead-letters replay"})
 	if err != nil {
-		return nil, "", nil, redact.Error(err, b.amqp)
+		return nil, redact.Error(err, b.amqp)
 	}
-	return p, b.routingKey, func() { _ = p.Close() }, nil
+	return &destination{pub: p, subject: b.routingKey, shown: b.routingKey, close: func() { _ = p.Close() }}, nil
+}
+
+// kafkaPublisher makes an idempotent producer, acks from all in-sync
+// replicas (franz-go's defaults), that fails a record whose Publish
+// timed out rather than send it after the replay rolled back.
+func (b *brokerFlags) kafkaPublisher(ctx context.Context) (*destination, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(b.kafka, ",")...), kgo.ClientID("inbox-dead-letters-replay"),
+		kgo.DialTimeout(b.timeout), kgo.ProducerLinger(0), kgo.AllowIdempotentProduceCancellation())
+	if err != nil {
+		return nil, fmt.Errorf("kafka: %w", redact.Error(err, b.kafka))
+	}
+	pctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	if err := cl.Ping(pctx); err != nil {
+		cl.Close()
+		return nil, fmt.Errorf("connecting to Kafka at %s: %w", redact.DSN(b.kafka), redact.Error(err, b.kafka))
+	}
+	pub, err := kafka.NewPublisher(cl, &kafka.PublisherConfig{IDHeader: b.idHeader, TypeHeader: b.typeHeader})
+	if err != nil {
+		cl.Close()
+		return nil, err
+	}
+	return &destination{pub: pub, subject: b.topic, shown: b.topic, close: cl.Close}, nil
+}
+
+// sqsRegion is the region in a queue URL of AWS's (sqs.REGION.amazonaws.com).
+var sqsRegion = regexp.MustCompile(`^sqs\.([a-z0-9-]+)\.amazonaws\.com(\.cn)?$`)
+
+// sqsPublisher loads the AWS configuration as the AWS CLI does
+// (environment, shared files, SSO, instance roles); a region that none
+// gives is read from the queue URL.
+func (b *brokerFlags) sqsPublisher(ctx context.Context) (*destination, error) {
+	secrets := []string{b.sqs, b.sqsEndpoint}
+	cfg, err := awsconfig.LoadDefaultConfig(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("loading the AWS configuration: %w", redact.Error(err, secrets...))
+	}
+	if cfg.Region == "" {
+		if u, err := url.Parse(b.sqs); err == nil {
+			if m := sqsRegion.FindStringSubmatch(u.Hostname()); m != nil {
+				cfg.Region = m[1]
+			}
+		}
+	}
+	if cfg.Region == "" {
+		return nil, errors.New("no AWS region: set AWS_REGION, or a region in the AWS profile")
+	}
+	cctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	if cfg.Credentials == nil {
+		return nil, errors.New("no AWS credentials found")
+	}
+	if _, err := cfg.Credentials.Retrieve(cctx); err != nil {
+		return nil, fmt.Errorf("no AWS credentials: %w", redact.Error(err, secrets...))
+	}
+	cl := awssqs.NewFromConfig(cfg, func(o *awssqs.Options) {
+		if b.sqsEndpoint != "" {
+			o.BaseEndpoint = aws.String(b.sqsEndpoint)
+		}
+	})
+	pub, err := inboxsqs.NewPublisher(cl, &inboxsqs.PublisherConfig{IDAttribute: b.idHeader, TypeAttribute: b.typeHeader})
+	if err != nil {
+		return nil, err
+	}
+	u, _ := url.Parse(b.sqs)
+	return &destination{pub: pub, subject: b.sqs, shown: redact.DSN(b.sqs), fifo: strings.HasSuffix(u.Path, ".fifo"), close: func() {}}, nil
 }
 
 // replayJSON is one dead letter in replay's JSON output.
@@ -184,6 +384,7 @@ func dlReplay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	scope := fs.Bool("scope-id-by-type", false, "the consumer scopes IDs by type (inbox.Config.ScopeIDByType): publish the ID and type that the dead letter's key holds")
 	lockTimeout := fs.Duration("lock-timeout", inbox.DefaultLockTimeout, "how long to wait for a dead letter's lock (another replay of it; SQLite: the database's write lock); MySQL/MariaDB round it up to whole seconds, at least 1s")
 	asJSON := fs.Bool("json", false, "write JSON (an array, one object per dead letter)")
+	dryRun := fs.Bool("dry-run", false, "with -all: print the dead letters that would be replayed; publish nothing, release nothing")
 	list, p, err := ff.selection(fs, args, all, stdout, stderr)
 	if err != nil {
 		return err
@@ -191,27 +392,37 @@ func dlReplay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := bf.validate(); err != nil {
 		return usageError(fs, stderr, "%v", err)
 	}
-	pub, subject, closePub, err := bf.publisher(ctx)
+	if *dryRun {
+		if !*all {
+			return usageError(fs, stderr, "-dry-run goes with -all")
+		}
+		d, err := sf.open(ctx, false, stderr)
+		if err != nil {
+			return err
+		}
+		defer d.close()
+		return dryRunAll(ctx, d.inspect, p, "replay", bf.shown(), *asJSON, stdout)
+	}
+	dest, err := bf.publisher(ctx)
 	if err != nil {
 		return err
 	}
-	defer closePub()
+	defer dest.close()
 	d, err := sf.open(ctx, false, stderr)
 	if err != nil {
 		return err
 	}
 	defer d.close()
 
-	rp := &replayer{in: d.inspect, pub: pub, subject: subject, consumer: []byte(ff.consumer), scopeByType: *scope,
+	rp := &replayer{in: d.inspect, dest: dest, consumer: []byte(ff.consumer), scopeByType: *scope,
 		lockTimeout: *lockTimeout, timeout: bf.timeout}
 	return rp.run(ctx, list, *all, p, *asJSON, stdout, stderr)
 }
 
 // replayer replays dead letters of one consumer to one destination.
 type replayer struct {
-	in      inspection
-	pub     broker.Publisher
-	subject string
+	in   inspection
+	dest *destination
 	// consumer: a dead letter of another is refused.
 	consumer []byte
 	// scopeByType: the consumer scopes IDs by type; publish the ID and
@@ -235,6 +446,7 @@ func (rp *replayer) run(ctx context.Context, list []int64, all bool, p *store.De
 	var results []replayJSON
 	var worst error // the failure that sets the exit status (worse)
 	done := 0       // replayed, or removed (processed since)
+	prog := newProgress(stderr, asJSON || !all, "went through", "dead letter", len(list))
 	for _, id := range list {
 		if err = ctx.Err(); err != nil {
 			break
@@ -245,6 +457,7 @@ func (rp *replayer) run(ctx context.Context, list []int64, all bool, p *store.De
 			done++
 		}
 		worst = worse(worst, r.err)
+		prog.clear()
 		switch {
 		case asJSON:
 		case r.err != nil:
@@ -252,7 +465,9 @@ func (rp *replayer) run(ctx context.Context, list []int64, all bool, p *store.De
 		default:
 			fmt.Fprintln(stdout, r.done)
 		}
+		prog.add(1)
 	}
+	prog.finish()
 	if asJSON {
 		if results == nil {
 			results = []replayJSON{}
@@ -349,14 +564,20 @@ func (rp *replayer) one(ctx context.Context, id int64) (r replayResult) {
 			return nil // the dead letter goes, nothing is published
 		}
 		var err error
-		if msg, err = replayMessage(dl, rp.subject, rp.scopeByType); err != nil {
+		if msg, err = replayMessage(dl, rp.dest.subject, rp.scopeByType); err != nil {
 			return err
+		}
+		if rp.dest.fifo && time.Since(dl.FailedAt) < fifoDedup {
+			// SQS would take the copy and drop it: the release would
+			// commit, and nothing would reach the consumer.
+			return &fifoWindowError{failedAt: dl.FailedAt}
 		}
 		pctx, cancel := context.WithTimeout(ctx, rp.timeout)
 		defer cancel()
-		return rp.pub.Publish(pctx, msg)
+		return rp.dest.pub.Publish(pctx, msg)
 	})
 	var de *natsjs.DuplicateError
+	var fe *fifoWindowError
 	var ce *commitError
 	var re *refusedError
 	switch {
@@ -367,7 +588,7 @@ func (rp *replayer) one(ctx context.Context, id int64) (r replayResult) {
 		return r
 	case err == nil:
 		r.json.Status = "replayed"
-		r.done = fmt.Sprintf("replayed dead letter %d: message %s of %s published to %q", id, text(key.MessageID), text(key.Consumer), rp.subject)
+		r.done = fmt.Sprintf("replayed dead letter %d: message %s of %s published to %q", id, text(key.MessageID), text(key.Consumer), rp.dest.shown)
 		if rp.scopeByType {
 			r.done += fmt.Sprintf(" as ID %s of type %s", text([]byte(msg.ID)), text([]byte(msg.Type)))
 		}
@@ -384,6 +605,10 @@ func (rp *replayer) one(ctx context.Context, id int64) (r replayResult) {
 		r.json.Status = "duplicate_window"
 		r.err = withCode(exitTempFail, fmt.Errorf("%w; nothing changed: the dead letter and the message's dead inbox row are kept; "+
 			"run the replay again once %s has passed since the message was last published", err, window))
+	case errors.As(err, &fe):
+		r.json.Status = "duplicate_window"
+		r.err = withCode(exitTempFail, fmt.Errorf("%w; nothing changed: the dead letter and the message's dead inbox row are kept; "+
+			"run the replay again after %s", err, timeJSON(fe.failedAt.Add(fifoDedup))))
 	case errors.As(err, &ce):
 		r.json.Status = "failed"
 		r.err = fmt.Errorf("published, then %w: whether the replay happened is unknown; if it did not, the consumer acks the published copy "+
@@ -393,6 +618,16 @@ func (rp *replayer) one(ctx context.Context, id int64) (r replayResult) {
 	}
 	r.json.Error = r.err.Error()
 	return r
+}
+
+// fifoWindowError: the dead letter failed within fifoDedup, so its
+// message was sent within it too, and an SQS FIFO queue would drop the
+// copy (as sent, which the Publisher cannot tell).
+type fifoWindowError struct{ failedAt time.Time }
+
+func (e *fifoWindowError) Error() string {
+	return fmt.Sprintf("the message failed at %s, within the 5 minutes in which an SQS FIFO queue drops a message whose ID it saw, and reports it sent",
+		timeJSON(e.failedAt))
 }
 
 // replayMessage is the message that replays dl to subject, or why it

@@ -135,14 +135,14 @@ func TestReplayInterrupted(t *testing.T) {
 	ib := e.inbox(t, inbox.Config{Consumer: "i"})
 	dl1 := deadLetterOf(t, e, ib, inbox.Message{ID: "i-1", Type: "t", Payload: []byte("p")})
 	dl2 := deadLetterOf(t, e, ib, inbox.Message{ID: "i-2", Type: "t", Payload: []byte("p")})
-	pub, subject, closePub, err := (&brokerFlags{nats: testenv.NATSURL(), subject: s.subject, timeout: 4 * time.Second}).publisher(ctx)
+	dest, err := (&brokerFlags{nats: testenv.NATSURL(), subject: s.subject, timeout: 4 * time.Second}).publisher(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer closePub()
+	defer dest.close()
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	rp := &replayer{in: cancelAfterRelease{newInspection(e.driver), cancel}, pub: pub, subject: subject, consumer: []byte("i"),
+	rp := &replayer{in: cancelAfterRelease{newInspection(e.driver), cancel}, dest: dest, consumer: []byte("i"),
 		lockTimeout: time.Second, timeout: 4 * time.Second}
 	var stdout, stderr strings.Builder
 	err = rp.run(rctx, []int64{dl1, dl2}, false, nil, false, &stdout, &stderr)

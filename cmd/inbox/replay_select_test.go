@@ -304,17 +304,17 @@ func TestReplayAllStopsAtItsSelection(t *testing.T) {
 	t.Cleanup(s.consume(t, ib, "loop", func(context.Context, *sql.Tx, *inbox.Message) error {
 		return inbox.Permanent(errors.New("still broken"))
 	}))
-	pub, subject, closePub, err := (&brokerFlags{nats: testenv.NATSURL(), subject: s.subject, timeout: 4 * time.Second}).publisher(ctx)
+	dest, err := (&brokerFlags{nats: testenv.NATSURL(), subject: s.subject, timeout: 4 * time.Second}).publisher(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer closePub()
+	defer dest.close()
 
 	rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	g := &searchGate{inspection: newInspection(e.driver), deadLettered: func() int64 { return counts.DeadLettered.Load() - before },
 		limit: 10, cancel: cancel}
-	rp := &replayer{in: g, pub: pub, subject: subject, consumer: []byte("loop"), lockTimeout: 5 * time.Second, timeout: 4 * time.Second}
+	rp := &replayer{in: g, dest: dest, consumer: []byte("loop"), lockTimeout: 5 * time.Second, timeout: 4 * time.Second}
 	var stdout, stderr bytes.Buffer
 	err = rp.run(rctx, nil, true, &store.DeadLetterSearchParams{Consumer: []byte("loop")}, false, &stdout, &stderr)
 	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")

@@ -14,24 +14,46 @@ import (
 	"testing"
 	"time"
 
+	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	amqp "github.com/rabbitmq/amqp091-go"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/inboxkit/inbox"
 	"github.com/inboxkit/inbox/broker"
+	"github.com/inboxkit/inbox/broker/kafka"
 	"github.com/inboxkit/inbox/broker/natsjs"
 	"github.com/inboxkit/inbox/broker/rabbitmq"
+	inboxsqs "github.com/inboxkit/inbox/broker/sqs"
 	"github.com/inboxkit/inbox/internal/testenv"
 	"github.com/inboxkit/inbox/store"
+	"github.com/inboxkit/inbox/tests/sqsenv"
 )
 
 // TestMain runs the command itself, as its main does, when a test starts
 // this binary as a child (INBOX_CMD_MAIN=1): so that a test can SIGKILL a
 // replay midway (killPointEnv).
 func TestMain(m *testing.M) {
+	// Every add writes on a terminal, also in a command run as a child:
+	// a test of quiet means something, and a short one shows progress.
+	progressInterval = 0
 	if os.Getenv("INBOX_CMD_MAIN") == "1" {
 		os.Exit(exitCode(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+	}
+	// The command finds AWS credentials and a region as the AWS CLI does;
+	// the emulator checks neither. Set here, before any test runs (they
+	// are parallel), and so inherited by the commands run as children.
+	for k, v := range map[string]string{"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_REGION": "us-east-1"} {
+		if os.Getenv(k) == "" {
+			_ = os.Setenv(k, v)
+		}
+	}
+	// The emulator's queues are made before any traffic (see sqsenv).
+	if err := sqsenv.Precreate(2, 2); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
 	}
 	os.Exit(m.Run())
 }
@@ -98,19 +120,69 @@ func rabbitReplayBroker(t *testing.T) *replayBroker {
 	return &replayBroker{src: src, pub: pub, dest: queue, flags: []string{"-amqp", testenv.AMQPURL(), "-routing-key", queue}}
 }
 
+func kafkaReplayBroker(t *testing.T) *replayBroker {
+	t.Helper()
+	ctx := context.Background()
+	topic := testenv.Name("cmdreplay_")
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	addrs := c.ListenAddrs()
+	src, err := kafka.NewSource(ctx, &kafka.Config{Brokers: addrs, Topic: topic, Group: "c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = src.Close() })
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	pub, err := kafka.NewPublisher(cl, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &replayBroker{src: src, pub: pub, dest: topic, flags: []string{"-kafka", strings.Join(addrs, ","), "-topic", topic}}
+}
+
+func sqsReplayBroker(t *testing.T) *replayBroker {
+	t.Helper()
+	ctx := context.Background()
+	cl := sqsenv.Client()
+	queue := sqsenv.Queue(t, false)
+	out, err := cl.GetQueueUrl(ctx, &awssqs.GetQueueUrlInput{QueueName: &queue})
+	if err != nil {
+		testenv.Unavailable(t, "SQS at "+sqsenv.Endpoint(), err)
+	}
+	src, err := inboxsqs.NewSource(ctx, &inboxsqs.Config{Client: cl, Queue: queue, WaitTime: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = src.Close() })
+	pub, err := inboxsqs.NewPublisher(cl, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &replayBroker{src: src, pub: pub, dest: queue, flags: []string{"-sqs", *out.QueueUrl, "-sqs-endpoint", sqsenv.Endpoint()}}
+}
+
 // TestReplay: a consumer dead-letters messages whose handler fails for
 // good; once the handler is fixed, dead-letters replay sends each back
 // through the broker and the running consumer processes it exactly once:
 // also when replay runs twice (exit 4), and when the command is SIGKILLed
 // after the publish, before COMMIT (the copy is acked as a duplicate, the
 // dead letter stays) and run again. On NATS, a replay within the stream's
-// duplicate window fails with exit 75 and changes nothing.
+// duplicate window fails with exit 75 and changes nothing. Kafka runs on
+// kfake, SQS on the goaws emulator.
 func TestReplay(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name, db string
 		broker   func(*testing.T) *replayBroker
-	}{{"nats", "postgres", natsReplayBroker}, {"rabbitmq", "sqlite", rabbitReplayBroker}} {
+	}{{"nats", "postgres", natsReplayBroker}, {"rabbitmq", "sqlite", rabbitReplayBroker}, {"kafka", "mysql", kafkaReplayBroker},
+		{"sqs", "postgres", sqsReplayBroker}} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			testReplay(t, tc.broker(t), openDB(t, tc.db))

@@ -173,7 +173,9 @@ var migrateCommand = command{
 	synopsis: "inbox migrate " + storeSynopsis + `
 inbox migrate -print -dialect (postgres | mysql | sqlite) [-schema S] [-prefix P]`,
 	description: `Applies the migrations the database lacks and says which, or that it is up
-to date. A SQLite file is created if missing.
+to date. A SQLite file is created if missing. It then fills in the error
+groups of rows written before they were recorded, one row at a time: on a
+terminal, stderr shows how long it has run.
 
 -print writes the migrations as one SQL script instead, without a database,
 for teams that apply SQL themselves. The script does what migrate does,
@@ -211,7 +213,13 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return fmt.Errorf("reading the applied migrations: %w", err)
 	}
-	if err := d.Migrate(ctx); err != nil {
+	// The store fills in the error groups of old rows, one at a time, and
+	// tells no count: the line says how long it has run.
+	prog := newProgress(stderr, false, "migrate", "", 0)
+	stop := prog.every(ctx, max(progressInterval, time.Millisecond))
+	err = d.Migrate(ctx)
+	stop()
+	if err != nil {
 		return err
 	}
 	after, err := d.applied(ctx)
@@ -267,7 +275,8 @@ var pruneCommand = command{
 older than -retention by the database's clock, for every consumer of the
 tables, in batches as inbox.Pruner.Prune does, and prints how many it
 deleted. Dead letters are never pruned (inbox dead-letters discard deletes
-them). A SQLite file must exist.
+them). A SQLite file must exist. On a terminal, stderr shows the rows
+deleted so far and the rate.
 
 The retention must be longer than the broker's redelivery window: a message
 redelivered after its row was pruned is processed again (inbox check
@@ -275,6 +284,20 @@ compares them). Run it from cron, or an inbox.Pruner in the service;
 several pruners at once are safe: one at a time works on a table.`,
 	examples: `inbox prune -sqlite inbox.db
 inbox prune -postgres postgres://app@db/app -schema app -retention 336h`,
+}
+
+// countedPrune tells prog of each batch that the Pruner deletes.
+type countedPrune struct {
+	inbox.PruneStore
+	prog *progress
+}
+
+func (c countedPrune) Prune(ctx context.Context, p *store.PruneParams) (*store.PruneResult, error) {
+	res, err := c.PruneStore.Prune(ctx, p)
+	if err == nil {
+		c.prog.add(res.Deleted)
+	}
+	return res, err
 }
 
 func pruneCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -296,12 +319,14 @@ func pruneCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer d.close()
-	p, err := inbox.NewPruner(d, &inbox.PrunerConfig{Retention: *retention})
+	prog := newProgress(stderr, false, "pruned", "row", 0)
+	p, err := inbox.NewPruner(countedPrune{d, prog}, &inbox.PrunerConfig{Retention: *retention})
 	if err != nil {
 		return err
 	}
 	start := time.Now()
 	n, err := p.Prune(ctx)
+	prog.finish()
 	if err != nil {
 		return err
 	}
