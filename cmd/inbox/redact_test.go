@@ -12,8 +12,9 @@ import (
 func TestSecretsNotPrinted(t *testing.T) {
 	t.Parallel()
 	e := openDB(t, "sqlite")
-	replay := func(broker ...string) []string {
-		return append(append([]string{"dead-letters", "replay", "-consumer", "c", "-routing-key", "q", "-subject", "s"}, broker...), append(e.flags, "1")...)
+	replay := func(broker ...string) []string { // the broker's URL flag and value: its destination is added
+		dest := map[string][]string{"-nats": {"-subject", "s"}, "-amqp": {"-routing-key", "q"}}[broker[0]]
+		return append(append(append([]string{"dead-letters", "replay", "-consumer", "c"}, dest...), broker...), append(e.flags, "1")...)
 	}
 	check := func(broker ...string) []string { return append(append([]string{"check"}, broker...), e.flags...) }
 	for _, tc := range []struct {
