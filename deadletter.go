@@ -129,27 +129,10 @@ func (ib *Inbox[TTx]) Replay(ctx context.Context, id int64, h Handler[TTx]) (Out
 	if err != nil {
 		return ib.retryNow(), fmt.Errorf("inbox: replay: %w", err)
 	}
-	fail := func(out Outcome, err error) (Outcome, error) {
+	msg, out, err := ib.takeForReplay(ctx, tx, id)
+	if err != nil {
 		_ = ib.driver.Rollback(ctx, tx)
 		return out, err
-	}
-	r, err := ib.driver.DeadLetterTake(ctx, tx, ib.consumer, id)
-	if errors.Is(err, store.ErrNotFound) {
-		return fail(Outcome{Status: Retry}, ErrDeadLetterNotFound)
-	}
-	if err != nil {
-		return fail(ib.retryNow(), fmt.Errorf("inbox: replay: %w", err))
-	}
-	dl, err := deadLetterFrom(r, ib.cfg.ScopeIDByType)
-	if err != nil {
-		return fail(Outcome{Status: Retry}, err)
-	}
-	if dl.PayloadLost {
-		return fail(Outcome{Status: Retry}, fmt.Errorf("%w: dead letter %d cannot be replayed (discard it)", ErrPayloadLost, id))
-	}
-	msg := dl.Message
-	if err := msg.validate(ib.cfg.ScopeIDByType); err != nil {
-		return fail(Outcome{Status: Retry}, fmt.Errorf("inbox: replay of dead letter %d: %w", id, err))
 	}
 	ctx = ib.hooks.started(ctx, ib.cfg.Consumer, &msg)
 	pr := &processing{msg: &msg, start: start}
@@ -167,7 +150,7 @@ func (ib *Inbox[TTx]) Replay(ctx context.Context, id int64, h Handler[TTx]) (Out
 	if err != nil {
 		return failed(ib.retryNow(), fmt.Errorf("inbox: replay: %w", err))
 	}
-	out := Outcome{Status: Duplicate}
+	out = Outcome{Status: Duplicate}
 	if claimed {
 		if herr := ib.runHandler(pr, func() error { return h(ctx, tx, &msg) }); herr != nil {
 			return failed(Outcome{Status: Retry, Err: herr}, herr)
@@ -181,6 +164,30 @@ func (ib *Inbox[TTx]) Replay(ctx context.Context, id int64, h Handler[TTx]) (Out
 		return failed(ib.retryNow(), fmt.Errorf("inbox: replay: commit: %w", err))
 	}
 	return ib.finish(ctx, pr, out, nil)
+}
+
+// takeForReplay takes dead letter id in tx and returns its message. Or it
+// returns the outcome and error that end the replay: not found, a read
+// that failed, a payload not kept, an invalid message.
+func (ib *Inbox[TTx]) takeForReplay(ctx context.Context, tx TTx, id int64) (Message, Outcome, error) {
+	r, err := ib.driver.DeadLetterTake(ctx, tx, ib.consumer, id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return Message{}, Outcome{Status: Retry}, ErrDeadLetterNotFound
+	case err != nil:
+		return Message{}, ib.retryNow(), fmt.Errorf("inbox: replay: %w", err)
+	}
+	dl, err := deadLetterFrom(r, ib.cfg.ScopeIDByType)
+	if err != nil {
+		return Message{}, Outcome{Status: Retry}, err
+	}
+	if dl.PayloadLost {
+		return Message{}, Outcome{Status: Retry}, fmt.Errorf("%w: dead letter %d cannot be replayed (discard it)", ErrPayloadLost, id)
+	}
+	if err := dl.Message.validate(ib.cfg.ScopeIDByType); err != nil {
+		return Message{}, Outcome{Status: Retry}, fmt.Errorf("inbox: replay of dead letter %d: %w", id, err)
+	}
+	return dl.Message, Outcome{}, nil
 }
 
 // Discard deletes dead letter id for good. Its inbox row stays marked dead,
