@@ -257,10 +257,23 @@ func runPoint(t *testing.T, brokerName, point, mode string, n int) {
 		t.Fatalf("%s: %d dead letters for %d poison messages, %d of them wrong (attempts, payload or an effect), want one right one for each of %d",
 			point, letters, poisoned, wrong, want)
 	}
-	if crashes < n/crashEvery/2 {
-		t.Fatalf("%s: only %d crashes for %d messages: the kill point was not reached", point, crashes, n)
+	if want := minCrashes(mode, point, n); crashes < want {
+		t.Fatalf("%s: only %d crashes for %d messages, want at least %d: the kill point was not reached", point, crashes, n, want)
 	}
 	t.Logf("%s: %d messages, each effect exactly once, after %d SIGKILLs", point, n, crashes)
+}
+
+// minCrashes is how many SIGKILLs show that the children reached point:
+// half of one per crashEvery messages. A batch's COMMIT is a failure's
+// (before-failure-commit) when the batch holds a poison message, as 4 of
+// 5 batches of 4 do. So in batch mode before-commit comes about every
+// fifth batch, a child handles 40 messages or so before it dies there,
+// and a run of 200 had 3 crashes: the bound is one per 5 × crashEvery.
+func minCrashes(mode, point string, n int) int {
+	if mode == "batch" && point == "before-commit" {
+		return n / crashEvery / 5
+	}
+	return n / crashEvery / 2
 }
 
 // done counts the messages done: distinct ones in the ledger, and dead
