@@ -1,12 +1,11 @@
-// Package failgroup names the group of a failure: its error text with the
-// parts that change from message to message replaced by a placeholder.
-// "charge poison-00000: card declined" and "charge poison-00001: card
-// declined" are then one group, "charge poison-<n>: card declined".
+// Package failgroup names the group of a failure. A group is the error's
+// text with the parts that change per message replaced. "charge
+// poison-00000: card declined" and "charge poison-00001: card declined"
+// are one group: "charge poison-<n>: card declined".
 //
-// The stores write the group next to each dead letter and failed attempt,
-// so that the command and the console count dead letters per group with an
-// index, whatever the table's size. Changing what Of returns splits the
-// groups of rows already written from those of new rows: do it with a
+// The stores write the group next to each dead letter and failed attempt.
+// The command and the console then count per group from an index. Changing
+// what [Of] returns splits old rows' groups from new ones. Do it with a
 // migration that rewrites them.
 package failgroup
 
@@ -20,8 +19,8 @@ import (
 // boundary, so that it fits an indexed column of every database.
 const MaxLen = 200
 
-// The replacements, in order: a pattern that a later one would split is
-// replaced first.
+// The replacements, in order. A pattern that a later one would split
+// comes first.
 var replacements = []struct {
 	re   *regexp.Regexp
 	with string
@@ -35,12 +34,13 @@ var replacements = []struct {
 // word is a candidate ID: see isID.
 var word = regexp.MustCompile(`\b[A-Za-z0-9_]{6,}\b`)
 
-// number is a run of digits that starts a word, with a fraction: counts,
-// amounts, ports, "30" of "30s". The "8" of utf8 is not one.
+// number is a run of digits that starts a word, with its fraction. It
+// matches counts, amounts, ports, and the "30" of "30s". The "8" of utf8
+// does not start a word.
 var number = regexp.MustCompile(`\b[0-9]+(\.[0-9]+)?`)
 
-// isID reports whether a word is an ID: it mixes letters with at least
-// three digits, as ord_8f3kq2 or a1b2c3 do. utf8 and base64 are not.
+// isID reports whether a word is an ID. An ID mixes letters with at least
+// three digits, as ord_8f3kq2 does. utf8 and base64 are not IDs.
 func isID(w string) bool {
 	digits, letters := 0, 0
 	for _, c := range w {
@@ -64,9 +64,10 @@ func id(w string) string {
 // space is a run of white space, which Of makes one space.
 var space = regexp.MustCompile(`\s+`)
 
-// Of returns the group of an error text: UUIDs, hex, IDs and numbers
-// replaced, white space collapsed, invalid UTF-8 replaced, at most MaxLen
-// bytes. The empty text is the empty group; white space only is [Blank].
+// Of returns the group of an error text. UUIDs, hex, IDs and numbers are
+// replaced. White space is collapsed, and invalid UTF-8 replaced. The group
+// has at most [MaxLen] bytes. The empty text is the empty group; white
+// space only is [Blank].
 func Of(text string) string {
 	s := strings.ToValidUTF8(text, "\uFFFD")
 	for _, r := range replacements {
@@ -81,9 +82,9 @@ func Of(text string) string {
 	return cut(s, MaxLen)
 }
 
-// Blank is the group of an error text of white space only: a group is
-// empty only for an empty text, so that the stores can tell a row whose
-// group is not filled in yet.
+// Blank is the group of an error text of white space only. A group is
+// empty only for an empty text. So the stores can tell a row whose group
+// is not filled in yet.
 const Blank = "(blank)"
 
 // cut returns s shortened to at most n bytes at a rune's boundary.
