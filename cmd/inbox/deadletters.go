@@ -444,31 +444,7 @@ func dlShow(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		fmt.Fprintf(tw, "payload:\tnot kept (the database refused it); the dead letter cannot be replayed\n")
 		return tw.Flush()
 	}
-	for _, k := range slices.Sorted(maps.Keys(j.headers)) {
-		fmt.Fprintf(tw, "header:\t%s: %s\n", text([]byte(k)), text([]byte(j.headers[k])))
-	}
-	if j.HeadersError != "" {
-		fmt.Fprintf(tw, "headers:\tnot readable: %s\n", text([]byte(j.HeadersError)))
-	}
-	if j.PayloadText != nil {
-		payload, n := escapeControls(*j.PayloadText)
-		if n == 0 {
-			fmt.Fprintf(tw, "payload:\t%s, text:\n", plural(len(det.Payload), "byte"))
-		} else {
-			fmt.Fprintf(tw, "payload:\t%s, text, %s escaped (as \\x1b, \\u202e):\n", plural(len(det.Payload), "byte"), plural(n, "control character"))
-		}
-		if err := tw.Flush(); err != nil {
-			return err
-		}
-		_, err := io.WriteString(stdout, marked(payload))
-		return err
-	}
-	fmt.Fprintf(tw, "payload:\t%s, base64:\n", plural(len(det.Payload), "byte"))
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	fmt.Fprintln(stdout, j.PayloadBase64)
-	return nil
+	return writeBody(tw, stdout, j.headersJSON, len(det.Payload), j.PayloadText, j.PayloadBase64)
 }
 
 // deadLetterOfMessage returns the ID of the one dead letter of the message with
@@ -732,4 +708,36 @@ func selectIDs(ctx context.Context, in inspection, p *store.DeadLetterSearchPara
 	var ids []int64
 	err := eachSelected(ctx, in, p, func(f *store.DeadLetterInfo) { ids = append(ids, f.ID) })
 	return ids, err
+}
+
+// writeBody ends show's text output, of a dead letter or an outbox row:
+// the headers, then the payload of size bytes, as text with its controls
+// escaped and each line marked, or in base64 when it is not valid UTF-8
+// (asText nil). It flushes tw before the payload.
+func writeBody(tw *tabwriter.Writer, stdout io.Writer, h headersJSON, size int, asText *string, asBase64 string) error {
+	for _, k := range slices.Sorted(maps.Keys(h.headers)) {
+		fmt.Fprintf(tw, "header:\t%s: %s\n", text([]byte(k)), text([]byte(h.headers[k])))
+	}
+	if h.HeadersError != "" {
+		fmt.Fprintf(tw, "headers:\tnot readable: %s\n", text([]byte(h.HeadersError)))
+	}
+	if asText != nil {
+		payload, n := escapeControls(*asText)
+		if n == 0 {
+			fmt.Fprintf(tw, "payload:\t%s, text:\n", plural(size, "byte"))
+		} else {
+			fmt.Fprintf(tw, "payload:\t%s, text, %s escaped (as \\x1b, \\u202e):\n", plural(size, "byte"), plural(n, "control character"))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		_, err := io.WriteString(stdout, marked(payload))
+		return err
+	}
+	fmt.Fprintf(tw, "payload:\t%s, base64:\n", plural(size, "byte"))
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintln(stdout, asBase64)
+	return err
 }

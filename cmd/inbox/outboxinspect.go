@@ -7,8 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"maps"
-	"slices"
 	"text/tabwriter"
 	"time"
 	"unicode/utf8"
@@ -350,31 +348,7 @@ func outboxShow(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if r.LastError != "" {
 		fmt.Fprintf(tw, "last error:\t%s\n", text([]byte(r.LastError)))
 	}
-	for _, k := range slices.Sorted(maps.Keys(j.headers)) {
-		fmt.Fprintf(tw, "header:\t%s: %s\n", text([]byte(k)), text([]byte(j.headers[k])))
-	}
-	if j.HeadersError != "" {
-		fmt.Fprintf(tw, "headers:\tnot readable: %s\n", text([]byte(j.HeadersError)))
-	}
-	if j.PayloadText != nil {
-		payload, n := escapeControls(*j.PayloadText)
-		if n == 0 {
-			fmt.Fprintf(tw, "payload:\t%s, text:\n", plural(len(r.Payload), "byte"))
-		} else {
-			fmt.Fprintf(tw, "payload:\t%s, text, %s escaped (as \\x1b, \\u202e):\n", plural(len(r.Payload), "byte"), plural(n, "control character"))
-		}
-		if err := tw.Flush(); err != nil {
-			return err
-		}
-		_, err := io.WriteString(stdout, marked(payload))
-		return err
-	}
-	fmt.Fprintf(tw, "payload:\t%s, base64:\n", plural(len(r.Payload), "byte"))
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	fmt.Fprintln(stdout, j.PayloadBase64)
-	return nil
+	return writeBody(tw, stdout, j.headersJSON, len(r.Payload), j.PayloadText, j.PayloadBase64)
 }
 
 // outboxStateText is show's line on a row's state and its time.
