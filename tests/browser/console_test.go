@@ -151,6 +151,25 @@ func navigate(t *testing.T, ctx context.Context, url string) {
 	}
 }
 
+// waitForPage waits until the tab has loaded a page whose address
+// satisfies want. A click or a submit starts a navigation and returns; the
+// page before it is still there until the new one commits.
+func waitForPage(t *testing.T, ctx context.Context, want func(href string) bool) {
+	t.Helper()
+	var last string
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		// Evaluating during the navigation may fail: try again.
+		state, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[location.href, document.readyState]`))
+		if err == nil && len(state) == 2 {
+			last = state[0]
+			if want(state[0]) && state[1] == "complete" {
+				return
+			}
+		}
+	}
+	t.Fatalf("no page loaded after the click; the tab shows %s", last)
+}
+
 // noMarkupFrom checks that no hostile value became markup: no script and
 // no img element, and no property that an injected handler would set.
 func noMarkupFrom(t *testing.T, ctx context.Context, where string) {
@@ -216,10 +235,12 @@ func TestConsoleInBrowser(t *testing.T) {
 			if err := chromedp.Do(ctx,
 				chromedp.SetValue(`input[name="message-id"]`, "hostile-0"),
 				chromedp.Click(`form.filters button[type="submit"]`),
-				chromedp.WaitVisible(`table.list`),
 			); err != nil {
 				t.Fatal(err)
 			}
+			// table.list is on the page before the click too: wait for the
+			// filtered page itself.
+			waitForPage(t, ctx, func(href string) bool { return strings.Contains(href, "message-id=hostile-0") })
 			if n := eval[int](t, ctx, `document.querySelectorAll("table.list tbody tr").length`); n != 1 {
 				t.Errorf("filtered by message ID hostile-0: %d rows, want 1", n)
 			}
@@ -303,13 +324,10 @@ func TestConsoleRefusesInBrowser(t *testing.T) {
 	}))
 	t.Cleanup(evil.Close)
 	navigate(t, ctx, strings.Replace(evil.URL, "127.0.0.1", "localhost", 1)) // another origin
-	if err := chromedp.Do(ctx, chromedp.Submit(`#f`), chromedp.WaitReady("body")); err != nil {
+	if err := chromedp.Do(ctx, chromedp.Submit(`#f`)); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for eval[string](t, ctx, `location.href`) == strings.Replace(evil.URL, "127.0.0.1", "localhost", 1)+"/" && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitForPage(t, ctx, func(href string) bool { return strings.HasPrefix(href, open) })
 	after := eval[string](t, ctx, `document.body.innerText`)
 	if strings.Contains(after, "Dead letters") || !strings.Contains(strings.ToLower(after), "not allowed") {
 		t.Errorf("a cross-site POST: the page reads %q; want the console's refusal", after)
