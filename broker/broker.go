@@ -178,4 +178,9 @@ var (
 	// the broker would refuse or alter, and a payload over its size limit.
 	// Publishing it again fails again.
 	ErrInvalidMessage = errors.New("broker: message cannot be published")
+	// ErrDuplicate is wrapped by Publish's error for a message that the
+	// broker dropped because it saw its ID within its deduplication
+	// window, when the publisher was asked to say so (natsjs's
+	// RefuseDuplicates). Publishing it again after the window succeeds.
+	ErrDuplicate = errors.New("broker: dropped as a duplicate of a recent publish")
 )

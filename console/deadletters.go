@@ -6,6 +6,7 @@ import (
 	"html/template"
 	"maps"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"time"
@@ -38,9 +39,8 @@ func (f *dlFilter) pairs() []string {
 // Active reports whether any filter is set.
 func (f *dlFilter) Active() bool { return f.raw != [7]string{} }
 
-// parseDLFilter reads the filter of r's query into p.
-func parseDLFilter(r *http.Request, now time.Time, p *store.DeadLetterSearchParams) (*dlFilter, error) {
-	q := r.URL.Query()
+// parseDLFilter reads the filter of a query or a form into p.
+func parseDLFilter(q url.Values, now time.Time, p *store.DeadLetterSearchParams) (*dlFilter, error) {
 	f := &dlFilter{}
 	for i, n := range []string{"consumer", "type", "group", "error", "since", "until", "message-id"} {
 		f.raw[i] = q.Get(n)
@@ -78,6 +78,9 @@ type dlListPage struct {
 	// when there is none to go to.
 	Next, First template.URL
 	Limit       int
+	// BulkReplay and BulkDiscard link to the pages that confirm a bulk
+	// action under the filter.
+	BulkReplay, BulkDiscard template.URL
 }
 
 type dlRow struct {
@@ -99,7 +102,7 @@ func (c *Console) deadLetterList(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var sp store.DeadLetterSearchParams
-	f, err := parseDLFilter(r, c.now(), &sp)
+	f, err := parseDLFilter(r.URL.Query(), c.now(), &sp)
 	p.Filter = f
 	if err != nil {
 		p.Invalid = err.Error()
@@ -117,6 +120,8 @@ func (c *Console) deadLetterList(w http.ResponseWriter, r *http.Request) {
 	noGroup := slices.Clone(pairs)
 	noGroup[5] = ""
 	p.Groups = groupViews(groups, noGroup...)
+	p.BulkReplay = query(append(slices.Clone(pairs), "action", "replay")...)
+	p.BulkDiscard = query(append(slices.Clone(pairs), "action", "discard")...)
 	sp.AfterID, _ = strconv.ParseInt(r.URL.Query().Get("after"), 10, 64)
 	sp.AfterID = max(sp.AfterID, 0)
 	sp.Limit = p.Limit + 1 // one more tells whether a next page exists
@@ -171,6 +176,9 @@ type dlShowPage struct {
 	Forgotten string
 	Retention string
 	Age       string
+	// ReplayTo is the destination a replay publishes to; NoReplay says
+	// why there is none.
+	ReplayTo, NoReplay string
 }
 
 type header struct{ Name, Value string }
@@ -204,6 +212,11 @@ func (c *Console) deadLetterShow(w http.ResponseWriter, r *http.Request) {
 	p.Headers, p.HeadersErr = viewHeaders(d.Headers)
 	p.Payload, p.PayloadHref = viewPayload(d.Payload), fmt.Sprintf("%d/payload", id)
 	p.Retention, p.Age = duration(c.cfg.Retention), age(now, d.FailedAt)
+	if dest := c.cfg.Replay[string(d.Key.Consumer)]; dest != nil {
+		p.ReplayTo = dest.Subject
+	} else {
+		p.NoReplay = noDestination(d.Key.Consumer)
+	}
 	switch {
 	case d.RowState == store.RowNone && len(d.Key.MessageID) > 0:
 		p.Forgotten = "The inbox no longer remembers this message: its row was pruned. A replay would be processed as new."

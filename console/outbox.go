@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"html/template"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"time"
@@ -37,8 +38,8 @@ func (f *obFilter) pairs() []string {
 	return out
 }
 
-func parseOBFilter(r *http.Request, now time.Time, p *store.OutboxSearchParams) (*obFilter, error) {
-	q := r.URL.Query()
+// parseOBFilter reads the filter of a query or a form into p.
+func parseOBFilter(q url.Values, now time.Time, p *store.OutboxSearchParams) (*obFilter, error) {
 	f := &obFilter{}
 	for i, n := range obNames {
 		f.raw[i] = q.Get(n)
@@ -73,6 +74,10 @@ type obListPage struct {
 	Limit   int
 	// StateHrefs link to the list of each state under the other filters.
 	AllHref, PendingHref, ParkedHref template.URL
+	// BulkUnpark and BulkDiscard link to the pages that confirm a bulk
+	// action on the parked rows under the filter; empty when the store
+	// cannot change the outbox.
+	BulkUnpark, BulkDiscard template.URL
 }
 
 type obRow struct {
@@ -94,7 +99,7 @@ func (c *Console) outboxList(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var sp store.OutboxSearchParams
-	f, err := parseOBFilter(r, c.now(), &sp)
+	f, err := parseOBFilter(r.URL.Query(), c.now(), &sp)
 	p.Filter = f
 	pairs := f.pairs()
 	for _, s := range []struct {
@@ -112,6 +117,12 @@ func (c *Console) outboxList(w http.ResponseWriter, r *http.Request) {
 		p.Invalid = err.Error()
 		c.render(w, r, http.StatusBadRequest, "outbox", p)
 		return
+	}
+	if c.parked != nil {
+		q := slices.Clone(pairs)
+		q[1] = string(store.OutboxStateParked)
+		p.BulkUnpark = query(append(q, "action", "unpark")...)
+		p.BulkDiscard = query(append(q, "action", "discard")...)
 	}
 	stats, err := c.outbox.OutboxStats(ctx)
 	if err != nil {
@@ -163,6 +174,8 @@ type obShowPage struct {
 	Payload                                  payloadView
 	PayloadHref                              string
 	Age                                      string
+	// CanChange: the store can unpark and discard the row.
+	CanChange bool
 }
 
 func (c *Console) outboxShow(w http.ResponseWriter, r *http.Request) {
@@ -190,6 +203,7 @@ func (c *Console) outboxShow(w http.ResponseWriter, r *http.Request) {
 	p.Headers, p.HeadersErr = viewHeaders(o.Headers)
 	p.Payload, p.PayloadHref = viewPayload(o.Payload), fmt.Sprintf("%d/payload", seq)
 	p.Age = age(c.now(), o.CreatedAt)
+	p.CanChange = c.parked != nil
 	c.render(w, r, http.StatusOK, "outboxrow", p)
 }
 

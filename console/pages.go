@@ -57,9 +57,17 @@ func (c *Console) routes() {
 	m.HandleFunc("GET /dead-letters", c.deadLetterList)
 	m.HandleFunc("GET /dead-letters/{id}", c.deadLetterShow)
 	m.HandleFunc("GET /dead-letters/{id}/payload", c.deadLetterPayload)
+	m.HandleFunc("POST /dead-letters/{id}/replay", c.deadLetterReplay)
+	m.HandleFunc("POST /dead-letters/{id}/discard", c.deadLetterDiscard)
+	m.HandleFunc("GET /dead-letters/bulk", c.deadLetterBulk)
+	m.HandleFunc("POST /dead-letters/bulk", c.deadLetterBulk)
 	m.HandleFunc("GET /outbox", c.outboxList)
 	m.HandleFunc("GET /outbox/{seq}", c.outboxShow)
 	m.HandleFunc("GET /outbox/{seq}/payload", c.outboxPayload)
+	m.HandleFunc("POST /outbox/{seq}/unpark", c.outboxAct)
+	m.HandleFunc("POST /outbox/{seq}/discard", c.outboxAct)
+	m.HandleFunc("GET /outbox/bulk", c.outboxBulk)
+	m.HandleFunc("POST /outbox/bulk", c.outboxBulk)
 	m.HandleFunc("GET /static/console.css", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/css; charset=utf-8")
 		w.Header().Set("Cache-Control", "max-age=300")
@@ -80,6 +88,10 @@ type base struct {
 	Root     string
 	Nav      string
 	ReadOnly bool
+	// CSRF is the token the page's forms carry; empty when read-only.
+	CSRF string
+	// Notice says what the action that led here did.
+	Notice string
 	// Status is the error a page shows instead of its content.
 	Status, Message string
 }
@@ -90,7 +102,11 @@ func (c *Console) base(r *http.Request, title, nav string) base {
 	if depth > 0 {
 		root = strings.Repeat("../", depth)
 	}
-	return base{Title: title, Root: root, Nav: nav, ReadOnly: c.cfg.ReadOnly}
+	b := base{Title: title, Root: root, Nav: nav, ReadOnly: c.cfg.ReadOnly, Notice: notice(r.URL.Query())}
+	if !c.cfg.ReadOnly {
+		b.CSRF = c.formToken(c.now())
+	}
+	return b
 }
 
 // render executes page into a buffer first, so that a failure midway

@@ -46,7 +46,7 @@ type PublisherConfig struct {
 var ErrDuplicate = errors.New("natsjs: JetStream dropped the message as a duplicate")
 
 // DuplicateError is the error of a publish that JetStream dropped as a
-// duplicate. It wraps ErrDuplicate.
+// duplicate. It wraps ErrDuplicate and [broker.ErrDuplicate].
 type DuplicateError struct {
 	ID, Stream string
 	// Window is the stream's duplicate window, StreamConfig.Duplicates, which
@@ -63,7 +63,7 @@ func (e *DuplicateError) Error() string {
 	return fmt.Sprintf("%v: stream %s saw ID %q within %s and did not store it", ErrDuplicate, e.Stream, e.ID, w)
 }
 
-func (e *DuplicateError) Unwrap() error { return ErrDuplicate }
+func (e *DuplicateError) Unwrap() []error { return []error{ErrDuplicate, broker.ErrDuplicate} }
 
 // NewPublisher returns a Publisher on js, which the caller owns. cfg may
 // be nil. A nil js is an error wrapping ErrInvalidConfig.

@@ -27,12 +27,24 @@ const (
 var consoleCommand = command{
 	name: "console",
 	synopsis: "inbox console " + storeSynopsis + `
-    [-listen ADDR] [-read-only] [-token-file PATH] [-retention D]`,
+    [-listen ADDR] [-read-only] [-token-file PATH] [-retention D]
+    [-replay-consumer C [-scope-id-by-type] (-nats URL -subject S |
+     -amqp URL [-exchange E] -routing-key K | -kafka BROKERS -topic T |
+     -sqs QUEUE_URL [-sqs-endpoint URL]) [-type-header H] [-id-header H]
+     [-timeout D]]`,
 	description: `Serves the web console: per consumer the messages processed per minute,
 those in retry, the dead letters by error group, and the outbox's pending
 and parked rows; lists of dead letters and outbox rows with filters, and
-each one with its payload. It changes nothing. It prints its URL on
-stderr and runs until SIGINT or SIGTERM.
+each one with its payload. It prints its URL on stderr and runs until
+SIGINT or SIGTERM. Each action it takes is logged on stderr.
+
+Its actions: discard dead letters; unpark or discard parked outbox rows;
+with -replay-consumer and a broker, replay that consumer's dead letters
+through the broker, as inbox dead-letters replay does (see its help for
+the flags and what a replay does). Each acts on one row, or on every one
+a filter selects, after a page that counts them and asks to confirm.
+Every action is a POST that carries a signed token and must come from the
+console's own page. -read-only hides the actions and refuses them.
 
 It listens on 127.0.0.1:8080 by default. An address other than loopback
 needs authentication, or the command refuses to start (exit 2). The
@@ -46,7 +58,8 @@ Put TLS in front of it (a reverse proxy) off loopback: basic auth and
 tokens travel in clear text over HTTP.`,
 	examples: `inbox console -sqlite inbox.db
 INBOX_CONSOLE_TOKEN=$(cat /run/secrets/console) inbox console -postgres postgres://app@db/app -listen 0.0.0.0:8080
-inbox console -mysql 'app@tcp(db:3306)/app' -token-file /run/secrets/console -listen :8080 -read-only`,
+inbox console -mysql 'app@tcp(db:3306)/app' -token-file /run/secrets/console -listen :8080 -read-only
+inbox console -postgres $DSN -replay-consumer billing -nats nats://127.0.0.1:4222 -subject payments.billing`,
 }
 
 func consoleCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -54,7 +67,11 @@ func consoleCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	var sf storeFlags
 	sf.register(fs)
 	listen := fs.String("listen", "127.0.0.1:8080", "address to listen on; other than loopback, authentication is required")
-	readOnly := fs.Bool("read-only", false, "say read-only on the pages (this version has no actions)")
+	readOnly := fs.Bool("read-only", false, "hide every action and refuse it: the console changes nothing")
+	replayConsumer := fs.String("replay-consumer", "", "the consumer whose dead letters the console replays, through the broker flags' destination (default: no replay)")
+	scope := fs.Bool("scope-id-by-type", false, "with -replay-consumer: the consumer scopes IDs by type (inbox.Config.ScopeIDByType)")
+	var bf brokerFlags
+	bf.register(fs)
 	tokenFile := fs.String("token-file", "", "file whose first line is the token (instead of "+envConsoleToken+")")
 	retention := fs.Duration("retention", inbox.DefaultRetention, "the inbox's retention: older dead letters are said to be forgotten")
 	if err := parse(fs, args, stdout, stderr); err != nil {
@@ -75,6 +92,21 @@ func consoleCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return usageError(fs, stderr, "-listen %s is not a loopback address: set %s, -token-file, or %s and %s, so that the console asks for them",
 			*listen, envConsoleToken, envConsoleUser, envConsolePassword)
 	}
+	cfg := &console.Config{ReadOnly: *readOnly, Retention: *retention, Auth: auth}
+	if *replayConsumer != "" {
+		if err := bf.validate(); err != nil {
+			return usageError(fs, stderr, "-replay-consumer: %v", err)
+		}
+		dest, err := bf.publisher(ctx)
+		if err != nil {
+			return err
+		}
+		defer dest.close()
+		cfg.Replay = map[string]*console.Destination{*replayConsumer: {Publisher: dest.Publisher, Subject: dest.Subject,
+			ScopeIDByType: *scope, QuietDedup: dest.QuietDedup, Timeout: bf.timeout}}
+	} else if bf.nats != "" || bf.amqp != "" || bf.kafka != "" || bf.sqs != "" {
+		return usageError(fs, stderr, "a broker goes with -replay-consumer: the consumer whose dead letters it replays")
+	}
 	d, err := sf.open(ctx, false, stderr)
 	if err != nil {
 		return err
@@ -85,8 +117,10 @@ func consoleCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	} else if len(v) == 0 {
 		return errNotMigrated
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	c, err := d.console(&console.Config{Logger: log, ReadOnly: *readOnly, Retention: *retention, Auth: auth})
+	// Info: each action is logged.
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	cfg.Logger = log
+	c, err := d.console(cfg)
 	if err != nil {
 		return err
 	}
@@ -98,10 +132,12 @@ func consoleCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		Handler:           c,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      time.Minute,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-		BaseContext:       func(net.Listener) context.Context { return ctx },
+		// A bulk replay answers when it is done: a thousand dead letters
+		// take seconds, a broker that times out each publish far longer.
+		WriteTimeout: 15 * time.Minute,
+		IdleTimeout:  2 * time.Minute,
+		ErrorLog:     slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		BaseContext:  func(net.Listener) context.Context { return ctx },
 	}
 	mode := "no authentication"
 	switch {

@@ -5,8 +5,10 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -15,7 +17,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/inboxkit/inbox"
+	"github.com/inboxkit/inbox/store"
 )
 
 // syncBuffer is a bytes.Buffer for a command running in a goroutine.
@@ -206,5 +211,45 @@ func TestConsoleHidesPassword(t *testing.T) {
 	code, stdout, stderr := runCmd(t, "console", "-listen", "127.0.0.1:0", "-postgres", "postgres://app:hunter2-secret@127.0.0.1:1/app?connect_timeout=2")
 	if code != exitFailure || stdout != "" || stderr == "" || strings.Contains(stderr, "hunter2") {
 		t.Errorf("exit %d, stderr %q; want 1 and an error without the password", code, stderr)
+	}
+}
+
+// TestConsoleReplays: with -replay-consumer and NATS, the console's
+// replay button publishes the dead letter to the subject with its ID and
+// removes it; a broker without -replay-consumer is a usage error.
+func TestConsoleReplays(t *testing.T) {
+	noConsoleEnv(t)
+	s := newReplayStream(t)
+	e := openDB(t, "sqlite")
+	ib := e.inbox(t, inbox.Config{Consumer: "billing"})
+	id := deadLetterOf(t, e, ib, inbox.Message{ID: "c-1", Type: "charge", Payload: []byte("pay")})
+
+	var stderr strings.Builder
+	if code := exitCode(context.Background(), append(append([]string{"console"}, e.flags...), s.flags...), io.Discard, &stderr); code != exitUsage ||
+		!strings.Contains(stderr.String(), "-replay-consumer") {
+		t.Errorf("a broker without -replay-consumer: exit %d, %q; want %d", code, stderr.String(), exitUsage)
+	}
+
+	u := startConsole(t, append(append([]string{"-replay-consumer", "billing"}, e.flags...), s.flags...)...)
+	code, page := httpGet(t, fmt.Sprintf("%sdead-letters/%d", u, id), nil)
+	m := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindStringSubmatch(page)
+	if code != 200 || m == nil || !strings.Contains(page, "Replay to "+s.subject) {
+		t.Fatalf("the dead letter's page: %d, no replay form:\n%s", code, page)
+	}
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := client.PostForm(fmt.Sprintf("%sdead-letters/%d/replay", u, id), url.Values{"csrf": {m[1]}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("replay: %d, want 303", resp.StatusCode)
+	}
+	got := s.published(t)
+	if len(got) != 1 || got[0].Header.Get(jetstream.MsgIDHeader) != "c-1" || string(got[0].Data) != "pay" {
+		t.Fatalf("published %d messages, want c-1 with its payload", len(got))
+	}
+	if _, err := e.driver.DeadLetterGet(context.Background(), id); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("after the replay, the dead letter: %v; want it gone", err)
 	}
 }

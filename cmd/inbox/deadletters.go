@@ -19,6 +19,7 @@ import (
 	"github.com/inboxkit/inbox"
 	"github.com/inboxkit/inbox/internal/failgroup"
 	"github.com/inboxkit/inbox/internal/headers"
+	"github.com/inboxkit/inbox/internal/replay"
 	"github.com/inboxkit/inbox/store"
 )
 
@@ -590,7 +591,7 @@ func dlDiscard(ctx context.Context, args []string, stdout, stderr io.Writer) err
 // time, and prints each batch as it commits unless asJSON. It returns
 // those deleted, with the error that stopped it.
 func discardAll(ctx context.Context, in inspection, p *store.DeadLetterSearchParams, asJSON bool, stdout, stderr io.Writer) ([]int64, error) {
-	ids, err := selectIDs(ctx, in, p)
+	ids, err := replay.SelectIDs(ctx, in, p)
 	if err != nil {
 		return nil, err
 	}
@@ -652,16 +653,16 @@ func checkSelection(fs *flag.FlagSet, stderr io.Writer, list []int64, all bool, 
 	return nil
 }
 
-// discardPage is how many dead letters -all handles per search, and
-// discard -all per transaction.
-const discardPage = 500
+// discardPage is how many dead letters discard -all deletes per
+// transaction: a page of the selection.
+const discardPage = replay.SelectPage
 
 // dryRunAll prints the dead letters that discard or replay (action) -all
 // would take now (to, when set, says where replay would publish them),
 // their count, or JSON, and changes nothing.
 func dryRunAll(ctx context.Context, in inspection, p *store.DeadLetterSearchParams, action, to string, asJSON bool, stdout io.Writer) error {
 	var found []*store.DeadLetterInfo
-	err := eachSelected(ctx, in, p, func(f *store.DeadLetterInfo) { found = append(found, f) })
+	err := replay.Each(ctx, in, p, func(f *store.DeadLetterInfo) { found = append(found, f) })
 	if err != nil {
 		return err
 	}
@@ -682,32 +683,6 @@ func dryRunAll(ctx context.Context, in inspection, p *store.DeadLetterSearchPara
 	}
 	fmt.Fprintf(stdout, "dry run: would %s %s%s; nothing changed\n", action, plural(len(found), "dead letter"), to)
 	return nil
-}
-
-// eachSelected calls fn with each dead letter p selects now, in ID
-// order, a page of discardPage at a time.
-func eachSelected(ctx context.Context, in inspection, p *store.DeadLetterSearchParams, fn func(*store.DeadLetterInfo)) error {
-	p.Limit = discardPage
-	for {
-		found, err := in.DeadLetterSearch(ctx, p)
-		if err != nil || len(found) == 0 {
-			return err
-		}
-		for _, f := range found {
-			fn(f)
-		}
-		p.AfterID = found[len(found)-1].ID
-	}
-}
-
-// selectIDs returns the IDs of the dead letters p selects now: discard
-// -all and replay -all handle these and stop, so that a dead letter made
-// meanwhile (replay: a message its consumer dead-letters again, under a
-// greater ID) is left for the next run. 8 bytes a dead letter.
-func selectIDs(ctx context.Context, in inspection, p *store.DeadLetterSearchParams) ([]int64, error) {
-	var ids []int64
-	err := eachSelected(ctx, in, p, func(f *store.DeadLetterInfo) { ids = append(ids, f.ID) })
-	return ids, err
 }
 
 // writeBody ends show's text output, of a dead letter or an outbox row:

@@ -6,6 +6,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/inboxkit/inbox/internal/replay"
 	"github.com/inboxkit/inbox/store"
 )
 
@@ -38,32 +39,8 @@ func newInspection[TTx any](d interface {
 	return inspectorOf[TTx]{Inspector: d, d: d}
 }
 
-// commitError: the COMMIT after a publish failed, so that whether it
-// happened is unknown.
-type commitError struct{ err error }
-
-func (e *commitError) Error() string { return "commit: " + e.err.Error() }
-func (e *commitError) Unwrap() error { return e.err }
-
 func (i inspectorOf[TTx]) release(ctx context.Context, id int64, lt time.Duration, fn func(*store.DeadLetter, bool) error) error {
-	tx, err := i.d.Begin(ctx, &store.BeginParams{LockTimeout: lt})
-	if err != nil {
-		return err
-	}
-	dl, live, err := i.DeadLetterRelease(ctx, tx, id)
-	if err == nil {
-		err = fn(dl, live)
-	}
-	if err != nil {
-		_ = i.d.Rollback(context.WithoutCancel(ctx), tx)
-		return err
-	}
-	killPoint("replay-before-commit")
-	if err := i.d.Commit(ctx, tx); err != nil {
-		_ = i.d.Rollback(context.WithoutCancel(ctx), tx)
-		return &commitError{err}
-	}
-	return nil
+	return replay.Release(ctx, i.d, i.Inspector, id, lt, fn, func() { killPoint("replay-before-commit") })
 }
 
 // killPointEnv names, for tests only, a point at which the command kills

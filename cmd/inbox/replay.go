@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -28,9 +27,8 @@ import (
 	"github.com/inboxkit/inbox/broker/natsjs"
 	"github.com/inboxkit/inbox/broker/rabbitmq"
 	inboxsqs "github.com/inboxkit/inbox/broker/sqs"
-	"github.com/inboxkit/inbox/internal/headers"
-	"github.com/inboxkit/inbox/internal/idscope"
 	"github.com/inboxkit/inbox/internal/redact"
+	"github.com/inboxkit/inbox/internal/replay"
 	"github.com/inboxkit/inbox/store"
 )
 
@@ -248,16 +246,12 @@ func checkHTTPURL(s string, path bool) error {
 // deduplication ID it saw: the Publisher makes it of the message ID.
 const fifoDedup = 5 * time.Minute
 
-// destination is where a replay publishes: the Publisher, its subject,
-// and what the command prints of it.
+// destination is where a replay publishes, and what the command prints
+// of it.
 type destination struct {
-	pub     broker.Publisher
-	subject string
+	replay.Destination
 	// shown is the subject as printed (an SQS queue URL: redacted).
 	shown string
-	// fifo: an SQS FIFO queue, which drops a copy within fifoDedup of
-	// the ID's last send and reports it as sent.
-	fifo  bool
 	close func()
 }
 
@@ -278,7 +272,7 @@ func (b *brokerFlags) publisher(ctx context.Context) (*destination, error) {
 			nc.Close()
 			return nil, err
 		}
-		return &destination{pub: pub, subject: b.subject, shown: b.subject, close: nc.Close}, nil
+		return &destination{Destination: replay.Destination{Publisher: pub, Subject: b.subject}, shown: b.subject, close: nc.Close}, nil
 	case b.kafka != "":
 		return b.kafkaPublisher(ctx)
 	case b.sqs != "":
@@ -288,7 +282,7 @@ func (b *brokerFlags) publisher(ctx context.Context) (*destination, error) {
 	if err != nil {
 		return nil, redact.Error(err, b.amqp)
 	}
-	return &destination{pub: p, subject: b.routingKey, shown: b.routingKey, close: func() { _ = p.Close() }}, nil
+	return &destination{Destination: replay.Destination{Publisher: p, Subject: b.routingKey}, shown: b.routingKey, close: func() { _ = p.Close() }}, nil
 }
 
 // kafkaPublisher makes an idempotent producer, acks from all in-sync
@@ -311,7 +305,7 @@ func (b *brokerFlags) kafkaPublisher(ctx context.Context) (*destination, error) 
 		cl.Close()
 		return nil, err
 	}
-	return &destination{pub: pub, subject: b.topic, shown: b.topic, close: cl.Close}, nil
+	return &destination{Destination: replay.Destination{Publisher: pub, Subject: b.topic}, shown: b.topic, close: cl.Close}, nil
 }
 
 // sqsRegion is the region in a queue URL of AWS's (sqs.REGION.amazonaws.com).
@@ -353,8 +347,12 @@ func (b *brokerFlags) sqsPublisher(ctx context.Context) (*destination, error) {
 	if err != nil {
 		return nil, err
 	}
-	u, _ := url.Parse(b.sqs)
-	return &destination{pub: pub, subject: b.sqs, shown: redact.DSN(b.sqs), fifo: strings.HasSuffix(u.Path, ".fifo"), close: func() {}}, nil
+	dest := &destination{Destination: replay.Destination{Publisher: pub, Subject: b.sqs}, shown: redact.DSN(b.sqs), close: func() {}}
+	if u, _ := url.Parse(b.sqs); strings.HasSuffix(u.Path, ".fifo") {
+		// SQS would take a copy within the window and drop it, as sent.
+		dest.QuietDedup = fifoDedup
+	}
+	return dest, nil
 }
 
 // replayJSON is one dead letter in replay's JSON output.
@@ -438,7 +436,7 @@ func (rp *replayer) run(ctx context.Context, list []int64, all bool, p *store.De
 		// Selected first: the consumer may dead-letter a replayed message
 		// again, under a greater ID, which a scan would reach and replay.
 		var err error
-		if list, err = selectIDs(ctx, rp.in, p); err != nil {
+		if list, err = replay.SelectIDs(ctx, rp.in, p); err != nil {
 			return err
 		}
 	}
@@ -537,127 +535,52 @@ type replayResult struct {
 	err  error  // a *codedError for exit statuses other than 1
 }
 
-// refusedError: the dead letter is not replayed, by rule; nothing
-// changed.
-type refusedError struct{ err error }
-
-func (e *refusedError) Error() string { return e.err.Error() }
-func (e *refusedError) Unwrap() error { return e.err }
-
-func refuse(format string, a ...any) error { return &refusedError{fmt.Errorf(format, a...)} }
-
-// one replays dead letter id, in one transaction (see replayCommand).
+// one replays dead letter id, in one transaction (see replayCommand),
+// and phrases what became of it.
 func (rp *replayer) one(ctx context.Context, id int64) (r replayResult) {
-	r.json = replayJSON{ID: id}
-	var msg *broker.Message
-	var key store.Key
-	err := rp.in.release(ctx, id, rp.lockTimeout, func(dl *store.DeadLetter, live bool) error {
-		key = dl.Key
-		r.json.Consumer, r.json.ConsumerBase64 = jsonBytes(dl.Key.Consumer)
-		r.json.MessageID, r.json.MessageIDBase64 = jsonBytes(dl.Key.MessageID)
-		// Before anything else: the destination reaches rp.consumer only.
-		if !bytes.Equal(dl.Key.Consumer, rp.consumer) {
-			return refuse("it is a dead letter of consumer %s, not of -consumer %s, which the destination reaches: nothing changed; replay it with its own consumer and destination",
-				strconv.Quote(string(dl.Key.Consumer)), strconv.Quote(string(rp.consumer)))
-		}
-		if live {
-			return nil // the dead letter goes, nothing is published
-		}
-		var err error
-		if msg, err = replayMessage(dl, rp.dest.subject, rp.scopeByType); err != nil {
-			return err
-		}
-		if rp.dest.fifo && time.Since(dl.FailedAt) < fifoDedup {
-			// SQS would take the copy and drop it: the release would
-			// commit, and nothing would reach the consumer.
-			return &fifoWindowError{failedAt: dl.FailedAt}
-		}
-		pctx, cancel := context.WithTimeout(ctx, rp.timeout)
-		defer cancel()
-		return rp.dest.pub.Publish(pctx, msg)
-	})
-	var de *natsjs.DuplicateError
-	var fe *fifoWindowError
-	var ce *commitError
-	var re *refusedError
-	switch {
-	case err == nil && msg == nil:
-		r.json.Status = "processed_since"
+	res := (&replay.Replayer{Release: rp.in.release, Dest: rp.dest.Destination, Consumer: rp.consumer,
+		ScopeByType: rp.scopeByType, LockTimeout: rp.lockTimeout, Timeout: rp.timeout}).One(ctx, id)
+	key := res.Key
+	r.json = replayJSON{ID: id, Status: string(res.Status)}
+	if key.Consumer != nil {
+		r.json.Consumer, r.json.ConsumerBase64 = jsonBytes(key.Consumer)
+		r.json.MessageID, r.json.MessageIDBase64 = jsonBytes(key.MessageID)
+	}
+	var qe *replay.QuietWindowError
+	var ce *replay.CommitError
+	err := res.Err
+	switch res.Status {
+	case replay.ProcessedSince:
 		r.done = fmt.Sprintf("dead letter %d: message %s of %s was processed since it was dead-lettered: nothing published, dead letter removed",
 			id, text(key.MessageID), text(key.Consumer))
 		return r
-	case err == nil:
-		r.json.Status = "replayed"
+	case replay.Replayed:
 		r.done = fmt.Sprintf("replayed dead letter %d: message %s of %s published to %q", id, text(key.MessageID), text(key.Consumer), rp.dest.shown)
 		if rp.scopeByType {
-			r.done += fmt.Sprintf(" as ID %s of type %s", text([]byte(msg.ID)), text([]byte(msg.Type)))
+			r.done += fmt.Sprintf(" as ID %s of type %s", text([]byte(res.Msg.ID)), text([]byte(res.Msg.Type)))
 		}
 		return r
-	case errors.Is(err, store.ErrNotFound):
-		r.json.Status, r.err = "not_found", withCode(exitNotFound, errors.New("no such dead letter (replayed or discarded already?)"))
-	case errors.As(err, &re):
-		r.json.Status, r.err = "refused", err
-	case errors.As(err, &de):
-		window := "the stream's duplicate window"
-		if de.Window > 0 {
-			window = fmt.Sprintf("the stream's duplicate window (%v)", de.Window)
+	case replay.NotFound:
+		r.err = withCode(exitNotFound, errors.New("no such dead letter (replayed or discarded already?)"))
+	case replay.Refused:
+		r.err = err
+	case replay.DuplicateWindow:
+		when := "once the stream's duplicate window has passed since the message was last published"
+		if errors.As(err, &qe) {
+			// The command sets QuietDedup for an SQS FIFO queue alone.
+			err = fmt.Errorf("the message failed at %s, within the 5 minutes in which an SQS FIFO queue drops a message whose ID it saw, and reports it sent",
+				timeJSON(qe.FailedAt))
+			when = "after " + timeJSON(qe.Until())
 		}
-		r.json.Status = "duplicate_window"
 		r.err = withCode(exitTempFail, fmt.Errorf("%w; nothing changed: the dead letter and the message's dead inbox row are kept; "+
-			"run the replay again once %s has passed since the message was last published", err, window))
-	case errors.As(err, &fe):
-		r.json.Status = "duplicate_window"
-		r.err = withCode(exitTempFail, fmt.Errorf("%w; nothing changed: the dead letter and the message's dead inbox row are kept; "+
-			"run the replay again after %s", err, timeJSON(fe.failedAt.Add(fifoDedup))))
-	case errors.As(err, &ce):
-		r.json.Status = "failed"
-		r.err = fmt.Errorf("published, then %w: whether the replay happened is unknown; if it did not, the consumer acks the published copy "+
-			"as a duplicate and the dead letter is still there: run the replay again", err)
+			"run the replay again %s", err, when))
 	default:
-		r.json.Status, r.err = "failed", err
+		r.err = err
+		if errors.As(err, &ce) {
+			r.err = fmt.Errorf("published, then %w: whether the replay happened is unknown; if it did not, the consumer acks the published copy "+
+				"as a duplicate and the dead letter is still there: run the replay again", err)
+		}
 	}
 	r.json.Error = r.err.Error()
 	return r
-}
-
-// fifoWindowError: the dead letter failed within fifoDedup, so its
-// message was sent within it too, and an SQS FIFO queue would drop the
-// copy (as sent, which the Publisher cannot tell).
-type fifoWindowError struct{ failedAt time.Time }
-
-func (e *fifoWindowError) Error() string {
-	return fmt.Sprintf("the message failed at %s, within the 5 minutes in which an SQS FIFO queue drops a message whose ID it saw, and reports it sent",
-		timeJSON(e.failedAt))
-}
-
-// replayMessage is the message that replays dl to subject, or why it
-// cannot be replayed. With scopeByType, the ID and type are those that
-// dl's key holds (idscope), so that the consumer, scoping them again,
-// claims the copy under dl's key.
-func replayMessage(dl *store.DeadLetter, subject string, scopeByType bool) (*broker.Message, error) {
-	if bytes.Equal(dl.Headers, headers.LostMarker) {
-		return nil, fmt.Errorf("%w: its payload and headers were not kept; discard it", inbox.ErrPayloadLost)
-	}
-	id, typ := string(dl.Key.MessageID), dl.Type
-	t, i, ok := idscope.Split(dl.Key.MessageID)
-	scoped := ok && t == dl.Type
-	switch {
-	case scopeByType && !scoped:
-		return nil, refuse("its message ID is not scoped by its type %s, as -scope-id-by-type says its consumer's are: nothing changed; "+
-			"if the consumer does not use inbox.Config.ScopeIDByType, replay without the flag", strconv.Quote(dl.Type))
-	case scopeByType:
-		id, typ = i, t
-	case scoped:
-		return nil, refuse("its message ID looks scoped by its type %s (inbox.Config.ScopeIDByType): nothing changed; "+
-			"if its consumer scopes IDs by type, pass -scope-id-by-type (published as is, the ID would be scoped again and the copy claimed under another key)",
-			strconv.Quote(dl.Type))
-	}
-	if n := len(id); n == 0 || n > inbox.MaxIDLen {
-		return nil, fmt.Errorf("its message ID of %d bytes is invalid (1..%d): it cannot be replayed; discard it", n, inbox.MaxIDLen)
-	}
-	h, err := headers.Decode(dl.Headers)
-	if err != nil {
-		return nil, err
-	}
-	return &broker.Message{ID: id, Subject: subject, Type: typ, Payload: dl.Payload, Headers: h}, nil
 }

@@ -298,7 +298,7 @@ func testReplay(t *testing.T, b *replayBroker, e *dbEnv) {
 		broken.Delete("m-3")
 		code, stdout, stderr := runCmd(t, append(append([]string{"dead-letters", "replay", "-consumer", "replay"}, append(b.flags, e.flags...)...), fmt.Sprint(dl3))...)
 		t.Logf("replay %v after the publish: exit %d", time.Since(pub3), code)
-		if time.Since(pub3) < b.window && (code != exitTempFail || stdout != "" || !strings.Contains(stderr, "duplicate window (1.5s)") ||
+		if time.Since(pub3) < b.window && (code != exitTempFail || stdout != "" || !strings.Contains(stderr, "duplicate window of 1.5s") ||
 			!strings.Contains(stderr, "nothing changed")) {
 			t.Fatalf("replay within the duplicate window: exit %d, stdout %q, stderr %q; want 75 and why on stderr", code, stdout, stderr)
 		}

@@ -202,6 +202,24 @@ func Run[TTx any](t *testing.T, open Open[TTx]) {
 			tc.run(t, serve, d, f)
 		})
 	}
+	// The actions change what they act on: each case fills tables of its
+	// own.
+	actions := []struct {
+		name string
+		run  func(t *testing.T, open Open[TTx])
+	}{
+		{"forged and read-only POSTs refused", testForgery[TTx]},
+		{"discard", testDiscard[TTx]},
+		{"replay", testReplay[TTx]},
+		{"bulk replay and discard", testBulk[TTx]},
+		{"outbox unpark and discard", testOutboxActions[TTx]},
+	}
+	for _, tc := range actions {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.run(t, open)
+		})
+	}
 }
 
 // page is a response as the tests read it.
@@ -556,15 +574,27 @@ func testHeaders[TTx any](t *testing.T, serve func(*testing.T, *console.Config) 
 			t.Errorf("GET %s: an inline style or script, which the policy forbids", path)
 		}
 	}
+	// Methods other than GET, HEAD and POST: 405; a POST without the
+	// form's token: 403. Read-only, every one but GET and HEAD: 405.
+	ro := serve(t, &console.Config{ReadOnly: true})
 	for _, m := range []string{http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodPatch, "PURGE"} {
-		req, _ := http.NewRequest(m, srv.URL+"/dead-letters", strings.NewReader("x=1"))
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "GET, HEAD" || resp.Header.Get("X-Frame-Options") != "DENY" {
-			t.Errorf("%s: %d, Allow %q; want 405 with Allow GET, HEAD and the headers", m, resp.StatusCode, resp.Header.Get("Allow"))
+		for _, s := range []struct {
+			srv    *httptest.Server
+			status int
+			allow  string
+		}{{srv, http.StatusMethodNotAllowed, "GET, HEAD, POST"}, {ro, http.StatusMethodNotAllowed, "GET, HEAD"}} {
+			if m == http.MethodPost && s.srv == srv {
+				s.status, s.allow = http.StatusForbidden, ""
+			}
+			req, _ := http.NewRequest(m, s.srv.URL+"/dead-letters", strings.NewReader("x=1"))
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != s.status || resp.Header.Get("Allow") != s.allow || resp.Header.Get("X-Frame-Options") != "DENY" {
+				t.Errorf("%s: %d, Allow %q; want %d with Allow %q and the headers", m, resp.StatusCode, resp.Header.Get("Allow"), s.status, s.allow)
+			}
 		}
 	}
 	resp, err := http.Head(srv.URL + "/dead-letters")

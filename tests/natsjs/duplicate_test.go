@@ -34,7 +34,7 @@ func TestPublisherRefusesDuplicates(t *testing.T) {
 	}
 	err := strict.Publish(ctx, m)
 	var de *natsjs.DuplicateError
-	if !errors.Is(err, natsjs.ErrDuplicate) || !errors.As(err, &de) || de.Window != window || de.Stream != name || de.ID != "dup-1" {
+	if !errors.Is(err, natsjs.ErrDuplicate) || !errors.Is(err, broker.ErrDuplicate) || !errors.As(err, &de) || de.Window != window || de.Stream != name || de.ID != "dup-1" {
 		t.Fatalf("duplicate with RefuseDuplicates: %v (%+v), want a DuplicateError with the window %v", err, de, window)
 	}
 	time.Sleep(window + 200*time.Millisecond)
