@@ -36,8 +36,12 @@ SELECT convert_to('consumer-' || g % 4, 'UTF8'), convert_to('msg-' || g, 'UTF8')
        'charge msg-' || g || ': ' || (ARRAY['card declined','card expired','gateway timeout','bad payload','fraud check'])[g % 5 + 1],
        'charge msg-<n>: ' || (ARRAY['card declined','card expired','gateway timeout','bad payload','fraud check'])[g % 5 + 1],
        10, now() - g * interval '1 second'
-FROM generate_series(1, 100000) AS g;
-ANALYZE `+schema+`.inbox_dead_letters`); err != nil {
+FROM generate_series(1, 100000) AS g`); err != nil {
+		b.Fatal(err)
+	}
+	// As autovacuum leaves a table written to over time: its pages all
+	// visible, so that an index-only scan need not read them.
+	if _, err := pool.Exec(ctx, `VACUUM (ANALYZE) `+schema+`.inbox_dead_letters`); err != nil {
 		b.Fatal(err)
 	}
 	b.Run("store_groups", func(b *testing.B) {
