@@ -29,7 +29,8 @@ var consoleCommand = command{
 	synopsis: "inbox console " + storeSynopsis + `
     [-listen ADDR] [-read-only] [-token-file PATH] [-retention D]
     [-replay-consumer C [-scope-id-by-type] (-nats URL -subject S |
-     -amqp URL [-exchange E] -routing-key K | -kafka BROKERS -topic T |
+     -amqp URL [-exchange E] -routing-key K | -kafka BROKERS -topic T
+     [-kafka-tls] [-kafka-ca FILE] [-kafka-sasl M] |
      -sqs QUEUE_URL [-sqs-endpoint URL]) [-type-header H] [-id-header H]
      [-timeout D]]`,
 	description: `Serves the web console: per consumer the messages processed per minute,

@@ -117,7 +117,7 @@ commands:
   check     check the schema version, durability settings and retention against the broker
   outbox (stats | list | show | unpark | discard | parked)
             count and look into outbox rows, publish parked ones again, or delete them
-  console   serve the read-only web console: throughput, retries, dead letters, the outbox
+  console   serve the web console: throughput, retries, dead letters, the outbox; replay, discard, unpark
 
 Run 'inbox <command> -h' for a command's manual.
 

@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net"
 	"net/url"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -20,6 +23,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/inboxkit/inbox"
 	"github.com/inboxkit/inbox/broker"
@@ -36,7 +42,8 @@ var replayCommand = command{
 	name: "dead-letters replay",
 	synopsis: "inbox dead-letters replay " + storeSynopsis + `
     (-nats URL -subject S | -amqp URL [-exchange E] -routing-key K |
-     -kafka BROKERS -topic T | -sqs QUEUE_URL [-sqs-endpoint URL])
+     -kafka BROKERS -topic T [-kafka-tls] [-kafka-ca FILE] [-kafka-sasl M] |
+     -sqs QUEUE_URL [-sqs-endpoint URL])
     [-type-header H] [-id-header H]
     -consumer C [-scope-id-by-type] [-timeout D] [-lock-timeout D] [-json]
     (ID... | -all ` + filterSynopsis + " [-dry-run])",
@@ -108,6 +115,11 @@ that fails after the publish leaves it unknown whether the replay
 happened; either way the effect happens at most once: run the command
 again.
 
+Kafka: -kafka-tls connects over TLS, checking the brokers' certificates
+against the system's roots, or against those of -kafka-ca FILE. -kafka-sasl
+authenticates with SASL PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512, as the user
+and password in INBOX_KAFKA_USER and INBOX_KAFKA_PASSWORD.
+
 SQS credentials and region come as the AWS CLI finds them: AWS_PROFILE,
 AWS_ACCESS_KEY_ID, AWS_REGION, ~/.aws, SSO, an instance role. Without a
 region, the one in the queue URL is taken.
@@ -133,6 +145,8 @@ type brokerFlags struct {
 	nats, subject, typeHeader, idHeader string
 	amqp, exchange, routingKey          string
 	kafka, topic                        string
+	kafkaTLS                            bool
+	kafkaCA, kafkaSASL                  string
 	sqs, sqsEndpoint                    string
 	timeout                             time.Duration
 }
@@ -147,6 +161,10 @@ func (b *brokerFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&b.routingKey, "routing-key", "", "with -amqp: the routing key (with the default exchange: the queue)")
 	fs.StringVar(&b.kafka, "kafka", "", "Kafka seed brokers, host:port separated by commas, e.g. 127.0.0.1:9092")
 	fs.StringVar(&b.topic, "topic", "", "with -kafka: the topic to produce to")
+	fs.BoolVar(&b.kafkaTLS, "kafka-tls", false, "with -kafka: connect over TLS, checking the brokers' certificates against the system's roots")
+	fs.StringVar(&b.kafkaCA, "kafka-ca", "", "with -kafka: connect over TLS, checking the brokers' certificates against the PEM certificates in this file")
+	fs.StringVar(&b.kafkaSASL, "kafka-sasl", "", "with -kafka: authenticate with SASL: plain, scram-sha-256 or scram-sha-512; the user and password come from "+
+		envKafkaUser+" and "+envKafkaPassword)
 	fs.StringVar(&b.sqs, "sqs", "", "SQS queue URL, e.g. https://sqs.eu-west-1.amazonaws.com/123456789012/payments (credentials and region as the AWS CLI finds them)")
 	fs.StringVar(&b.sqsEndpoint, "sqs-endpoint", "", "with -sqs: the SQS endpoint URL, for an emulator or LocalStack (default: AWS's, or AWS_ENDPOINT_URL_SQS)")
 	fs.DurationVar(&b.timeout, "timeout", DefaultPublishTimeout, "how long to wait for the broker to confirm each publish (the release's transaction stays open meanwhile: keep it below the consumers' lock timeout)")
@@ -198,6 +216,12 @@ func (b *brokerFlags) validate() error {
 		return errors.New("-type-header and -id-header must not be empty")
 	case !utf8.ValidString(b.typeHeader) || !utf8.ValidString(b.idHeader):
 		return errors.New("-type-header and -id-header must be valid UTF-8")
+	case (b.kafkaTLS || b.kafkaCA != "" || b.kafkaSASL != "") && b.kafka == "":
+		return errors.New("-kafka-tls, -kafka-ca and -kafka-sasl go with -kafka")
+	case b.kafkaSASL != "" && kafkaMechanisms[b.kafkaSASL] == nil:
+		return fmt.Errorf("-kafka-sasl %s: want plain, scram-sha-256 or scram-sha-512", strconv.Quote(b.kafkaSASL))
+	case b.kafkaSASL != "" && (os.Getenv(envKafkaUser) == "" || os.Getenv(envKafkaPassword) == ""):
+		return fmt.Errorf("-kafka-sasl needs %s and %s in the environment", envKafkaUser, envKafkaPassword)
 	case b.topic != "" && !kafkaTopic.MatchString(b.topic):
 		return fmt.Errorf("-topic %s is not a Kafka topic name (1 to 249 of A-Z a-z 0-9 . _ -)", strconv.Quote(b.topic))
 	}
@@ -289,8 +313,13 @@ func (b *brokerFlags) publisher(ctx context.Context) (*destination, error) {
 // replicas (franz-go's defaults), that fails a record whose Publish
 // timed out rather than send it after the replay rolled back.
 func (b *brokerFlags) kafkaPublisher(ctx context.Context) (*destination, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(b.kafka, ",")...), kgo.ClientID("inbox-dead-letters-replay"),
-		kgo.DialTimeout(b.timeout), kgo.ProducerLinger(0), kgo.AllowIdempotentProduceCancellation())
+	opts := []kgo.Opt{kgo.SeedBrokers(strings.Split(b.kafka, ",")...), kgo.ClientID("inbox-dead-letters-replay"),
+		kgo.DialTimeout(b.timeout), kgo.ProducerLinger(0), kgo.AllowIdempotentProduceCancellation()}
+	sec, err := b.kafkaSecurity()
+	if err != nil {
+		return nil, err
+	}
+	cl, err := kgo.NewClient(append(opts, sec...)...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka: %w", redact.Error(err, b.kafka))
 	}
@@ -306,6 +335,44 @@ func (b *brokerFlags) kafkaPublisher(ctx context.Context) (*destination, error) 
 		return nil, err
 	}
 	return &destination{Destination: replay.Destination{Publisher: pub, Subject: b.topic}, shown: b.topic, close: cl.Close}, nil
+}
+
+// The environment that holds Kafka's SASL credentials: a flag's value
+// would show in ps.
+const (
+	envKafkaUser     = "INBOX_KAFKA_USER"
+	envKafkaPassword = "INBOX_KAFKA_PASSWORD"
+)
+
+// kafkaMechanisms make the SASL mechanism of -kafka-sasl.
+var kafkaMechanisms = map[string]func(user, pass string) sasl.Mechanism{
+	"plain":         func(u, p string) sasl.Mechanism { return plain.Auth{User: u, Pass: p}.AsMechanism() },
+	"scram-sha-256": func(u, p string) sasl.Mechanism { return scram.Auth{User: u, Pass: p}.AsSha256Mechanism() },
+	"scram-sha-512": func(u, p string) sasl.Mechanism { return scram.Auth{User: u, Pass: p}.AsSha512Mechanism() },
+}
+
+// kafkaSecurity is the client's TLS and SASL, as the flags and the
+// environment give them (validate first).
+func (b *brokerFlags) kafkaSecurity() ([]kgo.Opt, error) {
+	var opts []kgo.Opt
+	if b.kafkaTLS || b.kafkaCA != "" {
+		cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+		if b.kafkaCA != "" {
+			pem, err := os.ReadFile(b.kafkaCA)
+			if err != nil {
+				return nil, fmt.Errorf("-kafka-ca: %w", err)
+			}
+			cfg.RootCAs = x509.NewCertPool()
+			if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("-kafka-ca: %s holds no PEM certificate", b.kafkaCA)
+			}
+		}
+		opts = append(opts, kgo.DialTLSConfig(cfg))
+	}
+	if b.kafkaSASL != "" {
+		opts = append(opts, kgo.SASL(kafkaMechanisms[b.kafkaSASL](os.Getenv(envKafkaUser), os.Getenv(envKafkaPassword))))
+	}
+	return opts, nil
 }
 
 // sqsRegion is the region in a queue URL of AWS's (sqs.REGION.amazonaws.com).
