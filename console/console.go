@@ -116,8 +116,10 @@ type Destination struct {
 	// to false.
 	ScopeIDByType bool
 	// QuietDedup is how long the broker drops a message whose ID it saw,
-	// while it reports it sent: 5 minutes for an SQS FIFO queue. A dead
-	// letter that failed within it is not replayed. Defaults to 0, none.
+	// while it reports it sent. A dead letter that failed within it is
+	// not replayed. The sqs Publisher with FreshDeduplication, as a
+	// replay to a FIFO queue wants it, needs none; without it, an SQS FIFO
+	// queue drops copies for 5 minutes. Defaults to 0, none.
 	QuietDedup time.Duration
 	// Timeout bounds each publish. The replay's transaction stays open
 	// meanwhile, holding the row a consumer of the copy waits for: keep

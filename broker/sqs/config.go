@@ -205,6 +205,15 @@ type PublisherConfig struct {
 	// name, type and value. Raise it to at most 1 MiB for queues whose
 	// MaximumMessageSize allows more. Default [DefaultMaxMessageSize], 256 KiB.
 	MaxMessageSize int
+	// FreshDeduplication gives each Publish to a FIFO queue a random
+	// deduplication ID of its own, so that the queue never drops it as a
+	// copy of an earlier send of the same message ID. A replay of a dead
+	// letter sets it: the original went out with the message ID, and the
+	// queue would drop the replay, reported sent, for 5 minutes. The
+	// consumer's inbox still sees the message ID and skips a duplicate. An
+	// outbox relay must not set it: there the queue's deduplication drops
+	// a re-publish after a lost reply. Default false.
+	FreshDeduplication bool
 }
 
 func (cfg *PublisherConfig) withDefaults() (PublisherConfig, error) {

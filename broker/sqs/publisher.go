@@ -2,6 +2,7 @@ package sqs
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -58,7 +59,8 @@ func NewPublisher(cl *awssqs.Client, cfg *PublisherConfig) (*Publisher, error) {
 // PublisherConfig.MessageGroup without one. The deduplication ID is the
 // message ID. When SQS would refuse the ID itself, it is its SHA-256, as
 // "sha256-<hex>". SQS drops a re-publish within its 5-minute deduplication
-// interval. A standard queue ignores Key.
+// interval, unless PublisherConfig.FreshDeduplication is set. A standard
+// queue ignores Key.
 //
 // Some messages are refused with an error wrapping
 // [broker.ErrInvalidMessage].
@@ -145,6 +147,9 @@ func (p *Publisher) input(msg *broker.Message) (*awssqs.SendMessageInput, error)
 		}
 		in.MessageGroupId = aws.String(group)
 		in.MessageDeduplicationId = aws.String(dedupID(msg.ID))
+		if p.cfg.FreshDeduplication {
+			in.MessageDeduplicationId = aws.String(freshDedupID())
+		}
 	}
 	return in, nil
 }
@@ -156,6 +161,14 @@ func dedupID(id string) string {
 	}
 	sum := sha256.Sum256([]byte(id))
 	return "sha256-" + hex.EncodeToString(sum[:])
+}
+
+// freshDedupID is a random deduplication ID, never that of a message ID
+// (which has no "fresh-" prefix with 32 hex digits unless it is one).
+func freshDedupID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return "fresh-" + hex.EncodeToString(b[:])
 }
 
 // queueURL returns the URL of the queue q names or locates.

@@ -45,8 +45,8 @@ const exitStatus = `EXIT STATUS
       others given were done, as stdout lists
   5   partly done: some changes were made, which stdout lists, and
       another failed for a reason other than not found
-  75  nothing changed; try again later (a NATS duplicate window, an SQS
-      FIFO queue's 5 minutes)
+  75  nothing changed; try again later (a replay within a NATS
+      stream's duplicate window)
 `
 
 // codedError carries an exit code other than 1.

@@ -33,7 +33,7 @@
 // does not exist (the others given were done), 5 partly done (some
 // changes, which stdout lists, and a failure other than not found), 75
 // nothing changed and a later run may succeed (a replay within NATS's
-// duplicate window, an SQS FIFO queue's 5 minutes).
+// duplicate window).
 package main
 
 import (

@@ -104,13 +104,10 @@ status and error. A dead letter not found, the others replayed, exits 4.
 NATS JetStream drops a publish whose ID it saw within the stream's
 duplicate window (2 min by default) and says so: the replay then rolls
 back, changes nothing, and exits 75; run it again once the window has
-passed since the message was last published. RabbitMQ, Kafka and a
-standard SQS queue have no such window. An SQS FIFO queue (its URL ends
-in .fifo) drops a message whose ID it saw within 5 minutes, and reports
-it sent: so a dead letter that failed less than 5 minutes ago is not
-replayed to one (exit 75, nothing changed). SQS cannot tell a replay
-killed before its COMMIT: after one, wait 5 minutes before running it
-again, or the copy is dropped while the dead letter is removed. A COMMIT
+passed since the message was last published. RabbitMQ, Kafka and SQS
+have no such window for a replay: to an SQS FIFO queue (its URL ends in
+.fifo), each copy goes with a deduplication ID of its own, so that the
+queue does not drop it as a copy of the original. A COMMIT
 that fails after the publish leaves it unknown whether the replay
 happened; either way the effect happens at most once: run the command
 again.
@@ -266,10 +263,6 @@ func checkHTTPURL(s string, path bool) error {
 	return nil
 }
 
-// fifoDedup is how long an SQS FIFO queue drops a message whose
-// deduplication ID it saw: the Publisher makes it of the message ID.
-const fifoDedup = 5 * time.Minute
-
 // destination is where a replay publishes, and what the command prints
 // of it.
 type destination struct {
@@ -410,16 +403,15 @@ func (b *brokerFlags) sqsPublisher(ctx context.Context) (*destination, error) {
 			o.BaseEndpoint = aws.String(b.sqsEndpoint)
 		}
 	})
-	pub, err := inboxsqs.NewPublisher(cl, &inboxsqs.PublisherConfig{IDAttribute: b.idHeader, TypeAttribute: b.typeHeader})
+	// A FIFO queue would drop a copy sent within 5 minutes of the
+	// original, or of a replay killed before its COMMIT, and report it
+	// sent: each replay gets a deduplication ID of its own.
+	pub, err := inboxsqs.NewPublisher(cl, &inboxsqs.PublisherConfig{IDAttribute: b.idHeader, TypeAttribute: b.typeHeader,
+		FreshDeduplication: true})
 	if err != nil {
 		return nil, err
 	}
-	dest := &destination{Destination: replay.Destination{Publisher: pub, Subject: b.sqs}, shown: redact.DSN(b.sqs), close: func() {}}
-	if u, _ := url.Parse(b.sqs); strings.HasSuffix(u.Path, ".fifo") {
-		// SQS would take a copy within the window and drop it, as sent.
-		dest.QuietDedup = fifoDedup
-	}
-	return dest, nil
+	return &destination{Destination: replay.Destination{Publisher: pub, Subject: b.sqs}, shown: redact.DSN(b.sqs), close: func() {}}, nil
 }
 
 // replayJSON is one dead letter in replay's JSON output.
@@ -634,9 +626,6 @@ func (rp *replayer) one(ctx context.Context, id int64) (r replayResult) {
 	case replay.DuplicateWindow:
 		when := "once the stream's duplicate window has passed since the message was last published"
 		if errors.As(err, &qe) {
-			// The command sets QuietDedup for an SQS FIFO queue alone.
-			err = fmt.Errorf("the message failed at %s, within the 5 minutes in which an SQS FIFO queue drops a message whose ID it saw, and reports it sent",
-				timeJSON(qe.FailedAt))
 			when = "after " + timeJSON(qe.Until())
 		}
 		r.err = withCode(exitTempFail, fmt.Errorf("%w; nothing changed: the dead letter and the message's dead inbox row are kept; "+

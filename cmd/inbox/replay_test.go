@@ -147,11 +147,17 @@ func kafkaReplayBroker(t *testing.T) *replayBroker {
 	return &replayBroker{src: src, pub: pub, dest: topic, flags: []string{"-kafka", strings.Join(addrs, ","), "-topic", topic}}
 }
 
-func sqsReplayBroker(t *testing.T) *replayBroker {
+func sqsReplayBroker(t *testing.T) *replayBroker { return sqsQueueReplayBroker(t, false) }
+
+// sqsFIFOReplayBroker: the queue drops a message whose deduplication ID
+// it saw within 5 minutes; the replays must not be dropped.
+func sqsFIFOReplayBroker(t *testing.T) *replayBroker { return sqsQueueReplayBroker(t, true) }
+
+func sqsQueueReplayBroker(t *testing.T, fifo bool) *replayBroker {
 	t.Helper()
 	ctx := context.Background()
 	cl := sqsenv.Client()
-	queue := sqsenv.Queue(t, false)
+	queue := sqsenv.Queue(t, fifo)
 	out, err := cl.GetQueueUrl(ctx, &awssqs.GetQueueUrlInput{QueueName: &queue})
 	if err != nil {
 		testenv.Unavailable(t, "SQS at "+sqsenv.Endpoint(), err)
@@ -175,14 +181,16 @@ func sqsReplayBroker(t *testing.T) *replayBroker {
 // after the publish, before COMMIT (the copy is acked as a duplicate, the
 // dead letter stays) and run again. On NATS, a replay within the stream's
 // duplicate window fails with exit 75 and changes nothing. Kafka runs on
-// kfake, SQS on the goaws emulator.
+// kfake, SQS on the goaws emulator, with a standard queue and a FIFO one,
+// which drops a deduplication ID it saw within 5 minutes: the replays
+// there come at once after the originals.
 func TestReplay(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name, db string
 		broker   func(*testing.T) *replayBroker
 	}{{"nats", "postgres", natsReplayBroker}, {"rabbitmq", "sqlite", rabbitReplayBroker}, {"kafka", "mysql", kafkaReplayBroker},
-		{"sqs", "postgres", sqsReplayBroker}} {
+		{"sqs", "postgres", sqsReplayBroker}, {"sqs-fifo", "sqlite", sqsFIFOReplayBroker}} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			testReplay(t, tc.broker(t), openDB(t, tc.db))

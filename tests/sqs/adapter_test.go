@@ -591,3 +591,41 @@ func TestShortPollingBacksOff(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// With FreshDeduplication, a FIFO queue takes a second publish of one
+// message ID at once: each has a deduplication ID of its own. Without it,
+// the emulator drops the second, as SQS does.
+func TestFIFOFreshDeduplication(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cl := sqsenv.Client()
+	for _, fresh := range []bool{false, true} {
+		name := sqsenv.Queue(t, true)
+		pub, err := sqs.NewPublisher(cl, &sqs.PublisherConfig{FreshDeduplication: fresh})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			if err := pub.Publish(ctx, &broker.Message{ID: "again", Subject: name, Payload: []byte("p")}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		src := newSource(t, cl, name, sqs.Config{VisibilityTimeout: 5 * time.Second})
+		got := 0
+		for {
+			nctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			d, err := src.Next(nctx)
+			cancel()
+			if err != nil {
+				break
+			}
+			got++
+			if err := d.Ack(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if want := map[bool]int{false: 1, true: 2}[fresh]; got != want {
+			t.Errorf("FreshDeduplication %v: %d of 2 publishes received, want %d", fresh, got, want)
+		}
+	}
+}
