@@ -63,6 +63,9 @@ type Inspect struct {
 	// Retrying: $1 consumer. Rows: consumer, messages, sum of attempts,
 	// least first_failed_at; of the attempts rows without an inbox row.
 	Retrying string
+	// DeadLetterCounts: no arguments. Rows: consumer, dead letters; by
+	// consumer.
+	DeadLetterCounts string
 	// Release deletes the message's attempts and its inbox row if dead:
 	// $1 consumer, $2 message_id. Returns whether a live row is there.
 	Release string
@@ -124,6 +127,7 @@ FROM ` + attempts + ` a
 WHERE ($1::bytea IS NULL OR a.consumer = $1::bytea)
 	AND NOT EXISTS (SELECT 1 FROM ` + inbox + ` i WHERE i.consumer = a.consumer AND i.message_id = a.message_id)
 GROUP BY a.consumer ORDER BY a.consumer`,
+		DeadLetterCounts:  `SELECT consumer, count(*) FROM ` + dead + ` GROUP BY consumer ORDER BY consumer`,
 		Ungrouped:         `SELECT id, error FROM ` + dead + ` WHERE error_group = '' AND error <> '' ORDER BY id LIMIT $1`,
 		SetGroup:          `UPDATE ` + dead + ` SET error_group = $1 WHERE id = $2`,
 		UngroupedAttempts: `SELECT consumer, message_id, last_error FROM ` + attempts + ` WHERE error_group = '' AND last_error <> '' LIMIT $1`,
