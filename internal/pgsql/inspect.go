@@ -122,10 +122,16 @@ GROUP BY error_group ORDER BY count(*) DESC, error_group LIMIT $7`,
 FROM ` + inbox + `
 WHERE received_at >= 'epoch'::timestamptz + $2::bigint * interval '1 millisecond' AND ` + consumerIs + `
 GROUP BY consumer, m ORDER BY consumer, m`,
+		// A LATERAL subquery with a LIMIT, which PostgreSQL does not turn
+		// into a join, probes the inbox's primary key once per attempts
+		// row. NOT EXISTS became a hash anti-join that read the whole
+		// inbox, usually far larger than the attempts table.
 		Retrying: `SELECT a.consumer, count(*), sum(a.attempts)::bigint, ` + ms("min(a.first_failed_at)") + `
 FROM ` + attempts + ` a
-WHERE ($1::bytea IS NULL OR a.consumer = $1::bytea)
-	AND NOT EXISTS (SELECT 1 FROM ` + inbox + ` i WHERE i.consumer = a.consumer AND i.message_id = a.message_id)
+LEFT JOIN LATERAL (
+	SELECT true AS found FROM ` + inbox + ` i WHERE i.consumer = a.consumer AND i.message_id = a.message_id LIMIT 1
+) i ON true
+WHERE ($1::bytea IS NULL OR a.consumer = $1::bytea) AND i.found IS NULL
 GROUP BY a.consumer ORDER BY a.consumer`,
 		DeadLetterCounts:  `SELECT consumer, count(*) FROM ` + dead + ` GROUP BY consumer ORDER BY consumer`,
 		Ungrouped:         `SELECT id, error FROM ` + dead + ` WHERE error_group = '' AND error <> '' ORDER BY id LIMIT $1`,
