@@ -2,6 +2,7 @@ package console
 
 import (
 	"bytes"
+	"context"
 	"html/template"
 	"net/http"
 	"slices"
@@ -59,13 +60,13 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 		return v
 	}
 	if c.dl != nil {
-		stats, err := c.dl.Stats(ctx, &store.StatsParams{})
+		counts, err := c.deadLetterCounts(ctx)
 		if err != nil {
 			c.fail(w, r, http.StatusInternalServerError, storeFailed, err)
 			return
 		}
-		for _, s := range stats {
-			consumer(s.Consumer).DeadLetters = s.DeadLetters
+		for _, n := range counts {
+			consumer(n.Consumer).DeadLetters = n.Count
 		}
 	}
 	minutes := int(c.cfg.ThroughputWindow / time.Minute)
@@ -121,6 +122,23 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 		p.Outbox = newOutboxStatsView(s)
 	}
 	c.render(w, r, http.StatusOK, "overview", p)
+}
+
+// deadLetterCounts counts the dead letters per consumer. Without
+// ActivityInspector it takes them from Stats, which reads every row of
+// the inbox's three tables.
+func (c *Console) deadLetterCounts(ctx context.Context) ([]*store.ConsumerCount, error) {
+	if c.act != nil {
+		return c.act.DeadLetterCounts(ctx)
+	}
+	stats, err := c.dl.Stats(ctx, &store.StatsParams{})
+	out := make([]*store.ConsumerCount, 0, len(stats))
+	for _, s := range stats {
+		if s.DeadLetters > 0 {
+			out = append(out, &store.ConsumerCount{Consumer: s.Consumer, Count: s.DeadLetters})
+		}
+	}
+	return out, err
 }
 
 // groupViews are groups with links to the dead letters of each, under

@@ -53,6 +53,13 @@ ANALYZE `+schema+`.inbox; ANALYZE `+schema+`.inbox_dead_letters; ANALYZE `+schem
 			}
 		}
 	})
+	b.Run("store_dead_letter_counts", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := d.DeadLetterCounts(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	b.Run("store_throughput", func(b *testing.B) {
 		for b.Loop() {
 			if _, err := d.Throughput(ctx, &store.ThroughputParams{Since: time.Now().Add(-3 * time.Hour)}); err != nil {

@@ -22,6 +22,13 @@ type ActivityInspector interface {
 	// dead-lettered yet. Consumers come in byte order; one with none is not
 	// listed.
 	Retrying(ctx context.Context, consumer []byte) ([]*RetryingStats, error)
+
+	// DeadLetterCounts counts the dead letters per consumer, consumers in
+	// byte order; one with none is not listed. It reads the index on
+	// (consumer, id) alone where the database finds that cheaper than the
+	// table, unlike [Inspector.Stats], which reads every row of the three
+	// tables.
+	DeadLetterCounts(ctx context.Context) ([]*ConsumerCount, error)
 }
 
 // ThroughputParams are the parameters of ActivityInspector.Throughput.
@@ -49,4 +56,10 @@ type RetryingStats struct {
 	// OldestFailedAt is the least first_failed_at among them: how long the
 	// oldest has been failing.
 	OldestFailedAt time.Time
+}
+
+// ConsumerCount is how many rows one consumer has.
+type ConsumerCount struct {
+	Consumer []byte
+	Count    int64
 }

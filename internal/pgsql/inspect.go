@@ -63,6 +63,9 @@ type Inspect struct {
 	// Retrying: $1 consumer. Rows: consumer, messages, sum of attempts,
 	// least first_failed_at; of the attempts rows without an inbox row.
 	Retrying string
+	// DeadLetterCounts: no arguments. Rows: consumer, dead letters; by
+	// consumer.
+	DeadLetterCounts string
 	// Release deletes the message's attempts and its inbox row if dead:
 	// $1 consumer, $2 message_id. Returns whether a live row is there.
 	Release string
@@ -119,11 +122,18 @@ GROUP BY error_group ORDER BY count(*) DESC, error_group LIMIT $7`,
 FROM ` + inbox + `
 WHERE received_at >= 'epoch'::timestamptz + $2::bigint * interval '1 millisecond' AND ` + consumerIs + `
 GROUP BY consumer, m ORDER BY consumer, m`,
+		// A LATERAL subquery with a LIMIT, which PostgreSQL does not turn
+		// into a join, probes the inbox's primary key once per attempts
+		// row. NOT EXISTS became a hash anti-join that read the whole
+		// inbox, usually far larger than the attempts table.
 		Retrying: `SELECT a.consumer, count(*), sum(a.attempts)::bigint, ` + ms("min(a.first_failed_at)") + `
 FROM ` + attempts + ` a
-WHERE ($1::bytea IS NULL OR a.consumer = $1::bytea)
-	AND NOT EXISTS (SELECT 1 FROM ` + inbox + ` i WHERE i.consumer = a.consumer AND i.message_id = a.message_id)
+LEFT JOIN LATERAL (
+	SELECT true AS found FROM ` + inbox + ` i WHERE i.consumer = a.consumer AND i.message_id = a.message_id LIMIT 1
+) i ON true
+WHERE ($1::bytea IS NULL OR a.consumer = $1::bytea) AND i.found IS NULL
 GROUP BY a.consumer ORDER BY a.consumer`,
+		DeadLetterCounts:  `SELECT consumer, count(*) FROM ` + dead + ` GROUP BY consumer ORDER BY consumer`,
 		Ungrouped:         `SELECT id, error FROM ` + dead + ` WHERE error_group = '' AND error <> '' ORDER BY id LIMIT $1`,
 		SetGroup:          `UPDATE ` + dead + ` SET error_group = $1 WHERE id = $2`,
 		UngroupedAttempts: `SELECT consumer, message_id, last_error FROM ` + attempts + ` WHERE error_group = '' AND last_error <> '' LIMIT $1`,

@@ -220,6 +220,15 @@ func ScanBucket(scan func(dest ...any) error) (*store.ThroughputBucket, error) {
 	return b, nil
 }
 
+// ScanConsumerCount scans a row of the dialects' DeadLetterCounts.
+func ScanConsumerCount(scan func(dest ...any) error) (*store.ConsumerCount, error) {
+	c := &store.ConsumerCount{}
+	if err := scan(&c.Consumer, &c.Count); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
 // ScanRetrying scans a row of the dialects' Retrying.
 func ScanRetrying(scan func(dest ...any) error) (*store.RetryingStats, error) {
 	r := &store.RetryingStats{}

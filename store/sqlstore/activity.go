@@ -45,3 +45,21 @@ func (d *Driver) Retrying(ctx context.Context, consumer []byte) ([]*store.Retryi
 	}
 	return out, nil
 }
+
+// DeadLetterCounts counts the dead letters per consumer.
+func (d *Driver) DeadLetterCounts(ctx context.Context) ([]*store.ConsumerCount, error) {
+	q, err := d.inspect()
+	if err != nil {
+		return nil, err
+	}
+	var out []*store.ConsumerCount
+	err = d.each(ctx, q.DeadLetterCounts, nil, func(rows *sql.Rows) error {
+		c, err := storeinspect.ScanConsumerCount(rows.Scan)
+		out = append(out, c)
+		return err
+	})
+	if err != nil {
+		return nil, d.fail("dead letter counts", err)
+	}
+	return out, nil
+}

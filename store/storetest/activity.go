@@ -3,6 +3,8 @@ package storetest
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -119,6 +121,50 @@ func testActivityRetrying[TTx any](t *testing.T, h Harness[TTx]) {
 	one, err := in.Retrying(ctx, []byte("b"))
 	if err != nil || len(one) != 1 || string(one[0].Consumer) != "b" {
 		t.Errorf("retrying of b: %+v, %v; want b alone", one, err)
+	}
+}
+
+// DeadLetterCounts counts the dead letters of each consumer that has any,
+// in byte order: "B" (0x42) before "a" (0x61), which a case-insensitive
+// order or the order of insertion would swap. A discarded dead letter no
+// longer counts, though its inbox row stays marked dead.
+func testActivityDeadLetterCounts[TTx any](t *testing.T, h Harness[TTx]) {
+	ctx := context.Background()
+	env := open(t, h)
+	in := activity(t, env)
+	if got, err := in.DeadLetterCounts(ctx); err != nil || len(got) != 0 {
+		t.Fatalf("dead letter counts of an empty inbox: %v, %v; want none", got, err)
+	}
+	a := newInbox(t, env, inbox.Config{Consumer: "a"})
+	b := newInbox(t, env, inbox.Config{Consumer: "B"})
+	c := newInbox(t, env, inbox.Config{Consumer: "c"})
+	failing := func(context.Context, TTx, *inbox.Message) error { return errors.New("timeout") }
+	dead := func(context.Context, TTx, *inbox.Message) error { return inbox.Permanent(errors.New("no")) }
+	for _, id := range []string{"a-1", "a-2", "a-3", "a-4"} {
+		wantStatus(t, id, processID(t, a, id, dead), inbox.DeadLettered)
+	}
+	wantStatus(t, "a-ok", processID(t, a, "a-ok", writer(env)), inbox.Processed)
+	wantStatus(t, "b-1", processID(t, b, "b-1", dead), inbox.DeadLettered)
+	wantStatus(t, "c-ok", processID(t, c, "c-ok", writer(env)), inbox.Processed)
+	wantStatus(t, "c-retry", processID(t, c, "c-retry", failing), inbox.Retry)
+	found, err := inspector(t, env).DeadLetterSearch(ctx, &store.DeadLetterSearchParams{Consumer: []byte("a"), Limit: 1})
+	if err != nil || len(found) != 1 {
+		t.Fatalf("search of a's first dead letter: %v, %v", found, err)
+	}
+	if gone, err := inspector(t, env).DeadLetterDiscard(ctx, []int64{found[0].ID}); err != nil || len(gone) != 1 {
+		t.Fatalf("discard of %d: %v, %v", found[0].ID, gone, err)
+	}
+
+	got, err := in.DeadLetterCounts(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s []string
+	for _, n := range got {
+		s = append(s, fmt.Sprintf("%s:%d", n.Consumer, n.Count))
+	}
+	if want := []string{"B:1", "a:3"}; !slices.Equal(s, want) {
+		t.Errorf("dead letter counts %q, want %q: B's 1, a's 4 less the one discarded, in byte order; c has none", s, want)
 	}
 }
 

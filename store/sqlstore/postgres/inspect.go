@@ -21,6 +21,7 @@ func (postgresDialect) InspectTemplates() sqldialect.InspectQueries {
 		DeadLetterGroups:   s.DeadLetterGroups,
 		Throughput:         s.Throughput,
 		Retrying:           s.Retrying,
+		DeadLetterCounts:   s.DeadLetterCounts,
 		Ungrouped:          s.Ungrouped,
 		SetGroup:           s.SetGroup,
 		UngroupedAttempts:  s.UngroupedAttempts,

@@ -53,6 +53,7 @@ FROM {attempts} a
 WHERE (?1 IS NULL OR a.consumer = ?1)
     AND NOT EXISTS (SELECT 1 FROM {inbox} i WHERE i.consumer = a.consumer AND i.message_id = a.message_id)
 GROUP BY a.consumer ORDER BY a.consumer`,
+	DeadLetterCounts:  `SELECT consumer, count(*) FROM {dead_letters} GROUP BY consumer ORDER BY consumer`,
 	Ungrouped:         `SELECT id, error FROM {dead_letters} WHERE error_group = '' AND error <> '' ORDER BY id LIMIT ?`,
 	SetGroup:          `UPDATE {dead_letters} SET error_group = ? WHERE id = ?`,
 	UngroupedAttempts: `SELECT consumer, message_id, last_error FROM {attempts} WHERE error_group = '' AND last_error <> '' LIMIT ?`,
