@@ -60,13 +60,13 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 		return v
 	}
 	if c.dl != nil {
-		counts, err := c.deadLetterCounts(ctx)
+		counts, err := c.consumers(ctx)
 		if err != nil {
 			c.fail(w, r, http.StatusInternalServerError, storeFailed, err)
 			return
 		}
 		for _, n := range counts {
-			consumer(n.Consumer).DeadLetters = n.Count
+			consumer(n.Consumer).DeadLetters = n.DeadLetters
 		}
 	}
 	minutes := int(c.cfg.ThroughputWindow / time.Minute)
@@ -124,19 +124,17 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, http.StatusOK, "overview", p)
 }
 
-// deadLetterCounts counts the dead letters per consumer. Without
+// consumers lists the consumers with their dead letters. Without
 // ActivityInspector it takes them from Stats, which reads every row of
 // the inbox's three tables.
-func (c *Console) deadLetterCounts(ctx context.Context) ([]*store.ConsumerCount, error) {
+func (c *Console) consumers(ctx context.Context) ([]*store.ConsumerCount, error) {
 	if c.act != nil {
-		return c.act.DeadLetterCounts(ctx)
+		return c.act.Consumers(ctx)
 	}
 	stats, err := c.dl.Stats(ctx, &store.StatsParams{})
 	out := make([]*store.ConsumerCount, 0, len(stats))
 	for _, s := range stats {
-		if s.DeadLetters > 0 {
-			out = append(out, &store.ConsumerCount{Consumer: s.Consumer, Count: s.DeadLetters})
-		}
+		out = append(out, &store.ConsumerCount{Consumer: s.Consumer, DeadLetters: s.DeadLetters})
 	}
 	return out, err
 }

@@ -53,9 +53,9 @@ ANALYZE `+schema+`.inbox; ANALYZE `+schema+`.inbox_dead_letters; ANALYZE `+schem
 			}
 		}
 	})
-	b.Run("store_dead_letter_counts", func(b *testing.B) {
+	b.Run("store_consumers", func(b *testing.B) {
 		for b.Loop() {
-			if _, err := d.DeadLetterCounts(ctx); err != nil {
+			if _, err := d.Consumers(ctx); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -23,12 +23,13 @@ type ActivityInspector interface {
 	// listed.
 	Retrying(ctx context.Context, consumer []byte) ([]*RetryingStats, error)
 
-	// DeadLetterCounts counts the dead letters per consumer, consumers in
-	// byte order; one with none is not listed. It reads the index on
-	// (consumer, id) alone where the database finds that cheaper than the
-	// table, unlike [Inspector.Stats], which reads every row of the three
-	// tables.
-	DeadLetterCounts(ctx context.Context) ([]*ConsumerCount, error)
+	// Consumers lists every consumer with an inbox row or a dead letter,
+	// in byte order, with its count of dead letters. A consumer that
+	// stopped is thus listed too. It finds the consumers in the inbox's
+	// primary key with one probe each, and counts the dead letters from
+	// their (consumer, id) index, unlike [Inspector.Stats], which reads
+	// every row of the three tables.
+	Consumers(ctx context.Context) ([]*ConsumerCount, error)
 }
 
 // ThroughputParams are the parameters of ActivityInspector.Throughput.
@@ -58,8 +59,9 @@ type RetryingStats struct {
 	OldestFailedAt time.Time
 }
 
-// ConsumerCount is how many rows one consumer has.
+// ConsumerCount is one consumer of ActivityInspector.Consumers.
 type ConsumerCount struct {
 	Consumer []byte
-	Count    int64
+	// DeadLetters counts its dead letters.
+	DeadLetters int64
 }

@@ -63,9 +63,9 @@ type Inspect struct {
 	// Retrying: $1 consumer. Rows: consumer, messages, sum of attempts,
 	// least first_failed_at; of the attempts rows without an inbox row.
 	Retrying string
-	// DeadLetterCounts: no arguments. Rows: consumer, dead letters; by
-	// consumer.
-	DeadLetterCounts string
+	// Consumers: no arguments. Rows: consumer, dead letters; by consumer,
+	// those with an inbox row or a dead letter.
+	Consumers string
 	// Release deletes the message's attempts and its inbox row if dead:
 	// $1 consumer, $2 message_id. Returns whether a live row is there.
 	Release string
@@ -133,7 +133,19 @@ LEFT JOIN LATERAL (
 ) i ON true
 WHERE ($1::bytea IS NULL OR a.consumer = $1::bytea) AND i.found IS NULL
 GROUP BY a.consumer ORDER BY a.consumer`,
-		DeadLetterCounts:  `SELECT consumer, count(*) FROM ` + dead + ` GROUP BY consumer ORDER BY consumer`,
+		// The consumers of the inbox by a loose scan of its primary key:
+		// one probe per consumer, not a read of every row.
+		Consumers: `WITH RECURSIVE c(consumer) AS (
+	(SELECT consumer FROM ` + inbox + ` ORDER BY consumer LIMIT 1)
+	UNION ALL
+	SELECT (SELECT i.consumer FROM ` + inbox + ` i WHERE i.consumer > c.consumer ORDER BY i.consumer LIMIT 1)
+	FROM c WHERE c.consumer IS NOT NULL
+)
+SELECT consumer, sum(n)::bigint FROM (
+	SELECT consumer, 0 AS n FROM c WHERE consumer IS NOT NULL
+	UNION ALL
+	SELECT consumer, count(*) FROM ` + dead + ` GROUP BY consumer
+) x GROUP BY consumer ORDER BY consumer`,
 		Ungrouped:         `SELECT id, error FROM ` + dead + ` WHERE error_group = '' AND error <> '' ORDER BY id LIMIT $1`,
 		SetGroup:          `UPDATE ` + dead + ` SET error_group = $1 WHERE id = $2`,
 		UngroupedAttempts: `SELECT consumer, message_id, last_error FROM ` + attempts + ` WHERE error_group = '' AND last_error <> '' LIMIT $1`,

@@ -220,10 +220,10 @@ func ScanBucket(scan func(dest ...any) error) (*store.ThroughputBucket, error) {
 	return b, nil
 }
 
-// ScanConsumerCount scans a row of the dialects' DeadLetterCounts.
+// ScanConsumerCount scans a row of the dialects' Consumers.
 func ScanConsumerCount(scan func(dest ...any) error) (*store.ConsumerCount, error) {
 	c := &store.ConsumerCount{}
-	if err := scan(&c.Consumer, &c.Count); err != nil {
+	if err := scan(&c.Consumer, &c.DeadLetters); err != nil {
 		return nil, err
 	}
 	return c, nil

@@ -41,16 +41,16 @@ func (d *Driver) Retrying(ctx context.Context, consumer []byte) ([]*store.Retryi
 	return out, nil
 }
 
-// DeadLetterCounts counts the dead letters per consumer.
-func (d *Driver) DeadLetterCounts(ctx context.Context) ([]*store.ConsumerCount, error) {
+// Consumers lists the consumers with their counts of dead letters.
+func (d *Driver) Consumers(ctx context.Context) ([]*store.ConsumerCount, error) {
 	var out []*store.ConsumerCount
-	err := d.each(ctx, d.inspect().DeadLetterCounts, nil, func(row pgx.Row) error {
+	err := d.each(ctx, d.inspect().Consumers, nil, func(row pgx.Row) error {
 		c, err := storeinspect.ScanConsumerCount(row.Scan)
 		out = append(out, c)
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("pgxstore: dead letter counts: %w", pgsql.Classify(err))
+		return nil, fmt.Errorf("pgxstore: consumers: %w", pgsql.Classify(err))
 	}
 	return out, nil
 }

@@ -46,20 +46,20 @@ func (d *Driver) Retrying(ctx context.Context, consumer []byte) ([]*store.Retryi
 	return out, nil
 }
 
-// DeadLetterCounts counts the dead letters per consumer.
-func (d *Driver) DeadLetterCounts(ctx context.Context) ([]*store.ConsumerCount, error) {
+// Consumers lists the consumers with their counts of dead letters.
+func (d *Driver) Consumers(ctx context.Context) ([]*store.ConsumerCount, error) {
 	q, err := d.inspect()
 	if err != nil {
 		return nil, err
 	}
 	var out []*store.ConsumerCount
-	err = d.each(ctx, q.DeadLetterCounts, nil, func(rows *sql.Rows) error {
+	err = d.each(ctx, q.Consumers, nil, func(rows *sql.Rows) error {
 		c, err := storeinspect.ScanConsumerCount(rows.Scan)
 		out = append(out, c)
 		return err
 	})
 	if err != nil {
-		return nil, d.fail("dead letter counts", err)
+		return nil, d.fail("consumers", err)
 	}
 	return out, nil
 }

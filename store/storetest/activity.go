@@ -124,20 +124,23 @@ func testActivityRetrying[TTx any](t *testing.T, h Harness[TTx]) {
 	}
 }
 
-// DeadLetterCounts counts the dead letters of each consumer that has any,
-// in byte order: "B" (0x42) before "a" (0x61), which a case-insensitive
-// order or the order of insertion would swap. A discarded dead letter no
-// longer counts, though its inbox row stays marked dead.
-func testActivityDeadLetterCounts[TTx any](t *testing.T, h Harness[TTx]) {
+// Consumers lists every consumer with an inbox row or a dead letter, with
+// its dead letters, in byte order: "B" (0x42) before "a" (0x61), which a
+// case-insensitive order or the order of insertion would swap. c has
+// inbox rows and no dead letter; d only a message in retry, no inbox
+// row. A discarded dead letter no longer counts, though its inbox row
+// stays marked dead.
+func testActivityConsumers[TTx any](t *testing.T, h Harness[TTx]) {
 	ctx := context.Background()
 	env := open(t, h)
 	in := activity(t, env)
-	if got, err := in.DeadLetterCounts(ctx); err != nil || len(got) != 0 {
-		t.Fatalf("dead letter counts of an empty inbox: %v, %v; want none", got, err)
+	if got, err := in.Consumers(ctx); err != nil || len(got) != 0 {
+		t.Fatalf("consumers of an empty inbox: %v, %v; want none", got, err)
 	}
 	a := newInbox(t, env, inbox.Config{Consumer: "a"})
 	b := newInbox(t, env, inbox.Config{Consumer: "B"})
 	c := newInbox(t, env, inbox.Config{Consumer: "c"})
+	d := newInbox(t, env, inbox.Config{Consumer: "d"})
 	failing := func(context.Context, TTx, *inbox.Message) error { return errors.New("timeout") }
 	dead := func(context.Context, TTx, *inbox.Message) error { return inbox.Permanent(errors.New("no")) }
 	for _, id := range []string{"a-1", "a-2", "a-3", "a-4"} {
@@ -147,6 +150,7 @@ func testActivityDeadLetterCounts[TTx any](t *testing.T, h Harness[TTx]) {
 	wantStatus(t, "b-1", processID(t, b, "b-1", dead), inbox.DeadLettered)
 	wantStatus(t, "c-ok", processID(t, c, "c-ok", writer(env)), inbox.Processed)
 	wantStatus(t, "c-retry", processID(t, c, "c-retry", failing), inbox.Retry)
+	wantStatus(t, "d-retry", processID(t, d, "d-retry", failing), inbox.Retry)
 	found, err := inspector(t, env).DeadLetterSearch(ctx, &store.DeadLetterSearchParams{Consumer: []byte("a"), Limit: 1})
 	if err != nil || len(found) != 1 {
 		t.Fatalf("search of a's first dead letter: %v, %v", found, err)
@@ -155,16 +159,16 @@ func testActivityDeadLetterCounts[TTx any](t *testing.T, h Harness[TTx]) {
 		t.Fatalf("discard of %d: %v, %v", found[0].ID, gone, err)
 	}
 
-	got, err := in.DeadLetterCounts(ctx)
+	got, err := in.Consumers(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var s []string
 	for _, n := range got {
-		s = append(s, fmt.Sprintf("%s:%d", n.Consumer, n.Count))
+		s = append(s, fmt.Sprintf("%s:%d", n.Consumer, n.DeadLetters))
 	}
-	if want := []string{"B:1", "a:3"}; !slices.Equal(s, want) {
-		t.Errorf("dead letter counts %q, want %q: B's 1, a's 4 less the one discarded, in byte order; c has none", s, want)
+	if want := []string{"B:1", "a:3", "c:0"}; !slices.Equal(s, want) {
+		t.Errorf("consumers %q, want %q: B's 1, a's 4 less the one discarded, c with none, in byte order; d has no row", s, want)
 	}
 }
 

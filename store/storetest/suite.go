@@ -51,7 +51,7 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"InspectFillGroups", testInspectFillGroups[TTx]},
 		{"ActivityThroughput", testActivityThroughput[TTx]},
 		{"ActivityRetrying", testActivityRetrying[TTx]},
-		{"ActivityDeadLetterCounts", testActivityDeadLetterCounts[TTx]},
+		{"ActivityConsumers", testActivityConsumers[TTx]},
 		{"InspectDiscard", testInspectDiscard[TTx]},
 		{"InspectRelease", testInspectRelease[TTx]},
 		{"InspectReleaseTwice", testInspectReleaseTwice[TTx]},

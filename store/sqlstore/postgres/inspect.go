@@ -21,7 +21,7 @@ func (postgresDialect) InspectTemplates() sqldialect.InspectQueries {
 		DeadLetterGroups:   s.DeadLetterGroups,
 		Throughput:         s.Throughput,
 		Retrying:           s.Retrying,
-		DeadLetterCounts:   s.DeadLetterCounts,
+		Consumers:          s.Consumers,
 		Ungrouped:          s.Ungrouped,
 		SetGroup:           s.SetGroup,
 		UngroupedAttempts:  s.UngroupedAttempts,

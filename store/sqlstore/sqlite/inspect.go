@@ -53,7 +53,19 @@ FROM {attempts} a
 WHERE (?1 IS NULL OR a.consumer = ?1)
     AND NOT EXISTS (SELECT 1 FROM {inbox} i WHERE i.consumer = a.consumer AND i.message_id = a.message_id)
 GROUP BY a.consumer ORDER BY a.consumer`,
-	DeadLetterCounts:  `SELECT consumer, count(*) FROM {dead_letters} GROUP BY consumer ORDER BY consumer`,
+	// The inbox's consumers by a loose scan of its primary key: one probe
+	// per consumer.
+	Consumers: `WITH RECURSIVE c(consumer) AS (
+    SELECT (SELECT consumer FROM {inbox} ORDER BY consumer LIMIT 1)
+    UNION ALL
+    SELECT (SELECT i.consumer FROM {inbox} i WHERE i.consumer > c.consumer ORDER BY i.consumer LIMIT 1)
+    FROM c WHERE c.consumer IS NOT NULL
+)
+SELECT consumer, sum(n) FROM (
+    SELECT consumer, 0 AS n FROM c WHERE consumer IS NOT NULL
+    UNION ALL
+    SELECT consumer, count(*) FROM {dead_letters} GROUP BY consumer
+) x GROUP BY consumer ORDER BY consumer`,
 	Ungrouped:         `SELECT id, error FROM {dead_letters} WHERE error_group = '' AND error <> '' ORDER BY id LIMIT ?`,
 	SetGroup:          `UPDATE {dead_letters} SET error_group = ? WHERE id = ?`,
 	UngroupedAttempts: `SELECT consumer, message_id, last_error FROM {attempts} WHERE error_group = '' AND last_error <> '' LIMIT ?`,
