@@ -61,6 +61,7 @@ func (c *Console) routes() {
 	m.HandleFunc("POST /dead-letters/{id}/discard", c.deadLetterDiscard)
 	m.HandleFunc("GET /dead-letters/bulk", c.deadLetterBulk)
 	m.HandleFunc("POST /dead-letters/bulk", c.deadLetterBulk)
+	m.HandleFunc("GET /retrying", c.retrying)
 	m.HandleFunc("GET /outbox", c.outboxList)
 	m.HandleFunc("GET /outbox/{seq}", c.outboxShow)
 	m.HandleFunc("GET /outbox/{seq}/payload", c.outboxPayload)

@@ -30,6 +30,35 @@ type ActivityInspector interface {
 	// their (consumer, id) index, unlike [Inspector.Stats], which reads
 	// every row of the three tables.
 	Consumers(ctx context.Context) ([]*ConsumerCount, error)
+
+	// RetryingList lists the messages being retried, as Retrying counts
+	// them, in (consumer, message ID) byte order after p.After, at most
+	// p.Limit. It walks the attempts table's primary key.
+	RetryingList(ctx context.Context, p *RetryingListParams) ([]*RetryingMessage, error)
+}
+
+// RetryingListParams select messages being retried.
+type RetryingListParams struct {
+	// Consumer, if not nil, limits the list to this consumer.
+	Consumer []byte
+	// After lists the messages whose key follows it. The zero Key starts
+	// at the first.
+	After Key
+	// Limit is the most returned, at least 1.
+	Limit int
+}
+
+// RetryingMessage is a message being retried: its failed attempts, and
+// no inbox row yet.
+type RetryingMessage struct {
+	Key Key
+	// Attempts counts its failed attempts, TransientFailures those of
+	// them that did not count towards MaxAttempts.
+	Attempts, TransientFailures int
+	// FirstFailedAt and LastFailedAt are its first and last failure.
+	FirstFailedAt, LastFailedAt time.Time
+	// LastError is the last attempt's error.
+	LastError string
 }
 
 // ThroughputParams are the parameters of ActivityInspector.Throughput.

@@ -365,8 +365,22 @@ func testOverview[TTx any](t *testing.T, serve func(*testing.T, *console.Config)
 	if len(tp) != 2 || tp[0][1] != "9" || tp[1][1] != "1" {
 		t.Errorf("throughput per consumer %v, want billing 9 and the other 1", tp)
 	}
-	if m := regexp.MustCompile(`<span class="retrying[^"]*">(\d+)</span>`).FindAllStringSubmatch(p.body, -1); len(m) != 2 || m[0][1] != "1" || m[1][1] != "0" {
+	if m := regexp.MustCompile(`<(?:a|span) class="retrying[^"]*"[^>]*>(\d+)</`).FindAllStringSubmatch(p.body, -1); len(m) != 2 || m[0][1] != "1" || m[1][1] != "0" {
 		t.Errorf("in retry %v, want billing 1 and the other 0", m)
+	}
+	// billing's count links to its messages in retry: retry-1, and its
+	// error.
+	m := regexp.MustCompile(`<a class="retrying[^"]*" href="([^"]+)">1</a>`).FindStringSubmatch(p.body)
+	if m == nil {
+		t.Fatal("overview: billing's count in retry links nowhere")
+	}
+	retrying := must(t, p.resolve(t, html.UnescapeString(m[1])), 200)
+	retrying.contains(t, "<td>retry-1</td>", "timeout after 5s")
+	if strings.Contains(retrying.body, "ok-1") || strings.Contains(retrying.body, "poison-0") {
+		t.Error("the messages in retry list a processed or dead-lettered message")
+	}
+	if other := must(t, p.url.ResolveReference(&url.URL{Path: "retrying", RawQuery: "consumer=" + url.QueryEscape(Evil)}).String(), 200); !strings.Contains(other.body, "No message is in retry") {
+		t.Error("the messages in retry of the hostile consumer: some listed, want none")
 	}
 	if n := strings.Count(p.body, `<rect class="bar"`); n < 1 {
 		t.Errorf("the charts draw %d bars, want some", n)
@@ -481,7 +495,8 @@ func testHostile[TTx any](t *testing.T, serve func(*testing.T, *console.Config) 
 	srv := serve(t, nil)
 	detail := fmt.Sprintf("%s/dead-letters/%d", srv.URL, f.dead[EvilID])
 	for _, u := range []string{srv.URL + "/", srv.URL + "/dead-letters", srv.URL + "/dead-letters?consumer=" + url.QueryEscape(Evil),
-		detail, srv.URL + "/outbox", fmt.Sprintf("%s/outbox/%d", srv.URL, f.seq["o-3"])} {
+		detail, srv.URL + "/outbox", fmt.Sprintf("%s/outbox/%d", srv.URL, f.seq["o-3"]),
+		srv.URL + "/retrying?consumer=" + url.QueryEscape(Evil), srv.URL + "/dead-letters/bulk?action=replay&consumer=" + url.QueryEscape(Evil)} {
 		p := must(t, u, 200)
 		for _, bad := range []string{"<script", "<img", "\x00", "\u202e", "\xff"} {
 			if strings.Contains(p.body, bad) {

@@ -63,6 +63,9 @@ type Inspect struct {
 	// Retrying: $1 consumer. Rows: consumer, messages, sum of attempts,
 	// least first_failed_at; of the attempts rows without an inbox row.
 	Retrying string
+	// RetryingList: $1 consumer, $2 after consumer, $3 after message ID,
+	// $4 limit. Rows: internal/storeinspect's ScanRetryingMessage.
+	RetryingList string
 	// Consumers: no arguments. Rows: consumer, dead letters; by consumer,
 	// those with an inbox row or a dead letter.
 	Consumers string
@@ -133,6 +136,13 @@ LEFT JOIN LATERAL (
 ) i ON true
 WHERE ($1::bytea IS NULL OR a.consumer = $1::bytea) AND i.found IS NULL
 GROUP BY a.consumer ORDER BY a.consumer`,
+		RetryingList: `SELECT a.consumer, a.message_id, a.attempts, a.transient_failures, ` + ms("a.first_failed_at") + `, ` + ms("a.last_failed_at") + `, a.last_error
+FROM ` + attempts + ` a
+LEFT JOIN LATERAL (
+	SELECT true AS found FROM ` + inbox + ` i WHERE i.consumer = a.consumer AND i.message_id = a.message_id LIMIT 1
+) i ON true
+WHERE ($1::bytea IS NULL OR a.consumer = $1::bytea) AND (a.consumer, a.message_id) > ($2::bytea, $3::bytea) AND i.found IS NULL
+ORDER BY a.consumer, a.message_id LIMIT $4`,
 		// The consumers of the inbox by a loose scan of its primary key:
 		// one probe per consumer, not a read of every row.
 		Consumers: `WITH RECURSIVE c(consumer) AS (

@@ -209,6 +209,24 @@ func ThroughputArgs(p *store.ThroughputParams) []any {
 // RetryingArgs are the arguments of every dialect's Retrying: consumer.
 func RetryingArgs(consumer []byte) []any { return []any{consumerArg(consumer)} }
 
+// RetryingListArgs are the arguments of every dialect's RetryingList:
+// consumer, after consumer, after message ID, limit. The zero key is
+// two empty strings: every key follows it.
+func RetryingListArgs(p *store.RetryingListParams) []any {
+	return []any{consumerArg(p.Consumer), append([]byte{}, p.After.Consumer...), append([]byte{}, p.After.MessageID...), max(p.Limit, 1)}
+}
+
+// ScanRetryingMessage scans a row of the dialects' RetryingList.
+func ScanRetryingMessage(scan func(dest ...any) error) (*store.RetryingMessage, error) {
+	m := &store.RetryingMessage{}
+	var first, last int64
+	if err := scan(&m.Key.Consumer, &m.Key.MessageID, &m.Attempts, &m.TransientFailures, &first, &last, &m.LastError); err != nil {
+		return nil, err
+	}
+	m.FirstFailedAt, m.LastFailedAt = UnixMilli(first), UnixMilli(last)
+	return m, nil
+}
+
 // ScanBucket scans a row of the dialects' Throughput.
 func ScanBucket(scan func(dest ...any) error) (*store.ThroughputBucket, error) {
 	b := &store.ThroughputBucket{}

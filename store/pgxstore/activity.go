@@ -41,6 +41,20 @@ func (d *Driver) Retrying(ctx context.Context, consumer []byte) ([]*store.Retryi
 	return out, nil
 }
 
+// RetryingList lists the messages being retried.
+func (d *Driver) RetryingList(ctx context.Context, p *store.RetryingListParams) ([]*store.RetryingMessage, error) {
+	var out []*store.RetryingMessage
+	err := d.each(ctx, d.inspect().RetryingList, storeinspect.RetryingListArgs(p), func(row pgx.Row) error {
+		m, err := storeinspect.ScanRetryingMessage(row.Scan)
+		out = append(out, m)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pgxstore: retrying list: %w", pgsql.Classify(err))
+	}
+	return out, nil
+}
+
 // Consumers lists the consumers with their counts of dead letters.
 func (d *Driver) Consumers(ctx context.Context) ([]*store.ConsumerCount, error) {
 	var out []*store.ConsumerCount

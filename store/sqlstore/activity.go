@@ -46,6 +46,24 @@ func (d *Driver) Retrying(ctx context.Context, consumer []byte) ([]*store.Retryi
 	return out, nil
 }
 
+// RetryingList lists the messages being retried.
+func (d *Driver) RetryingList(ctx context.Context, p *store.RetryingListParams) ([]*store.RetryingMessage, error) {
+	q, err := d.inspect()
+	if err != nil {
+		return nil, err
+	}
+	var out []*store.RetryingMessage
+	err = d.each(ctx, q.RetryingList, storeinspect.RetryingListArgs(p), func(rows *sql.Rows) error {
+		m, err := storeinspect.ScanRetryingMessage(rows.Scan)
+		out = append(out, m)
+		return err
+	})
+	if err != nil {
+		return nil, d.fail("retrying list", err)
+	}
+	return out, nil
+}
+
 // Consumers lists the consumers with their counts of dead letters.
 func (d *Driver) Consumers(ctx context.Context) ([]*store.ConsumerCount, error) {
 	q, err := d.inspect()

@@ -178,3 +178,56 @@ func processID[TTx any](t *testing.T, ib *inbox.Inbox[TTx], id string, h inbox.H
 	out, _ := process(t, ib, msg(id), h)
 	return out
 }
+
+// RetryingList lists the messages Retrying counts, in key byte order
+// ("B" before "a"), a page at a time after the last key, and of one
+// consumer; a message processed or dead-lettered after its failures is
+// not listed.
+func testActivityRetryingList[TTx any](t *testing.T, h Harness[TTx]) {
+	ctx := context.Background()
+	env := open(t, h)
+	in := activity(t, env)
+	if got, err := in.RetryingList(ctx, &store.RetryingListParams{Limit: 10}); err != nil || len(got) != 0 {
+		t.Fatalf("retrying list of an empty inbox: %v, %v; want none", got, err)
+	}
+	before := time.Now().Add(-time.Minute) // the database's clock may differ a little
+	a := newInbox(t, env, inbox.Config{Consumer: "a"})
+	b := newInbox(t, env, inbox.Config{Consumer: "B"})
+	failing := func(context.Context, TTx, *inbox.Message) error { return errors.New("timeout") }
+	dead := func(context.Context, TTx, *inbox.Message) error { return inbox.Permanent(errors.New("no")) }
+	for _, id := range []string{"r-3", "r-1", "r-2"} {
+		wantStatus(t, id, processID(t, a, id, failing), inbox.Retry)
+	}
+	wantStatus(t, "r-1", processID(t, a, "r-1", failing), inbox.Retry)
+	wantStatus(t, "ok", processID(t, a, "ok", failing), inbox.Retry)
+	wantStatus(t, "ok", processID(t, a, "ok", writer(env)), inbox.Processed)
+	wantStatus(t, "gone", processID(t, a, "gone", failing), inbox.Retry)
+	wantStatus(t, "gone", processID(t, a, "gone", dead), inbox.DeadLettered)
+	wantStatus(t, "r-9", processID(t, b, "r-9", failing), inbox.Retry)
+
+	var keys []string
+	p := &store.RetryingListParams{Limit: 2}
+	for range 5 {
+		page, err := in.RetryingList(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page) == 0 {
+			break
+		}
+		for _, m := range page {
+			keys = append(keys, fmt.Sprintf("%s/%s:%d", m.Key.Consumer, m.Key.MessageID, m.Attempts))
+			if m.LastError != "timeout" || m.FirstFailedAt.Before(before) || m.LastFailedAt.Before(m.FirstFailedAt) {
+				t.Errorf("%s: error %q, failures %v .. %v; want timeout, after %v", m.Key.MessageID, m.LastError, m.FirstFailedAt, m.LastFailedAt, before)
+			}
+		}
+		p.After = page[len(page)-1].Key
+	}
+	if want := []string{"B/r-9:1", "a/r-1:2", "a/r-2:1", "a/r-3:1"}; !slices.Equal(keys, want) {
+		t.Errorf("retrying list, 2 a page: %q, want %q", keys, want)
+	}
+	one, err := in.RetryingList(ctx, &store.RetryingListParams{Consumer: []byte("B"), Limit: 10})
+	if err != nil || len(one) != 1 || string(one[0].Key.MessageID) != "r-9" {
+		t.Errorf("retrying list of B: %+v, %v; want r-9 alone", one, err)
+	}
+}

@@ -52,6 +52,7 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"ActivityThroughput", testActivityThroughput[TTx]},
 		{"ActivityRetrying", testActivityRetrying[TTx]},
 		{"ActivityConsumers", testActivityConsumers[TTx]},
+		{"ActivityRetryingList", testActivityRetryingList[TTx]},
 		{"InspectDiscard", testInspectDiscard[TTx]},
 		{"InspectRelease", testInspectRelease[TTx]},
 		{"InspectReleaseTwice", testInspectReleaseTwice[TTx]},

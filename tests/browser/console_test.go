@@ -230,6 +230,14 @@ func TestConsoleInBrowser(t *testing.T) {
 			noMarkupFrom(t, ctx, "overview")
 			shot(t, ctx, "overview-"+size.name)
 
+			// The count in retry leads to the message in retry.
+			navigate(t, ctx, eval[string](t, ctx, `document.querySelector("a.retrying").href`))
+			if got := eval[string](t, ctx, `[...document.querySelectorAll("table.list tbody td")].map(td => td.textContent).join(" ")`); !strings.Contains(got, "slow") || !strings.Contains(got, "timeout after 30s") {
+				t.Errorf("in retry: the list reads %q, want slow and its error", got)
+			}
+			shot(t, ctx, "retrying-"+size.name)
+			navigate(t, ctx, base)
+
 			// The largest error group, followed from the overview.
 			group := eval[string](t, ctx, `[...document.querySelectorAll("table.groups a")].find(a => a.textContent.includes("poison-<n>")).href`)
 			navigate(t, ctx, group)

@@ -68,6 +68,12 @@ FROM {attempts} t CROSS JOIN (SELECT CAST(? AS BINARY) AS c) p
 WHERE ` + mysqlConsumerIs + `
     AND NOT EXISTS (SELECT 1 FROM {inbox} i WHERE i.consumer = t.consumer AND i.message_id = t.message_id)
 GROUP BY t.consumer ORDER BY t.consumer`,
+	RetryingList: `SELECT t.consumer, t.message_id, t.attempts, t.transient_failures, ` + mysqlMs("t.first_failed_at") + `, ` + mysqlMs("t.last_failed_at") + `, t.last_error
+FROM {attempts} t CROSS JOIN (SELECT CAST(? AS BINARY) AS c, CAST(? AS BINARY) AS ac, CAST(? AS BINARY) AS am) p
+WHERE ` + mysqlConsumerIs + `
+    AND (t.consumer > p.ac OR (t.consumer = p.ac AND t.message_id > p.am))
+    AND NOT EXISTS (SELECT 1 FROM {inbox} i WHERE i.consumer = t.consumer AND i.message_id = t.message_id)
+ORDER BY t.consumer, t.message_id LIMIT ?`,
 	// DISTINCT on the primary key's first column is a loose index scan in
 	// MySQL and MariaDB: one probe per consumer.
 	Consumers: `SELECT consumer, CAST(SUM(n) AS SIGNED) FROM (

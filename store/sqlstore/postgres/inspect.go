@@ -22,6 +22,7 @@ func (postgresDialect) InspectTemplates() sqldialect.InspectQueries {
 		Throughput:         s.Throughput,
 		Retrying:           s.Retrying,
 		Consumers:          s.Consumers,
+		RetryingList:       s.RetryingList,
 		Ungrouped:          s.Ungrouped,
 		SetGroup:           s.SetGroup,
 		UngroupedAttempts:  s.UngroupedAttempts,

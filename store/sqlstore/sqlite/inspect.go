@@ -53,6 +53,12 @@ FROM {attempts} a
 WHERE (?1 IS NULL OR a.consumer = ?1)
     AND NOT EXISTS (SELECT 1 FROM {inbox} i WHERE i.consumer = a.consumer AND i.message_id = a.message_id)
 GROUP BY a.consumer ORDER BY a.consumer`,
+	RetryingList: `SELECT a.consumer, a.message_id, a.attempts, a.transient_failures, a.first_failed_at, a.last_failed_at, a.last_error
+FROM {attempts} a
+WHERE (?1 IS NULL OR a.consumer = ?1)
+    AND (a.consumer > ?2 OR (a.consumer = ?2 AND a.message_id > ?3))
+    AND NOT EXISTS (SELECT 1 FROM {inbox} i WHERE i.consumer = a.consumer AND i.message_id = a.message_id)
+ORDER BY a.consumer, a.message_id LIMIT ?4`,
 	// The inbox's consumers by a loose scan of its primary key: one probe
 	// per consumer.
 	Consumers: `WITH RECURSIVE c(consumer) AS (

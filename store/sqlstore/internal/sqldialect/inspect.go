@@ -49,6 +49,10 @@ type InspectQueries struct {
 	// Retrying: arg consumer. Rows: consumer, messages, sum of attempts,
 	// least first_failed_at; of the attempts rows without an inbox row.
 	Retrying string
+	// RetryingList: args consumer, after consumer, after message ID,
+	// limit. Rows: internal/storeinspect's ScanRetryingMessage, in key
+	// order.
+	RetryingList string
 	// Consumers: no arguments. Rows: consumer, dead letters; by consumer,
 	// those with an inbox row or a dead letter. The inbox's consumers come
 	// from its primary key, one probe per consumer where the database can.
@@ -90,7 +94,7 @@ func RenderInspect(q InspectQueries, t store.Tables, quote func(string) string) 
 	)
 	for _, s := range []*string{
 		&q.StatsInbox, &q.StatsDeadLetters, &q.StatsAttempts, &q.StatsErrors,
-		&q.DeadLetterSearch, &q.DeadLetterGroups, &q.Throughput, &q.Retrying, &q.Consumers, &q.Ungrouped, &q.SetGroup, &q.UngroupedAttempts, &q.SetAttemptGroup,
+		&q.DeadLetterSearch, &q.DeadLetterGroups, &q.Throughput, &q.Retrying, &q.Consumers, &q.RetryingList, &q.Ungrouped, &q.SetGroup, &q.UngroupedAttempts, &q.SetAttemptGroup,
 		&q.DeadLetterDetail, &q.DeadLetterTakeID, &q.DeadLetterLockID, &q.DeadLetterDeleteID,
 		&q.Release, &q.ReleaseDead, &q.LiveRow,
 	} {
