@@ -47,15 +47,21 @@ func (d *Driver) each(ctx context.Context, query string, args []any, fn func(pgx
 	return rows.Err()
 }
 
+// collect runs query and scans each row with scan, in order.
+func collect[T any](ctx context.Context, d *Driver, query string, args []any, scan func(func(...any) error) (T, error)) ([]T, error) {
+	var out []T
+	err := d.each(ctx, query, args, func(row pgx.Row) error {
+		v, err := scan(row.Scan)
+		out = append(out, v)
+		return err
+	})
+	return out, err
+}
+
 // DeadLetterSearch lists dead letters of any consumer, without payloads.
 func (d *Driver) DeadLetterSearch(ctx context.Context, p *store.DeadLetterSearchParams) ([]*store.DeadLetterInfo, error) {
 	args := storeinspect.SearchArgs(p)
-	var out []*store.DeadLetterInfo
-	err := d.each(ctx, d.inspect().DeadLetterSearch, args, func(row pgx.Row) error {
-		info, err := storeinspect.ScanInfo(row.Scan)
-		out = append(out, info)
-		return err
-	})
+	out, err := collect(ctx, d, d.inspect().DeadLetterSearch, args, storeinspect.ScanInfo)
 	if err != nil {
 		return nil, fmt.Errorf("pgxstore: search dead letters: %w", pgsql.Classify(err))
 	}
@@ -64,12 +70,7 @@ func (d *Driver) DeadLetterSearch(ctx context.Context, p *store.DeadLetterSearch
 
 // DeadLetterGroups counts dead letters per error group.
 func (d *Driver) DeadLetterGroups(ctx context.Context, p *store.DeadLetterSearchParams) ([]*store.DeadLetterGroup, error) {
-	var out []*store.DeadLetterGroup
-	err := d.each(ctx, d.inspect().DeadLetterGroups, storeinspect.GroupArgs(p), func(row pgx.Row) error {
-		g, err := storeinspect.ScanGroup(row.Scan)
-		out = append(out, g)
-		return err
-	})
+	out, err := collect(ctx, d, d.inspect().DeadLetterGroups, storeinspect.GroupArgs(p), storeinspect.ScanGroup)
 	if err != nil {
 		return nil, fmt.Errorf("pgxstore: dead letter groups: %w", pgsql.Classify(err))
 	}

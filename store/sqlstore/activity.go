@@ -2,7 +2,6 @@ package sqlstore
 
 import (
 	"context"
-	"database/sql"
 
 	"github.com/inboxkit/inbox/internal/storeinspect"
 	"github.com/inboxkit/inbox/store"
@@ -16,12 +15,7 @@ func (d *Driver) Throughput(ctx context.Context, p *store.ThroughputParams) ([]*
 	if err != nil {
 		return nil, err
 	}
-	var out []*store.ThroughputBucket
-	err = d.each(ctx, q.Throughput, storeinspect.ThroughputArgs(p), func(rows *sql.Rows) error {
-		b, err := storeinspect.ScanBucket(rows.Scan)
-		out = append(out, b)
-		return err
-	})
+	out, err := collect(ctx, d, q.Throughput, storeinspect.ThroughputArgs(p), storeinspect.ScanBucket)
 	if err != nil {
 		return nil, d.fail("throughput", err)
 	}
@@ -34,12 +28,7 @@ func (d *Driver) Retrying(ctx context.Context, consumer []byte) ([]*store.Retryi
 	if err != nil {
 		return nil, err
 	}
-	var out []*store.RetryingStats
-	err = d.each(ctx, q.Retrying, storeinspect.RetryingArgs(consumer), func(rows *sql.Rows) error {
-		r, err := storeinspect.ScanRetrying(rows.Scan)
-		out = append(out, r)
-		return err
-	})
+	out, err := collect(ctx, d, q.Retrying, storeinspect.RetryingArgs(consumer), storeinspect.ScanRetrying)
 	if err != nil {
 		return nil, d.fail("retrying", err)
 	}
@@ -52,12 +41,7 @@ func (d *Driver) RetryingList(ctx context.Context, p *store.RetryingListParams) 
 	if err != nil {
 		return nil, err
 	}
-	var out []*store.RetryingMessage
-	err = d.each(ctx, q.RetryingList, storeinspect.RetryingListArgs(p), func(rows *sql.Rows) error {
-		m, err := storeinspect.ScanRetryingMessage(rows.Scan)
-		out = append(out, m)
-		return err
-	})
+	out, err := collect(ctx, d, q.RetryingList, storeinspect.RetryingListArgs(p), storeinspect.ScanRetryingMessage)
 	if err != nil {
 		return nil, d.fail("retrying list", err)
 	}
@@ -70,12 +54,7 @@ func (d *Driver) Consumers(ctx context.Context) ([]*store.ConsumerCount, error) 
 	if err != nil {
 		return nil, err
 	}
-	var out []*store.ConsumerCount
-	err = d.each(ctx, q.Consumers, nil, func(rows *sql.Rows) error {
-		c, err := storeinspect.ScanConsumerCount(rows.Scan)
-		out = append(out, c)
-		return err
-	})
+	out, err := collect(ctx, d, q.Consumers, nil, storeinspect.ScanConsumerCount)
 	if err != nil {
 		return nil, d.fail("consumers", err)
 	}

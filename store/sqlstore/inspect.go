@@ -56,18 +56,24 @@ func (d *Driver) each(ctx context.Context, query string, args []any, fn func(*sq
 	return rows.Err()
 }
 
+// collect runs query and scans each row with scan, in order.
+func collect[T any](ctx context.Context, d *Driver, query string, args []any, scan func(func(...any) error) (T, error)) ([]T, error) {
+	var out []T
+	err := d.each(ctx, query, args, func(rows *sql.Rows) error {
+		v, err := scan(rows.Scan)
+		out = append(out, v)
+		return err
+	})
+	return out, err
+}
+
 // DeadLetterSearch lists dead letters of any consumer, without payloads.
 func (d *Driver) DeadLetterSearch(ctx context.Context, p *store.DeadLetterSearchParams) ([]*store.DeadLetterInfo, error) {
 	q, err := d.inspect()
 	if err != nil {
 		return nil, err
 	}
-	var out []*store.DeadLetterInfo
-	err = d.each(ctx, q.DeadLetterSearch, storeinspect.SearchArgs(p), func(rows *sql.Rows) error {
-		info, err := storeinspect.ScanInfo(rows.Scan)
-		out = append(out, info)
-		return err
-	})
+	out, err := collect(ctx, d, q.DeadLetterSearch, storeinspect.SearchArgs(p), storeinspect.ScanInfo)
 	if err != nil {
 		return nil, d.fail("search dead letters", err)
 	}
@@ -80,12 +86,7 @@ func (d *Driver) DeadLetterGroups(ctx context.Context, p *store.DeadLetterSearch
 	if err != nil {
 		return nil, err
 	}
-	var out []*store.DeadLetterGroup
-	err = d.each(ctx, q.DeadLetterGroups, storeinspect.GroupArgs(p), func(rows *sql.Rows) error {
-		g, err := storeinspect.ScanGroup(rows.Scan)
-		out = append(out, g)
-		return err
-	})
+	out, err := collect(ctx, d, q.DeadLetterGroups, storeinspect.GroupArgs(p), storeinspect.ScanGroup)
 	if err != nil {
 		return nil, d.fail("dead letter groups", err)
 	}

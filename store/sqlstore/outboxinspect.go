@@ -53,12 +53,7 @@ func (d *Driver) OutboxSearch(ctx context.Context, p *store.OutboxSearchParams) 
 	if len(p.MessageID) > 0 {
 		query = q.SearchByID
 	}
-	var out []*store.OutboxInfo
-	err = d.each(ctx, query, storeinspect.OutboxSearchArgs(p), func(rows *sql.Rows) error {
-		info, err := storeinspect.ScanOutboxInfo(rows.Scan)
-		out = append(out, info)
-		return err
-	})
+	out, err := collect(ctx, d, query, storeinspect.OutboxSearchArgs(p), storeinspect.ScanOutboxInfo)
 	if err != nil {
 		return nil, d.fail("search outbox", err)
 	}
