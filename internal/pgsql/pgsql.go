@@ -437,6 +437,13 @@ func Conflict(err error) bool {
 	return false
 }
 
+// Deadlock reports whether err carries a transaction PostgreSQL rolled
+// back to break a deadlock (40P01) or as a serialization failure (40001).
+func Deadlock(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01")
+}
+
 // Unrecoverable reports whether err is a PostgreSQL error that no retry
 // fixes: a missing table, column or function (42P01, 42703, 42883), a
 // missing schema (3F000) or database (3D000), permission denied (42501),

@@ -630,6 +630,10 @@ func (mysqlDialect) PrepareRefused(err error) bool {
 
 func (d mysqlDialect) Transient(err error) bool { return d.Retryable(err) }
 
+// Deadlock: InnoDB chose this transaction as a deadlock's victim. A lock
+// wait timeout (1205) took the whole wait and is not one.
+func (mysqlDialect) Deadlock(err error) bool { return mysqlNumber(err) == mysqlErrDeadlock }
+
 func (mysqlDialect) Conflict(err error) bool {
 	switch mysqlNumber(err) {
 	case mysqlErrCheckRead, mysqlErrLockWaitTimeout, mysqlErrDeadlock:

@@ -153,6 +153,7 @@ func (postgresDialect) Retryable(err error) bool {
 
 func (postgresDialect) Transient(err error) bool     { return pgsql.Transient(err) }
 func (postgresDialect) Conflict(err error) bool      { return pgsql.Conflict(err) }
+func (postgresDialect) Deadlock(err error) bool      { return pgsql.Deadlock(err) }
 func (postgresDialect) Unrecoverable(err error) bool { return pgsql.Unrecoverable(err) }
 
 func (postgresDialect) MissingTable(err error) bool {

@@ -354,6 +354,9 @@ func (d sqliteDialect) Transient(err error) bool { return d.Retryable(err) }
 // lock (BUSY) instead of deadlocking; splitting a batch would not help.
 func (sqliteDialect) Conflict(error) bool { return false }
 
+// Deadlock: one writer at a time, no deadlock to break.
+func (sqliteDialect) Deadlock(error) bool { return false }
+
 // unrecoverable: a missing table or column, a read-only, unopenable,
 // corrupt or foreign file, permission denied.
 func (d sqliteDialect) Unrecoverable(err error) bool {

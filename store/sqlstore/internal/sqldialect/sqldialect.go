@@ -59,6 +59,10 @@ type Dialect interface {
 	// Conflict reports whether err is a lock conflict with another
 	// transaction (Driver.Conflict).
 	Conflict(err error) bool
+	// Deadlock reports whether the database rolled the transaction back
+	// at once to break a deadlock, or as a serialization failure: running
+	// it again may well succeed. A lock wait that timed out is not one.
+	Deadlock(err error) bool
 	// Unrecoverable reports whether no retry fixes err (Driver.Unrecoverable).
 	Unrecoverable(err error) bool
 	// MissingTable reports whether err says that a table does not exist.
