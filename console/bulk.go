@@ -9,8 +9,10 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/inboxkit/inbox/internal/replay"
+	"github.com/inboxkit/inbox/internal/selection"
 	"github.com/inboxkit/inbox/store"
 )
 
@@ -154,15 +156,7 @@ func (c *Console) deadLetterBulk(w http.ResponseWriter, r *http.Request) {
 // countConsumer counts one dead letter of consumer, in byte order.
 func (p *bulkPage) countConsumer(consumer []byte, d *Destination) {
 	name := show(consumer)
-	i, found := slices.BinarySearchFunc(p.ByConsumer, name, func(cc consumerCount, n string) int {
-		switch {
-		case cc.Name < n:
-			return -1
-		case cc.Name > n:
-			return 1
-		}
-		return 0
-	})
+	i, found := slices.BinarySearchFunc(p.ByConsumer, name, func(cc consumerCount, n string) int { return strings.Compare(cc.Name, n) })
 	if !found {
 		cc := consumerCount{Name: name, NoDestination: d == nil}
 		if d != nil {
@@ -314,12 +308,13 @@ func (c *Console) outboxBulk(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	parked, err := selection.Parked(r.Context(), c.outbox, &sp)
 	var seqs []int64
-	err = c.eachParked(r.Context(), &sp, func(o *store.OutboxInfo) {
+	for _, o := range parked {
 		if through == 0 || o.Seq <= through {
 			seqs = append(seqs, o.Seq)
 		}
-	})
+	}
 	if err != nil {
 		c.fail(w, r, http.StatusInternalServerError, storeFailed, err)
 		return
@@ -340,21 +335,6 @@ func (c *Console) outboxBulk(w http.ResponseWriter, r *http.Request) {
 	c.log.InfoContext(r.Context(), "console: bulk action on parked outbox rows", "action", p.Action, "selected", len(seqs),
 		"done", p.Result.Done, "gone", p.Result.Gone)
 	c.render(w, r, http.StatusOK, "bulk", p)
-}
-
-// eachParked calls fn with each row sp selects, a page at a time.
-func (c *Console) eachParked(ctx context.Context, sp *store.OutboxSearchParams, fn func(*store.OutboxInfo)) error {
-	sp.Limit = replay.SelectPage
-	for {
-		found, err := c.outbox.OutboxSearch(ctx, sp)
-		if err != nil || len(found) == 0 {
-			return err
-		}
-		for _, o := range found {
-			fn(o)
-		}
-		sp.AfterSeq = found[len(found)-1].Seq
-	}
 }
 
 // changeParked unparks or discards the rows seqs, each in a transaction

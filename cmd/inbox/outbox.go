@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/inboxkit/inbox/internal/selection"
 	"github.com/inboxkit/inbox/store"
 )
 
@@ -158,7 +159,7 @@ func outboxCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	past := outboxActions[action]
 	var missing []int64
 	if *all {
-		found, err := selectParked(ctx, in, p)
+		found, err := selection.Parked(ctx, in, p)
 		if err != nil {
 			return d.migrated(ctx, err)
 		}

@@ -450,26 +450,3 @@ func roundAge(d time.Duration) time.Duration {
 	}
 	return d.Round(time.Second)
 }
-
-// outboxSelectPage is how many rows unpark and discard -all read per
-// search.
-const outboxSelectPage = 500
-
-// selectParked returns the parked rows p selects now: unpark and discard
-// -all handle these and stop, so that a row parked meanwhile is left for
-// the next run.
-func selectParked(ctx context.Context, in store.OutboxInspector, p *store.OutboxSearchParams) ([]*store.OutboxInfo, error) {
-	var out []*store.OutboxInfo
-	p.State, p.Limit = store.OutboxStateParked, outboxSelectPage
-	for {
-		found, err := in.OutboxSearch(ctx, p)
-		if err != nil || len(found) == 0 {
-			return out, err
-		}
-		out = append(out, found...)
-		p.AfterSeq = found[len(found)-1].Seq
-		if len(p.MessageID) > 0 {
-			return out, nil // one row at most
-		}
-	}
-}
