@@ -9,9 +9,7 @@ import (
 	"time"
 
 	"github.com/inboxkit/inbox/console"
-	"github.com/inboxkit/inbox/internal/testenv/pgenv"
 	"github.com/inboxkit/inbox/store"
-	"github.com/inboxkit/inbox/store/pgxstore"
 )
 
 // BenchmarkOverview renders the overview on the server over 1,000,000
@@ -19,29 +17,21 @@ import (
 // PostgreSQL, four consumers: what each of its reads costs, and the page.
 func BenchmarkOverview(b *testing.B) {
 	ctx := context.Background()
-	pool, schema := pgenv.PoolInSchema(b, 4) // skips without PostgreSQL
-	d, err := pgxstore.New(pool, &pgxstore.Config{Tables: store.Tables{Schema: schema}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := d.Migrate(ctx); err != nil {
-		b.Fatal(err)
-	}
-	if _, err := pool.Exec(ctx, `
-INSERT INTO `+schema+`.inbox (consumer, message_id, received_at)
+	d := filled(b, func(schema string) []string {
+		return []string{`
+INSERT INTO ` + schema + `.inbox (consumer, message_id, received_at)
 SELECT convert_to('consumer-' || g % 4, 'UTF8'), convert_to('msg-' || g, 'UTF8'), now() - (g % 20000) * interval '1 second'
 FROM generate_series(1, 1000000) AS g;
-INSERT INTO `+schema+`.inbox_dead_letters (consumer, message_id, message_type, payload, headers, error, error_group, attempts, failed_at)
+INSERT INTO ` + schema + `.inbox_dead_letters (consumer, message_id, message_type, payload, headers, error, error_group, attempts, failed_at)
 SELECT convert_to('consumer-' || g % 4, 'UTF8'), convert_to('dead-' || g, 'UTF8'), 'charge', '\x00'::bytea, NULL,
        'charge dead-' || g || ': card declined', 'charge dead-<n>: card declined', 10, now() - g * interval '1 second'
 FROM generate_series(1, 100000) AS g;
-INSERT INTO `+schema+`.inbox_attempts (consumer, message_id, attempts, last_error, error_group, first_failed_at, last_failed_at)
+INSERT INTO ` + schema + `.inbox_attempts (consumer, message_id, attempts, last_error, error_group, first_failed_at, last_failed_at)
 SELECT convert_to('consumer-' || g % 4, 'UTF8'), convert_to('retry-' || g, 'UTF8'), 2, 'timeout', 'timeout',
        now() - g * interval '1 second', now() - g * interval '1 second'
 FROM generate_series(1, 10000) AS g;
-ANALYZE `+schema+`.inbox; ANALYZE `+schema+`.inbox_dead_letters; ANALYZE `+schema+`.inbox_attempts`); err != nil {
-		b.Fatal(err)
-	}
+ANALYZE ` + schema + `.inbox; ANALYZE ` + schema + `.inbox_dead_letters; ANALYZE ` + schema + `.inbox_attempts`}
+	})
 	c, err := console.New(d, nil)
 	if err != nil {
 		b.Fatal(err)
