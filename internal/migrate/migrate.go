@@ -14,7 +14,8 @@ import (
 
 // Load reads every NNNN_name.sql file in dir of fsys, in version order, and
 // fills in the table names: {inbox}, {attempts}, {dead_letters} and
-// {migrations} and {outbox} become the quoted names of tables, {schema} the quoted schema
+// {migrations}, {outbox} and {idempotency_keys} become the quoted names of
+// tables, {schema} the quoted schema
 // (empty when there is none), {schema_literal} the schema as a string
 // literal (MySQL's DATABASE() when there is none) and {prefix} the bare
 // prefix, for index names.
@@ -33,6 +34,7 @@ func Load(fsys fs.FS, dir string, t store.Tables, quote func(string) string) ([]
 		"{dead_letters}", t.Name("inbox_dead_letters", quote),
 		"{migrations}", t.Name("inbox_migrations", quote),
 		"{outbox}", t.Name("outbox", quote),
+		"{idempotency_keys}", t.Name("idempotency_keys", quote),
 		"{schema}", schema,
 		"{schema_literal}", schemaLiteral,
 		"{prefix}", t.Prefix,

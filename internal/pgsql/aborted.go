@@ -43,6 +43,13 @@ func (e *AbortedError) Unwrap() []error {
 // PostgreSQL turned into a rollback (pgx.ErrTxCommitRollback).
 func CommitAborted(err error) bool { return errors.Is(err, pgx.ErrTxCommitRollback) }
 
+// LockNotAvailable reports whether err is lock_not_available (55P03): a
+// lock timeout.
+func LockNotAvailable(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "55P03"
+}
+
 // InAborted reports whether err is in_failed_sql_transaction (25P02): a
 // statement sent in a transaction already aborted.
 func InAborted(err error) bool {

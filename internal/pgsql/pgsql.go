@@ -25,10 +25,10 @@ import (
 // Names are the table names the statements use: quoted names, or
 // internal/migrate's tokens ({inbox}, ...) for a store that fills them in
 // itself.
-type Names struct{ Inbox, Attempts, DeadLetters, Migrations, Outbox string }
+type Names struct{ Inbox, Attempts, DeadLetters, Migrations, Outbox, Keys string }
 
 // Tokens are internal/migrate's tokens for the table names.
-var Tokens = Names{Inbox: "{inbox}", Attempts: "{attempts}", DeadLetters: "{dead_letters}", Migrations: "{migrations}", Outbox: "{outbox}"}
+var Tokens = Names{Inbox: "{inbox}", Attempts: "{attempts}", DeadLetters: "{dead_letters}", Migrations: "{migrations}", Outbox: "{outbox}", Keys: "{idempotency_keys}"}
 
 // Queries are the statements of one set of tables, for pgxstore and for
 // sqlstore's PostgreSQL dialect alike. Times come back as unix
@@ -39,6 +39,9 @@ type Queries struct {
 
 	// LockKey is the advisory lock key of the tables, for Prune.
 	LockKey int64
+	// KeysLockKey is the advisory lock key of the idempotency keys'
+	// table, for KeyPrune.
+	KeysLockKey int64
 	// MigrateLockKey is the advisory lock key of Migrate, per schema so
 	// that CREATE SCHEMA never races either.
 	MigrateLockKey int64
@@ -165,6 +168,21 @@ type Statements struct {
 	OutboxUnpark string
 	// OutboxDiscard deletes parked row $1. Its tag counts the row.
 	OutboxDiscard string
+
+	// KeyClaim claims an idempotency key: $1 scope, $2 idem_key, $3
+	// method, $4 route, $5 fingerprint, $6 the wait for a racing claim as a
+	// lock_timeout such as "1ms", set for the rest of the transaction (the
+	// CTE runs before the insert waits). Its tag counts the row inserted.
+	KeyClaim string
+	// KeyLookup: $1 scope, $2 idem_key. Returns fingerprint, status,
+	// header, body and created_at in unix milliseconds.
+	KeyLookup string
+	// KeySave writes the response: $1 scope, $2 idem_key, $3 status, $4
+	// header, $5 body.
+	KeySave string
+	// KeyPrune deletes at most $2 keys created more than $1 milliseconds
+	// ago, oldest first. Its tag counts them.
+	KeyPrune string
 }
 
 // OutboxColumns is the column order of the outbox reads: created_at and
@@ -215,6 +233,7 @@ func New(t store.Tables) (*Queries, error) {
 		Tables:         t,
 		Migrations:     ms,
 		LockKey:        PruneLockKey(t),
+		KeysLockKey:    KeysPruneLockKey(t),
 		MigrateLockKey: MigrateLockKey(t),
 		Statements: NewStatements(Names{
 			Inbox:       t.Name("inbox", store.QuoteDouble),
@@ -222,6 +241,7 @@ func New(t store.Tables) (*Queries, error) {
 			DeadLetters: t.Name("inbox_dead_letters", store.QuoteDouble),
 			Migrations:  t.Name("inbox_migrations", store.QuoteDouble),
 			Outbox:      t.Name("outbox", store.QuoteDouble),
+			Keys:        t.Name("idempotency_keys", store.QuoteDouble),
 		}),
 		OutboxChannel: OutboxChannel(t),
 	}
@@ -246,6 +266,10 @@ func OutboxChannel(t store.Tables) string {
 // PruneLockKey and MigrateLockKey are the advisory lock keys of tables t.
 func PruneLockKey(t store.Tables) int64   { return lockKey("prune", t.Schema, t.Prefix) }
 func MigrateLockKey(t store.Tables) int64 { return lockKey("migrate", t.Schema) }
+
+// KeysPruneLockKey is the advisory lock key of t's idempotency keys'
+// table, for their pruner, which runs apart from the inbox's.
+func KeysPruneLockKey(t store.Tables) int64 { return lockKey("prune-keys", t.Schema, t.Prefix) }
 
 // NewStatements returns the statements on the tables named n.
 func NewStatements(n Names) Statements {
@@ -343,6 +367,14 @@ WHERE parked_at IS NOT NULL AND seq > $1 ORDER BY seq LIMIT $2`,
 		OutboxUnpark: `UPDATE ` + n.Outbox + ` SET parked_at = NULL, attempts = 0, available_at = now(), lease_token = NULL
 WHERE seq = $1 AND parked_at IS NOT NULL`,
 		OutboxDiscard: `DELETE FROM ` + n.Outbox + ` WHERE seq = $1 AND parked_at IS NOT NULL`,
+		KeyClaim: `WITH lt AS (SELECT set_config('lock_timeout', $6, true))
+INSERT INTO ` + n.Keys + ` (scope, idem_key, method, route, fingerprint)
+SELECT $1::bytea, $2::bytea, $3::bytea, $4::bytea, $5::bytea FROM lt
+ON CONFLICT DO NOTHING`,
+		KeyLookup: `SELECT fingerprint, status, header, body, (extract(epoch FROM created_at) * 1000)::bigint
+FROM ` + n.Keys + ` WHERE scope = $1 AND idem_key = $2`,
+		KeySave:  `UPDATE ` + n.Keys + ` SET status = $3, header = $4, body = $5 WHERE scope = $1 AND idem_key = $2`,
+		KeyPrune: pruneOldest(n.Keys, "created_at", ""),
 	}
 }
 

@@ -271,6 +271,9 @@ func (t *connTx) Commit(ctx context.Context) error {
 }
 
 func (t *connTx) Rollback(ctx context.Context) error {
+	if t.conn == nil { // ended by endWith, which pgx's Tx does not know of
+		return pgx.ErrTxClosed
+	}
 	err := t.Tx.Rollback(ctx)
 	t.release()
 	return err

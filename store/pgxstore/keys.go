@@ -1,0 +1,111 @@
+package pgxstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/inboxkit/inbox/internal/pgsql"
+	"github.com/inboxkit/inbox/store"
+)
+
+var _ store.KeyStore[pgx.Tx] = (*Driver)(nil)
+
+// KeyBegin sends BEGIN, the key's claim and the handler's lock timeout in
+// one round trip. A key already stored costs one more, which reads it and
+// rolls back.
+func (d *Driver) KeyBegin(ctx context.Context, p *store.KeyClaimParams) (pgx.Tx, *store.KeyClaimResult, error) {
+	c, err := d.acquire(ctx, p.LockTimeout)
+	if err != nil {
+		return nil, nil, err
+	}
+	res := &store.KeyClaimResult{}
+	b := &pgx.Batch{}
+	b.BeginTx(pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	b.Queue(d.q.KeyClaim, p.Scope, p.Key, []byte(p.Method), []byte(p.Route), p.Fingerprint, pgsql.LockTimeout(p.Wait)).
+		Exec(func(tag pgconn.CommandTag) error {
+			res.Claimed = tag.RowsAffected() == 1
+			return nil
+		})
+	b.Queue(d.q.SetLockTimeout, pgsql.LockTimeout(p.LockTimeout))
+	br := c.SendBatch(ctx, b)
+	tx := &connTx{Tx: br.Tx(), conn: c}
+	if err := br.Close(); err != nil {
+		_ = tx.Rollback(ctx)
+		if pgsql.LockNotAvailable(err) {
+			return nil, nil, fmt.Errorf("pgxstore: %w: %w", store.ErrKeyInUse, err)
+		}
+		return nil, nil, pgsql.Classify(err)
+	}
+	if res.Claimed {
+		return tx, res, nil
+	}
+	b = &pgx.Batch{}
+	b.Queue(d.q.KeyLookup, p.Scope, p.Key).QueryRow(func(row pgx.Row) error {
+		s, err := scanStoredKey(row)
+		if errors.Is(err, pgx.ErrNoRows) { // pruned meanwhile
+			return nil
+		}
+		res.Stored = s
+		return err
+	})
+	b.Queue("ROLLBACK")
+	return nil, res, tx.endWith(ctx, b)
+}
+
+func scanStoredKey(row pgx.Row) (*store.StoredKey, error) {
+	s := &store.StoredKey{}
+	var created int64
+	if err := row.Scan(&s.Fingerprint, &s.Response.Status, &s.Response.Header, &s.Response.Body, &created); err != nil {
+		return nil, err
+	}
+	s.CreatedAt = time.UnixMilli(created)
+	return s, nil
+}
+
+// KeyCommit sends the response's write and COMMIT in one round trip.
+func (d *Driver) KeyCommit(ctx context.Context, tx pgx.Tx, p *store.KeyCommitParams) error {
+	if err := d.CheckTx(ctx, tx, ""); err != nil {
+		return err
+	}
+	ct, ok := tx.(*connTx)
+	if !ok {
+		return errors.New("pgxstore: KeyCommit takes a transaction of KeyBegin")
+	}
+	b := &pgx.Batch{}
+	b.Queue(d.q.KeySave, p.Scope, p.Key, p.Response.Status, p.Response.Header, p.Response.Body)
+	b.Queue("COMMIT").Exec(func(tag pgconn.CommandTag) error {
+		if tag.String() == "ROLLBACK" { // aborted after all: nothing committed
+			return pgx.ErrTxCommitRollback
+		}
+		return nil
+	})
+	return ct.endWith(ctx, b)
+}
+
+// KeyPrune deletes one batch of expired keys, under an advisory lock of
+// the keys' table.
+func (d *Driver) KeyPrune(ctx context.Context, p *store.PruneParams) (*store.PruneResult, error) {
+	res := &store.PruneResult{}
+	err := d.inTx(ctx, store.DefaultLockTimeout, func(tx pgx.Tx) error {
+		var ok bool
+		if err := tx.QueryRow(ctx, d.q.TryLock, d.q.KeysLockKey).Scan(&ok); err != nil {
+			return err
+		}
+		if !ok {
+			res.Busy = true
+			return nil
+		}
+		tag, err := tx.Exec(ctx, d.q.KeyPrune, p.Retention.Milliseconds(), max(p.Limit, 1))
+		res.Deleted = int(tag.RowsAffected())
+		return err
+	})
+	if err != nil {
+		return nil, pgsql.Classify(err)
+	}
+	return res, nil
+}
