@@ -76,6 +76,15 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"Prefix", testPrefix[TTx]},
 		{"SchemaChecked", testSchemaChecked[TTx]},
 		{"Durability", testDurability[TTx]},
+		// idempotency.go: package idempotency's middleware over HTTP
+		{"KeyReplay", testKeyReplay[TTx]},
+		{"KeyConcurrent", testKeyConcurrent[TTx]},
+		{"KeyInFlight", testKeyInFlight[TTx]},
+		{"KeyReused", testKeyReused[TTx]},
+		{"KeyFailures", testKeyFailures[TTx]},
+		{"KeyForgetClientErrors", testKeyForgetClientErrors[TTx]},
+		{"KeyHeader", testKeyHeader[TTx]},
+		{"KeySlowClientGivesUp", testKeySlowClientGivesUp[TTx]},
 		// outbox.go: the transactional outbox and its relay
 		{"OutboxWriteRelay", testOutboxWriteRelay[TTx]},
 		{"OutboxDuplicateID", testOutboxDuplicateID[TTx]},
