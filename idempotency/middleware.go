@@ -25,6 +25,9 @@ type Middleware[TTx any] struct {
 
 // HandlerFunc handles a request in tx, which also holds its key. An error
 // rolls tx back, and the client gets 500 (the error is logged, not sent).
+// It must not commit or roll back tx: the middleware does, after storing
+// the response. A key committed without its response answers 500 until it
+// expires.
 type HandlerFunc[TTx any] func(w http.ResponseWriter, r *http.Request, tx TTx) error
 
 // New returns a Middleware on s, a store driver such as pgxstore's or
@@ -208,6 +211,10 @@ func (m *Middleware[TTx]) replay(w http.ResponseWriter, r *http.Request, p *stor
 		writeProblem(w, http.StatusUnprocessableEntity, CodeKeyReused, "This Idempotency-Key was sent before with another request: another method, path, query, body or fingerprinted header. Use a new key for a new request.", 0)
 		return
 	}
+	if s.Response.Status < 100 || s.Response.Status > 999 {
+		m.failed(w, r, "reading the stored response", errNoResponse)
+		return
+	}
 	h, err := decodeHeader(s.Response.Header)
 	if err != nil {
 		m.failed(w, r, "reading the stored response", err)
@@ -220,6 +227,10 @@ func (m *Middleware[TTx]) replay(w http.ResponseWriter, r *http.Request, p *stor
 	w.WriteHeader(s.Response.Status)
 	_, _ = w.Write(s.Response.Body)
 }
+
+// errNoResponse is the error of a key committed without its response,
+// when a handler committed the transaction itself.
+var errNoResponse = errors.New("idempotency: the key was committed without a response: did the handler end its transaction itself? The key answers 500 until it expires")
 
 // readBody reads the request's body for its fingerprint, and puts it back
 // for the handler. It answers the client itself when it cannot.

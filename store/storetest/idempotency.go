@@ -451,3 +451,28 @@ func testKeySlowClientGivesUp[TTx any](t *testing.T, h Harness[TTx]) {
 		}
 	}
 }
+
+func testKeyHandlerEndsTx[TTx any](t *testing.T, h Harness[TTx]) {
+	env := open(t, h)
+	handler := func(w http.ResponseWriter, r *http.Request, tx TTx) error {
+		if err := env.Write(r.Context(), tx, key("effect-ends")); err != nil {
+			return err
+		}
+		if err := env.Driver.Commit(r.Context(), tx); err != nil { // a handler's bug
+			return err
+		}
+		w.WriteHeader(http.StatusCreated)
+		return nil
+	}
+	s := newKeyServer(t, env, idempotency.Config{}, handler)
+	for i := range 2 {
+		// The key committed without its response: no replay can be made,
+		// and no second run either, since the writes committed.
+		if r := s.mustPost("11", quoted("k-ends"), "alice", "x"); r.status != http.StatusInternalServerError || r.problemCode() != idempotency.CodeFailed {
+			t.Fatalf("request %d of a handler that committed itself: %v, want 500 %s", i, r, idempotency.CodeFailed)
+		}
+	}
+	if n := count(t, env, "effect-ends"); n != 1 {
+		t.Fatalf("%d effects, want 1", n)
+	}
+}

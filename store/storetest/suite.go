@@ -85,6 +85,7 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"KeyForgetClientErrors", testKeyForgetClientErrors[TTx]},
 		{"KeyHeader", testKeyHeader[TTx]},
 		{"KeySlowClientGivesUp", testKeySlowClientGivesUp[TTx]},
+		{"KeyHandlerEndsTx", testKeyHandlerEndsTx[TTx]},
 		// outbox.go: the transactional outbox and its relay
 		{"OutboxWriteRelay", testOutboxWriteRelay[TTx]},
 		{"OutboxDuplicateID", testOutboxDuplicateID[TTx]},
