@@ -218,8 +218,17 @@ func testKeyInFlight[TTx any](t *testing.T, h Harness[TTx]) {
 		return orderHandler(env)(w, r, tx)
 	}
 	s := newKeyServer(t, env, idempotency.Config{}, blocking)
+	var released sync.Once
+	unblock := func() { released.Do(func() { close(release) }) }
+	t.Cleanup(unblock) // before the server's Close, which waits for the handler
 	done := make(chan reply, 1)
-	go func() { done <- s.mustPost("2", quoted("flight"), "alice", "effect-2") }()
+	go func() {
+		r, err := s.post("2", quoted("flight"), "alice", "effect-2")
+		if err != nil {
+			r = reply{body: err.Error()}
+		}
+		done <- r
+	}()
 	<-entered
 	if env.SingleWriter {
 		t.Log("one writer at a time: a second request waits at BEGIN; no 409 to see")
@@ -229,7 +238,7 @@ func testKeyInFlight[TTx any](t *testing.T, h Harness[TTx]) {
 			t.Fatalf("a request while the first runs: %v, want 409 in use with Retry-After: 1", r)
 		}
 	}
-	close(release)
+	unblock()
 	first := <-done
 	if first.status != http.StatusCreated || first.replayed() {
 		t.Fatalf("the first request: %v, want 201", first)
