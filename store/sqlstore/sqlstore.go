@@ -437,6 +437,13 @@ func (d *Driver) insertIfAbsent(ctx context.Context, st txStmt, args ...any) (bo
 	if err != nil {
 		return false, err
 	}
+	return insertedUnlessMarked(r)
+}
+
+// insertedUnlessMarked reads the result of an insert-if-absent statement
+// that marks a row it leaves alone with LAST_INSERT_ID(1) (MySQL, see
+// sqldialect.Queries.Returning): whether it inserted.
+func insertedUnlessMarked(r sql.Result) (bool, error) {
 	n, err := r.RowsAffected()
 	if err != nil {
 		return false, err
@@ -490,18 +497,29 @@ func (d *Driver) CheckTx(ctx context.Context, tx *sql.Tx, savepoint string) erro
 		check = "RELEASE SAVEPOINT " + d.dialect.Quote(claimedSavepoint)
 	}
 	if _, err := tx.ExecContext(ctx, check); err != nil {
-		if errors.Is(err, sql.ErrTxDone) { // a handler ended tx
-			return d.fail("check", err)
-		}
-		if d.dialect.ConnBusy(err) { // the handler's fault: not wrapped, so not transient
-			return fmt.Errorf("sqlstore: %w (a result set left open: close its rows): %v", store.ErrTxUnusable, err)
-		}
-		if a, ok := d.dialect.(sqldialect.Aborter); ok {
-			if aerr := a.Aborted(err, false); aerr != nil {
-				return fmt.Errorf("sqlstore: %w", aerr)
-			}
+		if uerr := d.unusable("check", err); uerr != nil {
+			return uerr
 		}
 		return fmt.Errorf("sqlstore: the transaction can no longer commit what it did since the claim (a failed statement's error was not returned): %w", err)
+	}
+	return nil
+}
+
+// unusable returns the error to report for err, that of a statement in a
+// transaction after its handler ran, when it says that the handler ended
+// the transaction or left a result set open, or that the database aborted
+// the transaction; nil when it says none of these.
+func (d *Driver) unusable(op string, err error) error {
+	if errors.Is(err, sql.ErrTxDone) { // a handler ended tx
+		return d.fail(op, err)
+	}
+	if d.dialect.ConnBusy(err) { // the handler's fault: not wrapped, so not transient
+		return fmt.Errorf("sqlstore: %s: %w (a result set left open: close its rows): %v", op, store.ErrTxUnusable, err)
+	}
+	if a, ok := d.dialect.(sqldialect.Aborter); ok {
+		if aerr := a.Aborted(err, false); aerr != nil {
+			return fmt.Errorf("sqlstore: %w", aerr)
+		}
 	}
 	return nil
 }
@@ -664,30 +682,46 @@ func (d *Driver) InboxReclaim(ctx context.Context, tx *sql.Tx, p *store.ClaimPar
 // clock. A database busy with another writer past its lock timeout is
 // reported as Busy, not as an error.
 func (d *Driver) Prune(ctx context.Context, p *store.PruneParams) (*store.PruneResult, error) {
-	if p.Retention <= 0 || p.Limit < 1 {
-		return nil, fmt.Errorf("sqlstore: prune: retention %v and limit %d must be positive", p.Retention, p.Limit)
+	if err := checkPrune(p); err != nil {
+		return nil, fmt.Errorf("sqlstore: prune: %w", err)
 	}
-	res, err := d.prune(ctx, p)
+	return d.pruneAlone(ctx, "prune", sqldialect.InboxPruner, func(tx *sql.Tx) (*store.PruneResult, error) {
+		return d.pruneInbox(ctx, tx, p)
+	})
+}
+
+func checkPrune(p *store.PruneParams) error {
+	if p.Retention <= 0 || p.Limit < 1 {
+		return fmt.Errorf("retention %v and limit %d must be positive", p.Retention, p.Limit)
+	}
+	return nil
+}
+
+// pruneAlone runs del in a transaction of its own, under pruner's lock. It
+// reports Busy when another pruner holds the lock, or when the database
+// was busy with another writer past the lock timeout.
+func (d *Driver) pruneAlone(ctx context.Context, op string, pruner sqldialect.Pruner, del func(*sql.Tx) (*store.PruneResult, error)) (*store.PruneResult, error) {
+	res, err := d.pruneLocked(ctx, pruner, del)
 	if err != nil && d.dialect.Busy(err) && ctx.Err() == nil {
 		return &store.PruneResult{Busy: true}, nil
 	}
-	return res, d.fail("prune", err)
+	return res, d.fail(op, err)
 }
 
-func (d *Driver) prune(ctx context.Context, p *store.PruneParams) (_ *store.PruneResult, err error) {
+func (d *Driver) pruneLocked(ctx context.Context, pruner sqldialect.Pruner, del func(*sql.Tx) (*store.PruneResult, error)) (_ *store.PruneResult, err error) {
 	conn, err := d.db.Conn(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Close()
-	if ok, err := d.dialect.LockPrune(ctx, conn, d.tables); err != nil || !ok {
+	if ok, err := d.dialect.LockPrune(ctx, conn, d.tables, pruner); err != nil || !ok {
 		if err != nil {
 			dropConn(conn) // it may hold the lock
 		}
 		return &store.PruneResult{Busy: !ok}, err
 	}
 	defer func() {
-		if uerr := d.dialect.UnlockPrune(context.WithoutCancel(ctx), conn, d.tables); uerr != nil {
+		if uerr := d.dialect.UnlockPrune(context.WithoutCancel(ctx), conn, d.tables, pruner); uerr != nil {
 			dropConn(conn) // closing the connection releases its lock
 			err = errors.Join(err, uerr)
 		}
@@ -697,6 +731,18 @@ func (d *Driver) prune(ctx context.Context, p *store.PruneParams) (_ *store.Prun
 		return nil, err
 	}
 	defer d.rollbackQuietly(tx)
+	res, err := del(tx)
+	if err != nil {
+		return nil, err
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// pruneInbox deletes a batch of old inbox rows and one of attempts in tx.
+func (d *Driver) pruneInbox(ctx context.Context, tx *sql.Tx, p *store.PruneParams) (*store.PruneResult, error) {
 	retention := p.Retention.Milliseconds()
 	var res store.PruneResult
 	qs := []string{d.q.PruneInbox, d.q.PruneAttempts}
@@ -713,20 +759,23 @@ func (d *Driver) prune(ctx context.Context, p *store.PruneParams) (_ *store.Prun
 		qs = qs[1:]
 	}
 	for _, q := range qs {
-		r, err := tx.ExecContext(ctx, q, retention, p.Limit)
+		n, err := execCount(ctx, tx, q, retention, p.Limit)
 		if err != nil {
 			return nil, err
 		}
-		n, err := r.RowsAffected()
-		if err != nil {
-			return nil, err
-		}
-		res.Deleted += int(n)
-	}
-	if err := tx.Commit(); err != nil {
-		return nil, err
+		res.Deleted += n
 	}
 	return &res, nil
+}
+
+// execCount runs query in tx and returns the rows it affected.
+func execCount(ctx context.Context, tx *sql.Tx, query string, args ...any) (int, error) {
+	r, err := tx.ExecContext(ctx, query, args...)
+	if err != nil {
+		return 0, err
+	}
+	n, err := r.RowsAffected()
+	return int(n), err
 }
 
 // Migrate applies the missing migrations on one connection, under the

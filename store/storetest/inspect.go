@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -13,15 +14,22 @@ import (
 	"github.com/inboxkit/inbox/store"
 )
 
-// inspector returns env's driver as a store.Inspector, failing t when it
-// is not one: every store of this repository implements it.
+// inspector returns env's driver as a store.Inspector.
 func inspector[TTx any](t *testing.T, env *Env[TTx]) store.Inspector[TTx] {
 	t.Helper()
-	in, ok := env.Driver.(store.Inspector[TTx])
+	return driverAs[store.Inspector[TTx]](t, env)
+}
+
+// driverAs returns env's driver as an I, an interface of package store,
+// failing t when it is not one: every store of this repository implements
+// them all.
+func driverAs[I, TTx any](t *testing.T, env *Env[TTx]) I {
+	t.Helper()
+	d, ok := env.Driver.(I)
 	if !ok {
-		t.Fatalf("%T does not implement store.Inspector", env.Driver)
+		t.Fatalf("%T does not implement %v", env.Driver, reflect.TypeFor[I]())
 	}
-	return in
+	return d
 }
 
 // inspectFixture fills two consumers' tables: consumer "a" has 3

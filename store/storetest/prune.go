@@ -90,11 +90,22 @@ func testPruneBatches[TTx any](t *testing.T, h Harness[TTx]) {
 // write lock is the pruners' lock: the holding transaction has it, and
 // Prune reports Busy once its busy timeout passed.
 func testPrunerBusy[TTx any](t *testing.T, h Harness[TTx]) {
-	ctx := context.Background()
 	env := open(t, h)
 	if env.Exec == nil {
 		t.Skip("the harness cannot run a statement (Env.Exec)")
 	}
+	expiredInboxRow(t, env)
+	p := &store.PruneParams{Retention: time.Hour, Limit: 10}
+	wantPrunerBusy(t, env, "inbox", "DELETE FROM %s", func(ctx context.Context) (*store.PruneResult, error) {
+		return env.Driver.Prune(ctx, p)
+	})
+}
+
+// expiredInboxRow processes the message "expired" in env and makes its
+// inbox row 2 hours old.
+func expiredInboxRow[TTx any](t *testing.T, env *Env[TTx]) {
+	t.Helper()
+	ctx := context.Background()
 	ib := newInbox(t, env, inbox.Config{})
 	if out, err := ib.Process(ctx, msg("expired"), writer(env)); err != nil || out.Status != inbox.Processed {
 		t.Fatalf("expired: %v %v", out.Status, err)
@@ -102,17 +113,18 @@ func testPrunerBusy[TTx any](t *testing.T, h Harness[TTx]) {
 	if err := env.Backdate(ctx, store.Key{Consumer: []byte("storetest"), MessageID: []byte("expired")}, 2*time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	p := &store.PruneParams{Retention: time.Hour, Limit: 10}
-	holder, err := env.BeginPlain(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var once sync.Once
-	release := func() { once.Do(func() { _ = env.Driver.Rollback(ctx, holder) }) }
-	defer release() // also when the test fails, so that the first pruner ends
-	if err := env.Exec(ctx, holder, "DELETE FROM "+env.Tables.Name("inbox", quoteFor(env.Driver))); err != nil {
-		t.Fatalf("holding the inbox's rows: %v", err)
-	}
+}
+
+// wantPrunerBusy checks that prune has one pruner at a time, in env whose
+// table has one expired row: while a first prune waits for the row, which
+// a transaction holds (hold, with %s the table), a second reports Busy at
+// once; the first then deletes the row, and a third finds the lock free.
+// On a single writer, the holder has the write lock: the second is Busy
+// after store.DefaultLockTimeout, and the third deletes the row.
+func wantPrunerBusy[TTx any](t *testing.T, env *Env[TTx], table, hold string, prune func(context.Context) (*store.PruneResult, error)) {
+	t.Helper()
+	ctx := context.Background()
+	release := holdRows(t, env, table, hold)
 	type result struct {
 		res *store.PruneResult
 		err error
@@ -121,7 +133,7 @@ func testPrunerBusy[TTx any](t *testing.T, h Harness[TTx]) {
 	if !env.SingleWriter {
 		first = make(chan result, 1)
 		go func() {
-			res, err := env.Driver.Prune(ctx, p)
+			res, err := prune(ctx)
 			first <- result{res, err}
 		}()
 		waitForLockWaits(t, env, 1) // the first pruner took its lock, then waits for the held row
@@ -131,19 +143,38 @@ func testPrunerBusy[TTx any](t *testing.T, h Harness[TTx]) {
 	// (store.DefaultLockTimeout) for the write lock, then is Busy.
 	busyCtx, cancel := context.WithTimeout(ctx, store.DefaultLockTimeout+3*time.Second)
 	defer cancel()
-	res, err := env.Driver.Prune(busyCtx, p)
+	res, err := prune(busyCtx)
 	if err != nil || res == nil || !res.Busy || res.Deleted != 0 {
-		t.Fatalf("a second Prune while the first holds the pruner lock: %+v, %v; want Busy, nothing deleted, no error", res, err)
+		t.Fatalf("a second prune of %s while the first holds the pruner lock: %+v, %v; want Busy, nothing deleted, no error", table, res, err)
 	}
 	release()
 	if first != nil {
 		r := <-first
 		if r.err != nil || r.res.Busy || r.res.Deleted != 1 {
-			t.Fatalf("the first Prune, once the row was released: %+v, %v; want 1 row deleted", r.res, r.err)
+			t.Fatalf("the first prune of %s, once the row was released: %+v, %v; want 1 row deleted", table, r.res, r.err)
 		}
 	}
 	want := map[bool]int{true: 1, false: 0}[env.SingleWriter] // what is left to delete
-	if res, err := env.Driver.Prune(ctx, p); err != nil || res.Busy || res.Deleted != want {
-		t.Fatalf("Prune after the others ended: %+v, %v; want not Busy, %d deleted: the lock must be free again", res, err, want)
+	if res, err := prune(ctx); err != nil || res.Busy || res.Deleted != want {
+		t.Fatalf("prune of %s after the others ended: %+v, %v; want not Busy, %d deleted: the lock must be free again", table, res, err, want)
 	}
+}
+
+// holdRows runs stmt (with %s the quoted table) in a transaction that
+// holds the rows it touched, the write lock on a single writer, until
+// release or the end of the test.
+func holdRows[TTx any](t *testing.T, env *Env[TTx], table, stmt string) (release func()) {
+	t.Helper()
+	ctx := context.Background()
+	holder, err := env.BeginPlain(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	release = func() { once.Do(func() { _ = env.Driver.Rollback(ctx, holder) }) }
+	t.Cleanup(release)
+	if err := env.Exec(ctx, holder, fmt.Sprintf(stmt, env.Tables.Name(table, quoteFor(env.Driver)))); err != nil {
+		t.Fatalf("holding the %s rows: %v", table, err)
+	}
+	return release
 }

@@ -70,6 +70,16 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"PruneBoundary", testPruneBoundary[TTx]},
 		{"PruneBatches", testPruneBatches[TTx]},
 		{"PrunerBusy", testPrunerBusy[TTx]},
+		// keys.go: the idempotency keys' seam (store.KeyStore)
+		{"KeysRoundTrip", testKeysRoundTrip[TTx]},
+		{"KeysScoped", testKeysScoped[TTx]},
+		{"KeysWithHandler", testKeysWithHandler[TTx]},
+		{"KeysInUse", testKeysInUse[TTx]},
+		{"KeysHolderRollsBack", testKeysHolderRollsBack[TTx]},
+		{"KeysLockTimeout", testKeysLockTimeout[TTx]},
+		{"KeysPrune", testKeysPrune[TTx]},
+		{"KeysPrunerBusy", testKeysPrunerBusy[TTx]},
+		{"KeysPrunerApart", testKeysPrunerApart[TTx]},
 		// migrate.go: schema, tables, settings
 		{"MigrateConcurrently", testMigrateConcurrently[TTx]},
 		{"HostileTableNames", testHostileTables[TTx]},

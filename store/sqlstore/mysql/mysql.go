@@ -467,6 +467,23 @@ WHERE parked_at IS NOT NULL AND seq > ? ORDER BY seq LIMIT ?`,
 	OutboxUnpark: `UPDATE {outbox} SET parked_at = NULL, attempts = 0, available_at = ` + mysqlNow + `, lease_token = NULL
 WHERE seq = ? AND parked_at IS NOT NULL`,
 	OutboxDiscard: `DELETE FROM {outbox} WHERE seq = ? AND parked_at IS NOT NULL`,
+
+	Keys: sqldialect.KeyQueries{
+		// As Claim: never INSERT IGNORE; a duplicate is left alone and
+		// marked.
+		Claim: `INSERT INTO {idempotency_keys} (scope, idem_key, method, route, fingerprint, created_at)
+VALUES (?, ?, ?, ?, ?, ` + mysqlNow + `)
+ON DUPLICATE KEY UPDATE scope = IF(LAST_INSERT_ID(1), scope, scope)`,
+		ClaimMarked: true,
+		Lookup: `SELECT fingerprint, status, header, body, TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', created_at) DIV 1000
+FROM {idempotency_keys} WHERE scope = ? AND idem_key = ?`,
+		Save:        `UPDATE {idempotency_keys} SET status = ?, header = ?, body = ? WHERE scope = ? AND idem_key = ?`,
+		SaveKeyLast: true,
+		Prune: `DELETE FROM {idempotency_keys}
+WHERE created_at < ` + mysqlNow + ` - INTERVAL (? * 1000) MICROSECOND
+ORDER BY created_at
+LIMIT ?`,
+	},
 }
 
 // mysqlLockName is a GET_LOCK name for what (migrate, prune) on the
@@ -756,12 +773,22 @@ func mysqlStatement(s string) string {
 	return strings.TrimSuffix(strings.TrimSpace(strings.Join(keep, "")), ";")
 }
 
-func (mysqlDialect) LockPrune(ctx context.Context, conn *sql.Conn, t store.Tables) (bool, error) {
-	return mysqlLock(ctx, conn, "prune", t, 0)
+// LockPrune takes pruner p's GET_LOCK at once, or reports it held.
+func (mysqlDialect) LockPrune(ctx context.Context, conn *sql.Conn, t store.Tables, p sqldialect.Pruner) (bool, error) {
+	return mysqlLock(ctx, conn, mysqlPruneLock(p), t, 0)
 }
 
-func (mysqlDialect) UnlockPrune(ctx context.Context, conn *sql.Conn, t store.Tables) error {
-	return mysqlUnlock(ctx, conn, "prune", t)
+func (mysqlDialect) UnlockPrune(ctx context.Context, conn *sql.Conn, t store.Tables, p sqldialect.Pruner) error {
+	return mysqlUnlock(ctx, conn, mysqlPruneLock(p), t)
+}
+
+// mysqlPruneLock is the lock name's what of pruner p: the keys' pruner
+// runs apart from the inbox's.
+func mysqlPruneLock(p sqldialect.Pruner) string {
+	if p == sqldialect.KeysPruner {
+		return "prune-keys"
+	}
+	return "prune"
 }
 
 func (mysqlDialect) DurabilityWarnings(ctx context.Context, conn *sql.Conn) ([]string, error) {

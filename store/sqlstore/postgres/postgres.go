@@ -108,6 +108,13 @@ func (postgresDialect) Templates() sqldialect.Queries {
 		OutboxParked:            s.OutboxParked,
 		OutboxUnpark:            s.OutboxUnpark,
 		OutboxDiscard:           s.OutboxDiscard,
+		Keys: sqldialect.KeyQueries{
+			Claim:                s.KeyClaim,
+			ClaimSetsLockTimeout: true, // its CTE sets lock_timeout
+			Lookup:               s.KeyLookup,
+			Save:                 s.KeySave,
+			Prune:                s.KeyPrune,
+		},
 	}
 }
 
@@ -204,20 +211,30 @@ func (postgresDialect) EndMigrate(ctx context.Context, conn *sql.Conn, _ store.T
 	return sqldialect.EndConnTx(ctx, conn, commit)
 }
 
-// lockPrune takes the session advisory lock of the tables' pruners.
-func (postgresDialect) LockPrune(ctx context.Context, conn *sql.Conn, t store.Tables) (bool, error) {
+// LockPrune takes the session advisory lock of the tables' pruner. The
+// keys' pruner takes the key that pgxstore's takes for its transaction, so
+// the two exclude each other too.
+func (postgresDialect) LockPrune(ctx context.Context, conn *sql.Conn, t store.Tables, p sqldialect.Pruner) (bool, error) {
 	var ok bool
-	err := conn.QueryRowContext(ctx, postgresStatements.TrySessionLock, pgsql.PruneLockKey(t)).Scan(&ok)
+	err := conn.QueryRowContext(ctx, postgresStatements.TrySessionLock, postgresPruneLockKey(t, p)).Scan(&ok)
 	return ok, err
 }
 
-func (postgresDialect) UnlockPrune(ctx context.Context, conn *sql.Conn, t store.Tables) error {
+func (postgresDialect) UnlockPrune(ctx context.Context, conn *sql.Conn, t store.Tables, p sqldialect.Pruner) error {
 	var ok bool
-	err := conn.QueryRowContext(ctx, postgresStatements.SessionUnlock, pgsql.PruneLockKey(t)).Scan(&ok)
+	err := conn.QueryRowContext(ctx, postgresStatements.SessionUnlock, postgresPruneLockKey(t, p)).Scan(&ok)
 	if err == nil && !ok {
 		err = errors.New("pg_advisory_unlock: the prune lock was not held")
 	}
 	return err
+}
+
+// postgresPruneLockKey is the advisory lock key of pruner p on tables t.
+func postgresPruneLockKey(t store.Tables, p sqldialect.Pruner) int64 {
+	if p == sqldialect.KeysPruner {
+		return pgsql.KeysPruneLockKey(t)
+	}
+	return pgsql.PruneLockKey(t)
 }
 
 func (postgresDialect) DurabilityWarnings(ctx context.Context, conn *sql.Conn) ([]string, error) {

@@ -294,6 +294,24 @@ WHERE parked_at IS NOT NULL AND seq > ? ORDER BY seq LIMIT ?`,
 	OutboxUnpark: `UPDATE {outbox} SET parked_at = NULL, attempts = 0, available_at = ` + sqliteNow + `, lease_token = NULL
 WHERE seq = ? AND parked_at IS NOT NULL`,
 	OutboxDiscard: `DELETE FROM {outbox} WHERE seq = ? AND parked_at IS NOT NULL`,
+
+	// One writer at a time: BEGIN IMMEDIATE waits for the write lock, and
+	// the claim then meets no uncommitted claim of another transaction.
+	Keys: sqldialect.KeyQueries{
+		Claim: `INSERT INTO {idempotency_keys} (scope, idem_key, method, route, fingerprint, created_at)
+VALUES (?, ?, ?, ?, ?, ` + sqliteNow + `)
+ON CONFLICT (scope, idem_key) DO NOTHING`,
+		WaitAtBegin: true,
+		Lookup:      `SELECT fingerprint, status, header, body, created_at FROM {idempotency_keys} WHERE scope = ? AND idem_key = ?`,
+		Save:        `UPDATE {idempotency_keys} SET status = ?3, header = ?4, body = ?5 WHERE scope = ?1 AND idem_key = ?2`,
+		// By rowid, which the created_at index holds: the batch is read
+		// in index order, without a sort.
+		Prune: `DELETE FROM {idempotency_keys} WHERE rowid IN (
+    SELECT rowid FROM {idempotency_keys}
+    WHERE created_at < ` + sqliteNow + ` - ?
+    ORDER BY created_at
+    LIMIT ?)`,
+	},
 }
 
 type sqliteDialect struct{}
@@ -431,11 +449,14 @@ func (sqliteDialect) ScriptFrame(store.Tables) (sqldialect.ScriptFrame, error) {
 // statements: SQLite runs a whole migration in one call.
 func (sqliteDialect) Statements(migration string) []string { return []string{migration} }
 
-// lockPrune: SQLite has one writer, so the write lock is the pruners' lock.
-func (sqliteDialect) LockPrune(context.Context, *sql.Conn, store.Tables) (bool, error) {
+// LockPrune: SQLite has one writer, so the write lock is the pruners' lock.
+func (sqliteDialect) LockPrune(context.Context, *sql.Conn, store.Tables, sqldialect.Pruner) (bool, error) {
 	return true, nil
 }
-func (sqliteDialect) UnlockPrune(context.Context, *sql.Conn, store.Tables) error { return nil }
+
+func (sqliteDialect) UnlockPrune(context.Context, *sql.Conn, store.Tables, sqldialect.Pruner) error {
+	return nil
+}
 
 func (sqliteDialect) DurabilityWarnings(ctx context.Context, conn *sql.Conn) ([]string, error) {
 	var mode string

@@ -100,11 +100,11 @@ type Dialect interface {
 	// ScriptFrame is what MigrationScript puts around the migrations of
 	// tables t (unused by Postgres, whose script is internal/pgsql's).
 	ScriptFrame(t store.Tables) (ScriptFrame, error)
-	// LockPrune takes the lock of the pruners of tables t on conn, before
-	// the pruning transaction begins; false means another pruner holds it.
-	LockPrune(ctx context.Context, conn *sql.Conn, t store.Tables) (bool, error)
-	// UnlockPrune releases what lockPrune took, after the transaction.
-	UnlockPrune(ctx context.Context, conn *sql.Conn, t store.Tables) error
+	// LockPrune takes the lock of pruner on tables t on conn, before the
+	// pruning transaction begins; false means another pruner holds it.
+	LockPrune(ctx context.Context, conn *sql.Conn, t store.Tables, pruner Pruner) (bool, error)
+	// UnlockPrune releases what LockPrune took, after the transaction.
+	UnlockPrune(ctx context.Context, conn *sql.Conn, t store.Tables, pruner Pruner) error
 
 	// DurabilityWarnings reads the settings of conn that let a committed
 	// Claim be lost in a crash.
@@ -347,7 +347,56 @@ type Queries struct {
 	// OutboxDiscard deletes a parked row: arg seq. RowsAffected is 0
 	// when no parked row has it.
 	OutboxDiscard string
+
+	// Keys are the statements of the idempotency keys' table.
+	Keys KeyQueries
 }
+
+// KeyQueries are the statements of store.KeyStore, on {idempotency_keys}.
+// Keys, scopes, methods, routes and fingerprints are bound as []byte;
+// created_at is the database's clock.
+type KeyQueries struct {
+	// Claim inserts the key's row unless it exists, and reports the row it
+	// inserted as RowsAffected 1. Args: scope, idem_key, method, route,
+	// fingerprint; with ClaimSetsLockTimeout, then the wait for a racing
+	// claim as Queries.LockTimeoutText formats it.
+	Claim string
+	// ClaimSetsLockTimeout: Claim sets its wait as the lock timeout for the
+	// rest of the transaction itself, so KeyBegin's BEGIN sets none
+	// (PostgreSQL).
+	ClaimSetsLockTimeout bool
+	// ClaimMarked: Claim marks a row it leaves alone with LAST_INSERT_ID(1),
+	// as the insert-if-absent statements do where Queries.Returning is
+	// false (MySQL); otherwise RowsAffected alone tells.
+	ClaimMarked bool
+	// WaitAtBegin: the database has one writer at a time, which waits for
+	// its write lock at BEGIN (SQLite). KeyBegin's BEGIN waits the lock
+	// timeout there, and its claim never meets another's uncommitted one.
+	WaitAtBegin bool
+	// Lookup reads a stored key: fingerprint, status, header, body and
+	// created_at in unix milliseconds. Args: scope, idem_key.
+	Lookup string
+	// Save writes the response into the claimed row. Args: scope,
+	// idem_key, status, header, body; with SaveKeyLast, status, header,
+	// body, scope, idem_key (placeholders in the text's order: MySQL).
+	Save        string
+	SaveKeyLast bool
+	// Prune deletes at most limit keys created more than retention ago,
+	// oldest first, through the created_at index. Args: retention_ms,
+	// limit. RowsAffected counts them.
+	Prune string
+}
+
+// Pruner names a pruner, whose lock keeps a second one of the same tables
+// away (LockPrune).
+type Pruner int
+
+const (
+	// InboxPruner prunes the inbox and its attempts (Driver.Prune).
+	InboxPruner Pruner = iota
+	// KeysPruner prunes the idempotency keys (Driver.KeyPrune).
+	KeysPruner
+)
 
 // BatchReport is how a dialect's ClaimBatch statement tells the rows it
 // inserted from the duplicates.
@@ -419,6 +468,7 @@ func Render(q Queries, t store.Tables, quote func(string) string) Queries {
 		"{dead_letters}", t.Name("inbox_dead_letters", quote),
 		"{migrations}", t.Name("inbox_migrations", quote),
 		"{outbox}", t.Name("outbox", quote),
+		"{idempotency_keys}", t.Name("idempotency_keys", quote),
 	)
 	for _, s := range []*string{
 		&q.Claim, &q.ClaimSettingLockTimeout, &q.ClaimLookup, &q.RollbackToSavepoint,
@@ -430,6 +480,7 @@ func Render(q Queries, t store.Tables, quote func(string) string) Queries {
 		&q.OutboxWrite, &q.OutboxWriteQuiet, &q.OutboxClaim, &q.OutboxClaimOrdered, &q.OutboxLease,
 		&q.OutboxDelete, &q.OutboxMarkPublished, &q.OutboxPrunePublished,
 		&q.OutboxFail, &q.OutboxParked, &q.OutboxUnpark, &q.OutboxDiscard,
+		&q.Keys.Claim, &q.Keys.Lookup, &q.Keys.Save, &q.Keys.Prune,
 	} {
 		*s = r.Replace(*s)
 	}
