@@ -110,7 +110,10 @@ func (m *Middleware[TTx]) serve(w http.ResponseWriter, r *http.Request, fn Handl
 		return
 	}
 	p := m.claimParams(r, key, body)
-	tx, res, err := m.store.KeyBegin(r.Context(), p)
+	// The transaction lives as long as the handler, not the client's
+	// connection: database/sql would roll it back when the client leaves,
+	// and free the key while the handler still runs.
+	tx, res, err := m.store.KeyBegin(context.WithoutCancel(r.Context()), p)
 	if err != nil {
 		m.failed(w, r, "claiming the key", err)
 		return
@@ -139,7 +142,7 @@ func (m *Middleware[TTx]) serve(w http.ResponseWriter, r *http.Request, fn Handl
 // serveWithoutKey runs fn in a transaction of its own, for a request
 // without a key where the key is optional.
 func (m *Middleware[TTx]) serveWithoutKey(w http.ResponseWriter, r *http.Request, fn HandlerFunc[TTx]) {
-	tx, err := m.store.Begin(r.Context(), &store.BeginParams{LockTimeout: m.cfg.LockTimeout})
+	tx, err := m.store.Begin(context.WithoutCancel(r.Context()), &store.BeginParams{LockTimeout: m.cfg.LockTimeout})
 	if err != nil {
 		m.failed(w, r, "beginning", err)
 		return

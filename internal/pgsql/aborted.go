@@ -50,6 +50,13 @@ func LockNotAvailable(err error) bool {
 	return errors.As(err, &pgErr) && pgErr.Code == "55P03"
 }
 
+// DivisionByZero reports whether err is division_by_zero (22012), as
+// KeySaveClaimed fails when its row is gone.
+func DivisionByZero(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "22012"
+}
+
 // InAborted reports whether err is in_failed_sql_transaction (25P02): a
 // statement sent in a transaction already aborted.
 func InAborted(err error) bool {

@@ -170,9 +170,17 @@ type Statements struct {
 	OutboxDiscard string
 
 	// KeyClaim claims an idempotency key: $1 scope, $2 idem_key, $3
-	// method, $4 route, $5 fingerprint, $6 the wait for a racing claim as a
-	// lock_timeout such as "1ms", set for the rest of the transaction (the
-	// CTE runs before the insert waits). Its tag counts the row inserted.
+	// method, $4 route, $5 fingerprint, $6 the wait for a claim of the same
+	// key in flight, $7 the lock timeout for the rest of the transaction
+	// (both such as "1ms"). Its tag counts the row inserted.
+	//
+	// The wait applies to a transaction-scoped advisory lock on a hash of
+	// the key, which every claim of it takes first and holds until its
+	// transaction ends. The insert itself then waits up to $7: it cannot
+	// meet the key's row uncommitted, since that row's transaction holds
+	// the advisory lock. A lock_timeout of $6 over the insert would also
+	// time out on the table's own locks, such as its extension lock, and
+	// turn a fresh key into 409.
 	KeyClaim string
 	// KeyLookup: $1 scope, $2 idem_key. Returns fingerprint, status,
 	// header, body and created_at in unix milliseconds.
@@ -180,6 +188,10 @@ type Statements struct {
 	// KeySave writes the response: $1 scope, $2 idem_key, $3 status, $4
 	// header, $5 body.
 	KeySave string
+	// KeySaveClaimed is KeySave that fails with division_by_zero (22012)
+	// when the key's row is gone, for a pipeline whose COMMIT is already
+	// sent: the failure aborts the transaction, and COMMIT rolls back.
+	KeySaveClaimed string
 	// KeyPrune deletes at most $2 keys created more than $1 milliseconds
 	// ago, oldest first. Its tag counts them.
 	KeyPrune string
@@ -367,13 +379,17 @@ WHERE parked_at IS NOT NULL AND seq > $1 ORDER BY seq LIMIT $2`,
 		OutboxUnpark: `UPDATE ` + n.Outbox + ` SET parked_at = NULL, attempts = 0, available_at = now(), lease_token = NULL
 WHERE seq = $1 AND parked_at IS NOT NULL`,
 		OutboxDiscard: `DELETE FROM ` + n.Outbox + ` WHERE seq = $1 AND parked_at IS NOT NULL`,
-		KeyClaim: `WITH lt AS (SELECT set_config('lock_timeout', $6, true))
+		KeyClaim: `WITH wait AS (SELECT set_config('lock_timeout', $6, true)),
+held AS (SELECT pg_advisory_xact_lock(('x' || encode(substring(sha256($1::bytea || $2::bytea) FROM 1 FOR 8), 'hex'))::bit(64)::bigint) FROM wait),
+lt AS (SELECT set_config('lock_timeout', $7, true) FROM held)
 INSERT INTO ` + n.Keys + ` (scope, idem_key, method, route, fingerprint)
 SELECT $1::bytea, $2::bytea, $3::bytea, $4::bytea, $5::bytea FROM lt
 ON CONFLICT DO NOTHING`,
 		KeyLookup: `SELECT fingerprint, status, header, body, (extract(epoch FROM created_at) * 1000)::bigint
 FROM ` + n.Keys + ` WHERE scope = $1 AND idem_key = $2`,
-		KeySave:  `UPDATE ` + n.Keys + ` SET status = $3, header = $4, body = $5 WHERE scope = $1 AND idem_key = $2`,
+		KeySave: `UPDATE ` + n.Keys + ` SET status = $3, header = $4, body = $5 WHERE scope = $1 AND idem_key = $2`,
+		KeySaveClaimed: `WITH u AS (UPDATE ` + n.Keys + ` SET status = $3, header = $4, body = $5 WHERE scope = $1 AND idem_key = $2 RETURNING 1)
+SELECT 1 / count(*) FROM u`,
 		KeyPrune: pruneOldest(n.Keys, "created_at", ""),
 	}
 }

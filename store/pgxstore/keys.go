@@ -15,8 +15,8 @@ import (
 
 var _ store.KeyStore[pgx.Tx] = (*Driver)(nil)
 
-// KeyBegin sends BEGIN, the key's claim and the handler's lock timeout in
-// one round trip. A key already stored costs one more, which reads it and
+// KeyBegin sends BEGIN and the key's claim, which sets the handler's lock
+// timeout, in one round trip. A key already stored costs one more, which reads it and
 // rolls back.
 func (d *Driver) KeyBegin(ctx context.Context, p *store.KeyClaimParams) (pgx.Tx, *store.KeyClaimResult, error) {
 	c, err := d.acquire(ctx, p.LockTimeout)
@@ -26,12 +26,12 @@ func (d *Driver) KeyBegin(ctx context.Context, p *store.KeyClaimParams) (pgx.Tx,
 	res := &store.KeyClaimResult{}
 	b := &pgx.Batch{}
 	b.BeginTx(pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
-	b.Queue(d.q.KeyClaim, p.Scope, p.Key, []byte(p.Method), []byte(p.Route), p.Fingerprint, pgsql.LockTimeout(p.Wait)).
+	b.Queue(d.q.KeyClaim, p.Scope, p.Key, []byte(p.Method), []byte(p.Route), p.Fingerprint,
+		pgsql.LockTimeout(p.Wait), pgsql.LockTimeout(p.LockTimeout)).
 		Exec(func(tag pgconn.CommandTag) error {
 			res.Claimed = tag.RowsAffected() == 1
 			return nil
 		})
-	b.Queue(d.q.SetLockTimeout, pgsql.LockTimeout(p.LockTimeout))
 	br := c.SendBatch(ctx, b)
 	tx := &connTx{Tx: br.Tx(), conn: c}
 	if err := br.Close(); err != nil {
@@ -77,14 +77,18 @@ func (d *Driver) KeyCommit(ctx context.Context, tx pgx.Tx, p *store.KeyCommitPar
 		return errors.New("pgxstore: KeyCommit takes a transaction of KeyBegin")
 	}
 	b := &pgx.Batch{}
-	b.Queue(d.q.KeySave, p.Scope, p.Key, p.Response.Status, p.Response.Header, p.Response.Body)
+	b.Queue(d.q.KeySaveClaimed, p.Scope, p.Key, p.Response.Status, p.Response.Header, p.Response.Body)
 	b.Queue("COMMIT").Exec(func(tag pgconn.CommandTag) error {
 		if tag.String() == "ROLLBACK" { // aborted after all: nothing committed
 			return pgx.ErrTxCommitRollback
 		}
 		return nil
 	})
-	return ct.endWith(ctx, b)
+	err := ct.endWith(ctx, b)
+	if pgsql.DivisionByZero(err) {
+		return fmt.Errorf("pgxstore: the key's row is gone from the transaction (did the handler delete it?); nothing was committed: %w", err)
+	}
+	return err
 }
 
 // KeyPrune deletes one batch of expired keys, under an advisory lock of

@@ -68,7 +68,7 @@ func (d *Driver) keyBegin(ctx context.Context, p *store.KeyClaimParams) (_ *sql.
 		}
 		return nil, &store.KeyClaimResult{Stored: stored}, nil
 	}
-	if wait != p.LockTimeout {
+	if wait != p.LockTimeout && !d.q.Keys.ClaimSetsLockTimeout {
 		if err := d.dialect.SetLockTimeout(ctx, tx, p.LockTimeout); err != nil {
 			return nil, nil, fmt.Errorf("set lock timeout: %w", err)
 		}
@@ -89,8 +89,8 @@ func (d *Driver) keyBeginTx(ctx context.Context, wait time.Duration) (*sql.Tx, e
 // did.
 func (d *Driver) keyClaim(ctx context.Context, tx *sql.Tx, p *store.KeyClaimParams, wait time.Duration) (bool, error) {
 	args := []any{p.Scope, p.Key, []byte(p.Method), []byte(p.Route), p.Fingerprint}
-	if d.q.Keys.ClaimSetsLockTimeout {
-		args = append(args, d.q.LockTimeoutText(wait))
+	if d.q.Keys.ClaimSetsLockTimeout { // the wait, then the rest of the transaction's
+		args = append(args, d.q.LockTimeoutText(wait), d.q.LockTimeoutText(p.LockTimeout))
 	}
 	r, err := tx.ExecContext(ctx, d.q.Keys.Claim, args...)
 	if err != nil {

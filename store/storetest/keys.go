@@ -368,3 +368,29 @@ func testKeysPrunerApart[TTx any](t *testing.T, h Harness[TTx]) {
 		t.Fatalf("the inbox's pruner: %v", err)
 	}
 }
+
+// A handler that deleted its key's row: KeyCommit fails and commits
+// nothing, not the handler's writes without their key.
+func testKeysCommitWithoutClaim[TTx any](t *testing.T, h Harness[TTx]) {
+	ctx := context.Background()
+	env, ks := openKeys(t, h)
+	p := keyParams("scope", "gone")
+	tx := claimKey(t, ks, p)
+	if err := env.Write(ctx, tx, key("effect-gone")); err != nil {
+		t.Fatal(err)
+	}
+	quote := store.QuoteDouble
+	if env.Driver.Dialect() == "mysql" {
+		quote = store.QuoteBacktick
+	}
+	if err := env.Exec(ctx, tx, "DELETE FROM "+env.Tables.Name("idempotency_keys", quote)); err != nil {
+		t.Fatal(err)
+	}
+	err := ks.KeyCommit(ctx, tx, &store.KeyCommitParams{Scope: p.Scope, Key: p.Key, Response: store.KeyResponse{Status: 200}})
+	if err == nil {
+		t.Fatal("KeyCommit of a key whose row the handler deleted: no error, want one")
+	}
+	if n := count(t, env, "effect-gone"); n != 0 {
+		t.Fatalf("%d effects after KeyCommit failed, want none committed", n)
+	}
+}

@@ -80,6 +80,7 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"KeysPrune", testKeysPrune[TTx]},
 		{"KeysPrunerBusy", testKeysPrunerBusy[TTx]},
 		{"KeysPrunerApart", testKeysPrunerApart[TTx]},
+		{"KeysCommitWithoutClaim", testKeysCommitWithoutClaim[TTx]},
 		// migrate.go: schema, tables, settings
 		{"MigrateConcurrently", testMigrateConcurrently[TTx]},
 		{"HostileTableNames", testHostileTables[TTx]},

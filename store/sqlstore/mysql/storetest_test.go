@@ -255,8 +255,3 @@ func mysqlLockWait(ctx context.Context, tx *sql.Tx) (time.Duration, error) {
 	err := tx.QueryRowContext(ctx, "SELECT @@SESSION.innodb_lock_wait_timeout").Scan(&s)
 	return time.Duration(s) * time.Second, err
 }
-
-func TestMySQLKeyCommitWithoutClaim(t *testing.T) {
-	t.Parallel()
-	sqltest.KeyCommitWithoutClaim(t, mysqlPrepared)
-}

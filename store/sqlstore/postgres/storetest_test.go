@@ -127,8 +127,3 @@ func TestPostgresProcessTxHandlerEndsTx(t *testing.T) {
 	t.Parallel()
 	sqltest.ProcessTxHandlerEndsTx(t, postgresHarness)
 }
-
-func TestPostgresKeyCommitWithoutClaim(t *testing.T) {
-	t.Parallel()
-	sqltest.KeyCommitWithoutClaim(t, postgresHarness)
-}

@@ -127,8 +127,3 @@ func TestSQLiteProcessTxHandlerEndsTx(t *testing.T) {
 	t.Parallel()
 	sqltest.ProcessTxHandlerEndsTx(t, sqliteHarness)
 }
-
-func TestSQLiteKeyCommitWithoutClaim(t *testing.T) {
-	t.Parallel()
-	sqltest.KeyCommitWithoutClaim(t, sqliteHarness)
-}

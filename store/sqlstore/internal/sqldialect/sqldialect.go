@@ -359,11 +359,11 @@ type KeyQueries struct {
 	// Claim inserts the key's row unless it exists, and reports the row it
 	// inserted as RowsAffected 1. Args: scope, idem_key, method, route,
 	// fingerprint; with ClaimSetsLockTimeout, then the wait for a racing
-	// claim as Queries.LockTimeoutText formats it.
+	// claim and the lock timeout of the rest of the transaction, as
+	// Queries.LockTimeoutText formats them.
 	Claim string
-	// ClaimSetsLockTimeout: Claim sets its wait as the lock timeout for the
-	// rest of the transaction itself, so KeyBegin's BEGIN sets none
-	// (PostgreSQL).
+	// ClaimSetsLockTimeout: Claim sets the lock timeouts itself, its wait
+	// and then the transaction's, so KeyBegin sets none (PostgreSQL).
 	ClaimSetsLockTimeout bool
 	// ClaimMarked: Claim marks a row it leaves alone with LAST_INSERT_ID(1),
 	// as the insert-if-absent statements do where Queries.Returning is

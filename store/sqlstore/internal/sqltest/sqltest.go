@@ -716,42 +716,6 @@ func ProcessTxHandlerEndsTx(t *testing.T, h storetest.Harness[*sql.Tx]) {
 	}
 }
 
-// KeyCommitWithoutClaim: when the handler deleted the key's row, KeyCommit
-// finds no claim to write the response into, fails, and commits nothing of
-// the handler's. (pgxstore sends the write and COMMIT in one round trip
-// and does not check: this is sqlstore's own.)
-func KeyCommitWithoutClaim(t *testing.T, h storetest.Harness[*sql.Tx]) {
-	t.Helper()
-	ctx := context.Background()
-	env := openMigrated(t, h)
-	d := env.Driver.(*sqlstore.Driver)
-	scope := sha256.Sum256([]byte("scope"))
-	p := &store.KeyClaimParams{Scope: scope[:], Key: []byte("gone"), Method: "POST", Route: "/r",
-		Fingerprint: scope[:], Wait: time.Second, LockTimeout: time.Second}
-	tx, res, err := d.KeyBegin(ctx, p)
-	if err != nil || !res.Claimed {
-		t.Fatalf("claim: %+v, %v; want it claimed", res, err)
-	}
-	defer func() { _ = d.Rollback(ctx, tx) }()
-	if err := env.Write(ctx, tx, "effect"); err != nil {
-		t.Fatal(err)
-	}
-	quote := store.QuoteDouble
-	if d.Dialect() == "mysql" {
-		quote = store.QuoteBacktick
-	}
-	if err := env.Exec(ctx, tx, "DELETE FROM "+env.Tables.Name("idempotency_keys", quote)); err != nil {
-		t.Fatal(err)
-	}
-	err = d.KeyCommit(ctx, tx, &store.KeyCommitParams{Scope: p.Scope, Key: p.Key, Response: store.KeyResponse{Status: 200}})
-	if err == nil {
-		t.Fatal("KeyCommit of a key whose row the handler deleted: no error, want one")
-	}
-	if n, err := env.Count(ctx, "effect"); err != nil || n != 0 {
-		t.Fatalf("%d effects (%v) after KeyCommit failed, want none committed", n, err)
-	}
-}
-
 // openMigrated opens an environment of h on the default tables, migrated.
 func openMigrated(t *testing.T, h storetest.Harness[*sql.Tx]) *storetest.Env[*sql.Tx] {
 	t.Helper()
