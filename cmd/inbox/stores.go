@@ -270,7 +270,7 @@ func printScript(dialect string, tables store.Tables, out io.Writer) error {
 
 var pruneCommand = command{
 	name:     "prune",
-	synopsis: "inbox prune " + storeSynopsis + " [-retention D]",
+	synopsis: "inbox prune " + storeSynopsis + " [-retention D] [-keys D]",
 	description: `Deletes, once, the inbox rows and the failed attempts recorded that are
 older than -retention by the database's clock, for every consumer of the
 tables, in batches as inbox.Pruner.Prune does, and prints how many it
@@ -281,9 +281,24 @@ deleted so far and the rate.
 The retention must be longer than the broker's redelivery window: a message
 redelivered after its row was pruned is processed again (inbox check
 compares them). Run it from cron, or an inbox.Pruner in the service;
-several pruners at once are safe: one at a time works on a table.`,
+several pruners at once are safe: one at a time works on a table.
+
+With -keys, it also deletes the HTTP Idempotency-Keys (package idempotency)
+older than that: give the middleware's Config.Expiry, or longer. Without
+it, the keys are left alone.`,
 	examples: `inbox prune -sqlite inbox.db
-inbox prune -postgres postgres://app@db/app -schema app -retention 336h`,
+inbox prune -postgres postgres://app@db/app -schema app -retention 336h -keys 24h`,
+}
+
+// keyPruneStore prunes the idempotency keys' table of a driver.
+type keyPruneStore struct {
+	s interface {
+		KeyPrune(ctx context.Context, p *store.PruneParams) (*store.PruneResult, error)
+	}
+}
+
+func (k keyPruneStore) Prune(ctx context.Context, p *store.PruneParams) (*store.PruneResult, error) {
+	return k.s.KeyPrune(ctx, p)
 }
 
 // countedPrune tells prog of each batch that the Pruner deletes.
@@ -305,6 +320,7 @@ func pruneCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var sf storeFlags
 	sf.register(fs)
 	retention := fs.Duration("retention", inbox.DefaultRetention, "delete rows older than this (at least 1h; 0 is the default, as in PrunerConfig.Retention)")
+	keys := fs.Duration("keys", 0, "also delete idempotency keys older than this (at least 1h; 0 leaves them)")
 	if err := parse(fs, args, stdout, stderr); err != nil {
 		return err
 	}
@@ -314,13 +330,34 @@ func pruneCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *retention < inbox.MinRetention {
 		return usageError(fs, stderr, "-retention %v is shorter than the minimum %v", *retention, inbox.MinRetention)
 	}
+	if *keys != 0 && *keys < inbox.MinRetention {
+		return usageError(fs, stderr, "-keys %v is shorter than the minimum %v", *keys, inbox.MinRetention)
+	}
 	d, err := sf.open(ctx, false, stderr)
 	if err != nil {
 		return err
 	}
 	defer d.close()
-	prog := newProgress(stderr, false, "pruned", "row", 0)
-	p, err := inbox.NewPruner(countedPrune{d, prog}, &inbox.PrunerConfig{Retention: *retention})
+	if err := pruneTable(ctx, d, *retention, "row", stdout, stderr); err != nil {
+		return err
+	}
+	if *keys == 0 {
+		return nil
+	}
+	kp, ok := d.driver.(interface {
+		KeyPrune(ctx context.Context, p *store.PruneParams) (*store.PruneResult, error)
+	})
+	if !ok {
+		return fmt.Errorf("inbox prune: the store %T has no idempotency keys", d.driver)
+	}
+	return pruneTable(ctx, keyPruneStore{kp}, *keys, "idempotency key", stdout, stderr)
+}
+
+// pruneTable runs one Prune of an inbox.Pruner on s, and prints how many
+// things it deleted.
+func pruneTable(ctx context.Context, s inbox.PruneStore, retention time.Duration, thing string, stdout, stderr io.Writer) error {
+	prog := newProgress(stderr, false, "pruned", thing, 0)
+	p, err := inbox.NewPruner(countedPrune{s, prog}, &inbox.PrunerConfig{Retention: retention})
 	if err != nil {
 		return err
 	}
@@ -330,6 +367,6 @@ func pruneCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "pruned %s in %v\n", plural(n, "row"), time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(stdout, "pruned %s in %v\n", plural(n, thing), time.Since(start).Round(time.Millisecond))
 	return nil
 }
