@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/inboxkit/inbox"
+	"github.com/inboxkit/inbox/internal/migrate"
 	"github.com/inboxkit/inbox/store"
 )
 
@@ -44,26 +45,10 @@ func New[TTx any](ctx context.Context, s store.KeyStore[TTx], cfg *Config) (*Mid
 	if err != nil {
 		return nil, err
 	}
-	if err := checkSchema(ctx, s); err != nil {
+	if err := migrate.Check(ctx, s, "idempotency", inbox.ErrNotMigrated); err != nil {
 		return nil, err
 	}
 	return &Middleware[TTx]{store: s, cfg: c}, nil
-}
-
-// checkSchema checks that s's tables have the keys' table.
-func checkSchema(ctx context.Context, s store.Schema) error {
-	need := 0
-	if ms := s.Migrations(); len(ms) > 0 {
-		need = ms[len(ms)-1].Version
-	}
-	have, err := s.SchemaVersion(ctx)
-	switch {
-	case err != nil:
-		return fmt.Errorf("idempotency: checking the tables' schema version: %w", err)
-	case have < need:
-		return fmt.Errorf("%w: schema version %d, this code needs %d: run inbox.Migrate (or `inbox migrate`)", inbox.ErrNotMigrated, have, need)
-	}
-	return nil
 }
 
 // Handle returns a handler that runs fn in the key's transaction.

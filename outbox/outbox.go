@@ -13,6 +13,7 @@ import (
 
 	"github.com/inboxkit/inbox"
 	"github.com/inboxkit/inbox/internal/headers"
+	"github.com/inboxkit/inbox/internal/migrate"
 	"github.com/inboxkit/inbox/store"
 )
 
@@ -145,25 +146,10 @@ func New[TTx any](ctx context.Context, driver store.OutboxWriter[TTx], cfg *Conf
 			o.hooks = append(o.hooks, wh)
 		}
 	}
-	if err := checkSchema(ctx, driver); err != nil {
+	if err := migrate.Check(ctx, driver, "outbox", ErrNotMigrated); err != nil {
 		return nil, err
 	}
 	return o, nil
-}
-
-func checkSchema(ctx context.Context, s store.Schema) error {
-	need := 0
-	if ms := s.Migrations(); len(ms) > 0 {
-		need = ms[len(ms)-1].Version
-	}
-	have, err := s.SchemaVersion(ctx)
-	switch {
-	case err != nil:
-		return fmt.Errorf("outbox: checking the tables' schema version: %w", err)
-	case have < need:
-		return fmt.Errorf("%w: schema version %d, this code needs %d: run inbox.Migrate (or `inbox migrate`)", ErrNotMigrated, have, need)
-	}
-	return nil
 }
 
 // Write writes msgs in tx, to be published once tx commits.

@@ -13,6 +13,7 @@ import (
 	"github.com/inboxkit/inbox"
 	"github.com/inboxkit/inbox/broker"
 	"github.com/inboxkit/inbox/internal/logid"
+	"github.com/inboxkit/inbox/internal/migrate"
 	"github.com/inboxkit/inbox/internal/storable"
 	"github.com/inboxkit/inbox/store"
 )
@@ -218,7 +219,7 @@ func NewRelay(ctx context.Context, driver store.OutboxRelayer, cfg *RelayConfig)
 		}
 		r.hooks = append(r.hooks, ph)
 	}
-	if err := checkSchema(ctx, driver); err != nil {
+	if err := migrate.Check(ctx, driver, "outbox", ErrNotMigrated); err != nil {
 		return nil, err
 	}
 	return r, nil

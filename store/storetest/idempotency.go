@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inboxkit/inbox"
 	"github.com/inboxkit/inbox/idempotency"
 	"github.com/inboxkit/inbox/store"
 )
@@ -494,5 +495,18 @@ func testKeyHandlerEndsTx[TTx any](t *testing.T, h Harness[TTx]) {
 	}
 	if n := count(t, env, "effect-ends"); n != 1 {
 		t.Fatalf("%d effects, want 1", n)
+	}
+}
+
+// The middleware refuses tables that are not migrated, as the inbox does.
+func testKeyNotMigrated[TTx any](t *testing.T, h Harness[TTx]) {
+	env, err := h.Open(t, store.Tables{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ks := driverAs[store.KeyStore[TTx]](t, env)
+	_, err = idempotency.New(context.Background(), ks, &idempotency.Config{Principal: idempotency.Anonymous})
+	if !errors.Is(err, inbox.ErrNotMigrated) {
+		t.Fatalf("idempotency.New on tables never migrated: %v, want inbox.ErrNotMigrated", err)
 	}
 }

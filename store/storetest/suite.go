@@ -97,6 +97,7 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"KeyHeader", testKeyHeader[TTx]},
 		{"KeySlowClientGivesUp", testKeySlowClientGivesUp[TTx]},
 		{"KeyHandlerEndsTx", testKeyHandlerEndsTx[TTx]},
+		{"KeyNotMigrated", testKeyNotMigrated[TTx]},
 		// outbox.go: the transactional outbox and its relay
 		{"OutboxWriteRelay", testOutboxWriteRelay[TTx]},
 		{"OutboxDuplicateID", testOutboxDuplicateID[TTx]},

@@ -29,6 +29,7 @@ import (
 	"github.com/inboxkit/inbox/internal/testenv/pgenv"
 	"github.com/inboxkit/inbox/store"
 	"github.com/inboxkit/inbox/store/pgxstore"
+	"github.com/inboxkit/inbox/tests/internal/killcount"
 )
 
 const (
@@ -375,7 +376,7 @@ func TestKilledAtRandom(t *testing.T) {
 	e := newEnv(t)
 	seed := time.Now().UnixNano()
 	t.Logf("schema %s, seed %d, %d requests from %d clients to %d servers", e.schema, seed, n, clients, servers)
-	r := &randomRun{e: e, n: n, seed: seed, seen: make([][]reply, n), kills: map[string]int{}, running: map[*server]bool{}}
+	r := &randomRun{e: e, n: n, seed: seed, seen: make([][]reply, n), running: map[*server]bool{}}
 	began := time.Now()
 	r.serve()
 	r.send(time.Now().Add(2*time.Minute + time.Duration(n)*50*time.Millisecond))
@@ -389,15 +390,15 @@ func TestKilledAtRandom(t *testing.T) {
 	r.check(t)
 	t.Logf("%d requests in %v: SIGKILLs %d (%s); attempts %d, retries %d (broken connections %d, 409 %d, 5xx %d); "+
 		"2xx %d, replayed %d; duplicates sent after a 2xx %d",
-		n, time.Since(began).Round(100*time.Millisecond), r.totalKills(), r.killSummary(), r.attempts.Load(),
+		n, time.Since(began).Round(100*time.Millisecond), r.kills.Total(), r.kills.String(), r.attempts.Load(),
 		r.attempts.Load()-int64(n)-r.dups.Load(), r.broken.Load(), r.conflicts.Load(), r.failures.Load(),
 		r.ok.Load(), r.replays.Load(), r.dups.Load())
-	if n >= defaultRequests && r.totalKills() < minKills {
-		t.Errorf("want at least %d SIGKILLs in a run of %d requests, got %d (%s)", minKills, n, r.totalKills(), r.killSummary())
+	if n >= defaultRequests && r.kills.Total() < minKills {
+		t.Errorf("want at least %d SIGKILLs in a run of %d requests, got %d (%s)", minKills, n, r.kills.Total(), r.kills.String())
 	}
 	for _, p := range []string{afterCommit, beforeCommit, afterResponse, timer} {
-		if r.kills[p] == 0 {
-			t.Errorf("no server was killed %s (kills: %s)", p, r.killSummary())
+		if r.kills.At(p) == 0 {
+			t.Errorf("no server was killed %s (kills: %s)", p, r.kills.String())
 		}
 	}
 }
@@ -413,8 +414,8 @@ type randomRun struct {
 	attempts, broken, conflicts, failures, ok, replays, dups atomic.Int64
 
 	mu       sync.Mutex
-	seen     [][]reply // each request's 2xx
-	kills    map[string]int
+	seen     [][]reply         // each request's 2xx
+	kills    killcount.Counter // by point
 	fails    []string
 	running  map[*server]bool
 	stopping bool
@@ -447,7 +448,7 @@ func (r *randomRun) serve() {
 				switch {
 				case stopping:
 				case killed:
-					r.kills[p.point]++
+					r.kills.Add(p.point)
 				default:
 					r.fails = append(r.fails, fmt.Sprintf("a server (plan %+v) exited by itself: %v\n%s", p, s.err, s.out))
 				}
@@ -634,24 +635,4 @@ func (r *randomRun) check(t *testing.T) {
 	if bad > 10 {
 		t.Errorf("… %d faults in all", bad)
 	}
-}
-
-func (r *randomRun) totalKills() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n := 0
-	for _, k := range r.kills {
-		n += k
-	}
-	return n
-}
-
-func (r *randomRun) killSummary() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var parts []string
-	for _, p := range slices.Sorted(maps.Keys(r.kills)) {
-		parts = append(parts, fmt.Sprintf("%s %d", p, r.kills[p]))
-	}
-	return strings.Join(parts, ", ")
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -27,6 +26,7 @@ import (
 	"github.com/inboxkit/inbox/broker/rabbitmq"
 	"github.com/inboxkit/inbox/internal/testenv"
 	"github.com/inboxkit/inbox/internal/testenv/pgenv"
+	"github.com/inboxkit/inbox/tests/internal/killcount"
 )
 
 const (
@@ -108,7 +108,7 @@ func TestOutboxCrash(t *testing.T) {
 	r.supervise(t)
 	r.check(t)
 	t.Logf("%d orders attempted, %d committed, 3 stages, in %v; SIGKILLs: %d (%s); redeliveries the inboxes deduplicated: %s",
-		n, len(r.want), time.Since(began).Round(100*time.Millisecond), r.totalKills(), r.killSummary(), r.events(t, "duplicate"))
+		n, len(r.want), time.Since(began).Round(100*time.Millisecond), r.kills.Total(), r.kills.String(), r.events(t, "duplicate"))
 }
 
 // run is one end-to-end run: its schema, stream, queue and children.
@@ -120,8 +120,8 @@ type run struct {
 	stream, queue string
 
 	mu    sync.Mutex
-	kills map[string]int // "role/point" -> SIGKILLs
-	fails []string       // children that failed otherwise
+	kills killcount.Counter // by "role/point"
+	fails []string          // children that failed otherwise
 	cmds  map[*exec.Cmd]bool
 }
 
@@ -130,7 +130,7 @@ func newRun(t *testing.T, n int) *run {
 	ctx := context.Background()
 	r := &run{n: n, want: committable(n), pool: pgenv.Pool(t, 4), schema: testenv.Name("outboxcrash_"),
 		stream: testenv.Name("OUTBOXCRASH_"), queue: testenv.Name("outboxcrash_"),
-		kills: map[string]int{}, cmds: map[*exec.Cmd]bool{}}
+		cmds: map[*exec.Cmd]bool{}}
 
 	nc, err := nats.Connect(testenv.NATSURL(), nats.Timeout(2*time.Second))
 	if err != nil {
@@ -341,11 +341,7 @@ func (r *run) killChildren() {
 	}
 }
 
-func (r *run) count(key string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.kills[key]++
-}
+func (r *run) count(key string) { r.kills.Add(key) }
 
 func (r *run) fail(msg string) {
 	r.mu.Lock()
@@ -357,26 +353,6 @@ func (r *run) failed() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.fails) > 0
-}
-
-func (r *run) totalKills() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n := 0
-	for _, k := range r.kills {
-		n += k
-	}
-	return n
-}
-
-func (r *run) killSummary() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var parts []string
-	for _, k := range slices.Sorted(maps.Keys(r.kills)) {
-		parts = append(parts, fmt.Sprintf("%s %d", k, r.kills[k]))
-	}
-	return strings.Join(parts, ", ")
 }
 
 // progress is what the parent watches.
@@ -448,17 +424,17 @@ func (r *run) check(t *testing.T) {
 	if conflicts := r.events(t, "fingerprint-conflict"); conflicts != "none" {
 		t.Errorf("fingerprint conflicts (an ID delivered again with another payload): %s, want none", conflicts)
 	}
-	if r.n >= defaultMessages && r.totalKills() < minKills {
-		t.Errorf("want at least %d SIGKILLs in a run of %d orders, got %d (%s)", minKills, r.n, r.totalKills(), r.killSummary())
+	if r.n >= defaultMessages && r.kills.Total() < minKills {
+		t.Errorf("want at least %d SIGKILLs in a run of %d orders, got %d (%s)", minKills, r.n, r.kills.Total(), r.kills.String())
 	}
 	for _, point := range relayPoints {
-		if r.kills["relay1/"+point]+r.kills["relay2/"+point] == 0 {
-			t.Errorf("no relay was killed at %s (kills: %s)", point, r.killSummary())
+		if r.kills.At("relay1/"+point)+r.kills.At("relay2/"+point) == 0 {
+			t.Errorf("no relay was killed at %s (kills: %s)", point, r.kills.String())
 		}
 	}
 	for _, role := range []string{"consumer2", "consumer3"} {
-		if r.kills[role+"/random"] == 0 {
-			t.Errorf("%s was never killed (kills: %s)", role, r.killSummary())
+		if r.kills.At(role+"/random") == 0 {
+			t.Errorf("%s was never killed (kills: %s)", role, r.kills.String())
 		}
 	}
 }
