@@ -42,9 +42,14 @@ type Config struct {
 	// Principal returns who sent the request: an account or API client ID
 	// set by the authentication in front, never a secret. A key is scoped
 	// by it, the method and the route, so that one client cannot read
-	// another's stored response by guessing its key. Required: an API
-	// without authentication says so with [Anonymous].
+	// another's stored response by guessing its key. Required unless
+	// Anonymous is set. A request whose Principal is empty gets 500: the
+	// authentication in front did not run.
 	Principal func(r *http.Request) string
+	// Anonymous is for an API without authentication: all its clients
+	// share one scope, and a client that guesses another's key gets that
+	// one's response. Principal is then not called. Default false.
+	Anonymous bool
 	// Route names the operation a request is for. Default: the pattern of
 	// the http.ServeMux route that matched (r.Pattern), or the URL's path
 	// where it is empty.
@@ -83,6 +88,10 @@ type Config struct {
 	// that writes more is rolled back, and the client gets 500. Default
 	// [DefaultMaxResponseBytes].
 	MaxResponseBytes int
+	// ProblemType is the type URI of the problem responses, such as the
+	// page of the API's documentation on its keys, as the draft asks.
+	// Default "about:blank".
+	ProblemType string
 	// ForgetClientErrors rolls back the writes and the key of a request
 	// whose handler answers 4xx, so that its retry runs the handler again.
 	// Default false: a 4xx is stored like a success. 408, 425 and 429 are
@@ -93,11 +102,6 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Anonymous is a Config.Principal for an API without authentication: all
-// its clients share one scope, and a client that guesses another's key
-// gets that one's response.
-func Anonymous(*http.Request) string { return "" }
-
 // withDefaults returns cfg with its defaults filled in, or an error
 // wrapping ErrInvalidConfig.
 func (cfg *Config) withDefaults() (Config, error) {
@@ -106,8 +110,10 @@ func (cfg *Config) withDefaults() (Config, error) {
 		c = *cfg
 	}
 	switch {
-	case c.Principal == nil:
-		return c, fmt.Errorf("%w: Principal is required (idempotency.Anonymous for an API without authentication)", ErrInvalidConfig)
+	case c.Principal == nil && !c.Anonymous:
+		return c, fmt.Errorf("%w: Principal is required (or Anonymous, for an API without authentication)", ErrInvalidConfig)
+	case c.Principal != nil && c.Anonymous:
+		return c, fmt.Errorf("%w: Principal and Anonymous exclude each other", ErrInvalidConfig)
 	case c.Wait < 0 || c.LockTimeout < 0 || c.MaxKeyLength < 0 || c.MaxRequestBytes < 0 || c.MaxResponseBytes < 0:
 		return c, fmt.Errorf("%w: Wait, LockTimeout and the sizes must not be negative", ErrInvalidConfig)
 	case c.Expiry != 0 && c.Expiry < MinExpiry:
@@ -115,6 +121,7 @@ func (cfg *Config) withDefaults() (Config, error) {
 	case c.MaxKeyLength > store.MaxKeyLength:
 		return c, fmt.Errorf("%w: MaxKeyLength %d is more than %d", ErrInvalidConfig, c.MaxKeyLength, store.MaxKeyLength)
 	}
+	c.ProblemType = cmp.Or(c.ProblemType, "about:blank")
 	if c.Route == nil {
 		c.Route = defaultRoute
 	}

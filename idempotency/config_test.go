@@ -2,6 +2,7 @@ package idempotency
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -22,24 +23,25 @@ func TestConfigRefused(t *testing.T) {
 	}{
 		{"nil", nil, "Principal is required"},
 		{"no principal", &Config{}, "Principal is required"},
-		{"short expiry", &Config{Principal: Anonymous, Expiry: time.Minute}, "shorter than 1h"},
-		{"negative wait", &Config{Principal: Anonymous, Wait: -1}, "negative"},
-		{"negative size", &Config{Principal: Anonymous, MaxResponseBytes: -1}, "negative"},
-		{"long keys", &Config{Principal: Anonymous, MaxKeyLength: 256}, "more than 255"},
+		{"short expiry", &Config{Anonymous: true, Expiry: time.Minute}, "shorter than 1h"},
+		{"negative wait", &Config{Anonymous: true, Wait: -1}, "negative"},
+		{"negative size", &Config{Anonymous: true, MaxResponseBytes: -1}, "negative"},
+		{"long keys", &Config{Anonymous: true, MaxKeyLength: 256}, "more than 255"},
+		{"both", &Config{Anonymous: true, Principal: func(*http.Request) string { return "a" }}, "exclude each other"},
 	} {
 		_, err := c.cfg.withDefaults()
 		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want ErrInvalidConfig saying %q", c.name, err, c.want)
 		}
 	}
-	if _, err := New[any](context.Background(), nil, &Config{Principal: Anonymous}); !errors.Is(err, ErrInvalidConfig) {
+	if _, err := New[any](context.Background(), nil, &Config{Anonymous: true}); !errors.Is(err, ErrInvalidConfig) {
 		t.Errorf("New with a nil store: %v, want ErrInvalidConfig", err)
 	}
 }
 
 func TestConfigDefaults(t *testing.T) {
 	t.Parallel()
-	c, err := (&Config{Principal: Anonymous, StoredHeaders: []string{"location", "set-cookie"}}).withDefaults()
+	c, err := (&Config{Anonymous: true, StoredHeaders: []string{"location", "set-cookie"}}).withDefaults()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,3 +75,43 @@ func TestPrunerRetention(t *testing.T) {
 
 // nilKeyStore is a store.KeyStore for tests that never reach a database.
 type nilKeyStore struct{ store.KeyStore[any] }
+
+// newTestMiddleware is a Middleware whose store is never reached by the
+// requests the test sends.
+func newTestMiddleware(t *testing.T, cfg Config) http.Handler {
+	t.Helper()
+	c, err := cfg.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &Middleware[any]{store: nilKeyStore{}, cfg: c}
+	return m.Handle(func(w http.ResponseWriter, r *http.Request, tx any) error {
+		t.Error("the handler ran")
+		return nil
+	})
+}
+
+func TestEmptyPrincipal(t *testing.T) {
+	t.Parallel()
+	h := newTestMiddleware(t, Config{Principal: func(*http.Request) string { return "" }})
+	r := httptest.NewRequest(http.MethodPost, "/charges", strings.NewReader("x"))
+	r.Header.Set(HeaderName, `"k"`)
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r) // a claim would panic on nilKeyStore
+	if w.Code != http.StatusInternalServerError || !strings.Contains(w.Body.String(), CodeFailed) {
+		t.Fatalf("a request without a principal: %d %s, want 500 %s", w.Code, w.Body, CodeFailed)
+	}
+}
+
+func TestProblemType(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ set, want string }{{"", "about:blank"}, {"https://api.example/docs/keys", "https://api.example/docs/keys"}} {
+		h := newTestMiddleware(t, Config{Anonymous: true, ProblemType: c.set})
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/charges", nil)) // no key: 400
+		var p Problem
+		if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil || p.Type != c.want || p.Code != CodeKeyMissing || w.Code != 400 {
+			t.Fatalf("ProblemType %q: %d %s (%v), want 400 of type %q", c.set, w.Code, w.Body, err, c.want)
+		}
+	}
+}

@@ -9,11 +9,12 @@
 // # How it works
 //
 // [Middleware] opens a transaction and inserts the request's key into the
-// idempotency_keys table, in one statement:
+// idempotency_keys table:
 //
 //	INSERT ... ON CONFLICT DO NOTHING
 //
-// The table's primary key is the guard. A new key runs the handler in the
+// MySQL's statement is ON DUPLICATE KEY UPDATE. The table's primary key is
+// the guard. A new key runs the handler in the
 // same transaction. The handler writes its response as usual. The
 // middleware holds it, stores it in the key's row, and commits. Only then
 // does the response go out. So the writes, the key and the stored response

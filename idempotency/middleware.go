@@ -84,17 +84,21 @@ func (m *Middleware[TTx]) serve(w http.ResponseWriter, r *http.Request, fn Handl
 		m.serveWithoutKey(w, r, fn)
 		return
 	case errors.Is(err, errNoKey):
-		writeProblem(w, http.StatusBadRequest, CodeKeyMissing, "This operation requires an Idempotency-Key header: a string in double quotes, unique per operation, sent again with each retry.", 0)
+		m.problem(w, http.StatusBadRequest, CodeKeyMissing, "This operation requires an Idempotency-Key header: a string in double quotes, unique per operation, sent again with each retry.", 0)
 		return
 	case errors.As(err, &ke):
-		writeProblem(w, http.StatusBadRequest, CodeKeyMalformed, "The Idempotency-Key header is malformed: "+ke.Reason+".", 0)
+		m.problem(w, http.StatusBadRequest, CodeKeyMalformed, "The Idempotency-Key header is malformed: "+ke.Reason+".", 0)
 		return
 	}
 	body, ok := m.readBody(w, r)
 	if !ok {
 		return
 	}
-	p := m.claimParams(r, key, body)
+	principal, ok := m.principal(w, r)
+	if !ok {
+		return
+	}
+	p := m.claimParams(r, principal, key, body)
 	// The transaction lives as long as the handler, not the client's
 	// connection: database/sql would roll it back when the client leaves,
 	// and free the key while the handler still runs.
@@ -161,13 +165,13 @@ func (m *Middleware[TTx]) call(w http.ResponseWriter, r *http.Request, tx TTx, f
 		}
 		m.cfg.Logger.Log(r.Context(), level, "idempotency: the handler failed; its writes and key were rolled back",
 			"method", r.Method, "route", m.cfg.Route(r), "error", err)
-		writeProblem(w, http.StatusInternalServerError, CodeFailed, "The request failed, and nothing of it was kept: send it again with the same Idempotency-Key.", 0)
+		m.problem(w, http.StatusInternalServerError, CodeFailed, "The request failed, and nothing of it was kept: send it again with the same Idempotency-Key.", 0)
 		return nil, false
 	case rec.over:
 		m.rollback(r, tx)
 		m.cfg.Logger.ErrorContext(r.Context(), "idempotency: the response is larger than MaxResponseBytes; the handler's writes and key were rolled back",
 			"method", r.Method, "route", m.cfg.Route(r), "max_response_bytes", m.cfg.MaxResponseBytes)
-		writeProblem(w, http.StatusInternalServerError, CodeResponseTooLarge, "The response is too large to store, and nothing of the request was kept.", 0)
+		m.problem(w, http.StatusInternalServerError, CodeResponseTooLarge, "The response is too large to store, and nothing of the request was kept.", 0)
 		return nil, false
 	case !m.keeps(rec.code()):
 		m.rollback(r, tx) // before the client hears, so that its retry finds the key free
@@ -193,10 +197,10 @@ func (m *Middleware[TTx]) keeps(status int) bool {
 func (m *Middleware[TTx]) replay(w http.ResponseWriter, r *http.Request, p *store.KeyClaimParams, s *store.StoredKey) {
 	switch {
 	case s == nil: // pruned between the claim and its read
-		writeProblem(w, http.StatusConflict, CodeKeyInUse, "The key changed while it was read: send the request again.", 1)
+		m.problem(w, http.StatusConflict, CodeKeyInUse, "The key changed while it was read: send the request again.", 1)
 		return
 	case !bytes.Equal(s.Fingerprint, p.Fingerprint):
-		writeProblem(w, http.StatusUnprocessableEntity, CodeKeyReused, "This Idempotency-Key was sent before with another request: another method, path, query, body or fingerprinted header. Use a new key for a new request.", 0)
+		m.problem(w, http.StatusUnprocessableEntity, CodeKeyReused, "This Idempotency-Key was sent before with another request: another method, path, query, body or fingerprinted header. Use a new key for a new request.", 0)
 		return
 	}
 	if s.Response.Status < 100 || s.Response.Status > 999 {
@@ -230,10 +234,10 @@ func (m *Middleware[TTx]) readBody(w http.ResponseWriter, r *http.Request) ([]by
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):
-		writeProblem(w, http.StatusRequestEntityTooLarge, CodeRequestTooLarge, fmt.Sprintf("The request's body is over %d bytes.", m.cfg.MaxRequestBytes), 0)
+		m.problem(w, http.StatusRequestEntityTooLarge, CodeRequestTooLarge, fmt.Sprintf("The request's body is over %d bytes.", m.cfg.MaxRequestBytes), 0)
 		return nil, false
 	case err != nil:
-		writeProblem(w, http.StatusBadRequest, CodeFailed, "The request's body could not be read.", 0)
+		m.problem(w, http.StatusBadRequest, CodeBodyUnreadable, "The request's body could not be read.", 0)
 		return nil, false
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
@@ -246,10 +250,26 @@ const (
 	maxRoute  = 1024
 )
 
-func (m *Middleware[TTx]) claimParams(r *http.Request, key, body []byte) *store.KeyClaimParams {
+// principal returns who sent r. It answers the client itself when
+// Principal returns nothing: the authentication in front did not run, and
+// the key would fall into the scope shared by all such requests.
+func (m *Middleware[TTx]) principal(w http.ResponseWriter, r *http.Request) (string, bool) {
+	if m.cfg.Anonymous {
+		return "", true
+	}
+	if p := m.cfg.Principal(r); p != "" {
+		return p, true
+	}
+	m.cfg.Logger.ErrorContext(r.Context(), "idempotency: Principal returned an empty string: is the authentication in front of the middleware?",
+		"method", r.Method, "route", m.cfg.Route(r))
+	m.problem(w, http.StatusInternalServerError, CodeFailed, "The request failed on the server: send it again with the same Idempotency-Key.", 0)
+	return "", false
+}
+
+func (m *Middleware[TTx]) claimParams(r *http.Request, principal string, key, body []byte) *store.KeyClaimParams {
 	route := m.cfg.Route(r)
 	return &store.KeyClaimParams{
-		Scope:       scope(m.cfg.Principal(r), r.Method, route),
+		Scope:       scope(principal, r.Method, route),
 		Key:         key,
 		Method:      clipBytes(r.Method, maxMethod),
 		Route:       clipBytes(route, maxRoute),
@@ -272,13 +292,13 @@ func (m *Middleware[TTx]) failed(w http.ResponseWriter, r *http.Request, doing s
 	var retryable *store.RetryableError
 	switch {
 	case errors.Is(err, store.ErrKeyInUse):
-		writeProblem(w, http.StatusConflict, CodeKeyInUse, "A request with this Idempotency-Key is still being processed: send it again later.", 1)
+		m.problem(w, http.StatusConflict, CodeKeyInUse, "A request with this Idempotency-Key is still being processed: send it again later.", 1)
 	case errors.As(err, &retryable):
 		m.cfg.Logger.WarnContext(r.Context(), "idempotency: the database failed for now while "+doing, "method", r.Method, "route", m.cfg.Route(r), "error", err)
-		writeProblem(w, http.StatusServiceUnavailable, CodeUnavailable, "The database failed for now: send the request again with the same Idempotency-Key.", 1)
+		m.problem(w, http.StatusServiceUnavailable, CodeUnavailable, "The database failed for now: send the request again with the same Idempotency-Key.", 1)
 	default:
 		m.cfg.Logger.ErrorContext(r.Context(), "idempotency: the database failed while "+doing, "method", r.Method, "route", m.cfg.Route(r), "error", err)
-		writeProblem(w, http.StatusInternalServerError, CodeFailed, "The request failed on the server: send it again with the same Idempotency-Key.", 0)
+		m.problem(w, http.StatusInternalServerError, CodeFailed, "The request failed on the server: send it again with the same Idempotency-Key.", 0)
 	}
 }
 

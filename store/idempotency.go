@@ -72,8 +72,9 @@ type KeyClaimParams struct {
 	// Fingerprint is a digest of the request, compared with the stored one
 	// by the caller.
 	Fingerprint []byte
-	// Wait bounds the wait for another transaction that holds the key. It is
-	// rounded up to what the database can: 1 ms on PostgreSQL, 1 s on MySQL.
+	// Wait bounds the wait for another transaction that holds the key. The
+	// databases take what they can: whole milliseconds, at least 1, on
+	// PostgreSQL; whole seconds rounded up, at least 1, on MySQL.
 	Wait time.Duration
 	// LockTimeout is the lock timeout for the rest of the transaction, where
 	// the handler runs.

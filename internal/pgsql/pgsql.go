@@ -169,18 +169,22 @@ type Statements struct {
 	// OutboxDiscard deletes parked row $1. Its tag counts the row.
 	OutboxDiscard string
 
-	// KeyClaim claims an idempotency key: $1 scope, $2 idem_key, $3
-	// method, $4 route, $5 fingerprint, $6 the wait for a claim of the same
-	// key in flight, $7 the lock timeout for the rest of the transaction
-	// (both such as "1ms"). Its tag counts the row inserted.
+	// KeyLock waits for a claim of the same key in flight: $1 scope, $2
+	// idem_key, $3 the wait as a lock_timeout such as "1ms", set for the
+	// rest of the transaction. It takes a transaction-scoped advisory lock
+	// on a hash of the key, which every claim of it takes first and holds
+	// until its transaction ends. A key whose row is committed already
+	// needs no lock: its replays do not wait for one another.
 	//
-	// The wait applies to a transaction-scoped advisory lock on a hash of
-	// the key, which every claim of it takes first and holds until its
-	// transaction ends. The insert itself then waits up to $7: it cannot
-	// meet the key's row uncommitted, since that row's transaction holds
-	// the advisory lock. A lock_timeout of $6 over the insert would also
-	// time out on the table's own locks, such as its extension lock, and
-	// turn a fresh key into 409.
+	// Only this statement waits for a key in flight, so that only its
+	// lock timeout means "in use". A lock_timeout of the wait over the
+	// insert would also time out on the table's own locks, such as its
+	// extension lock under load, and turn a fresh key into 409.
+	KeyLock string
+	// KeyClaim inserts the key's row unless it exists: $1 scope, $2
+	// idem_key, $3 method, $4 route, $5 fingerprint. Its tag counts the row
+	// inserted. It never meets the key's row uncommitted: that row's
+	// transaction holds KeyLock's lock.
 	KeyClaim string
 	// KeyLookup: $1 scope, $2 idem_key. Returns fingerprint, status,
 	// header, body and created_at in unix milliseconds.
@@ -190,7 +194,8 @@ type Statements struct {
 	KeySave string
 	// KeySaveClaimed is KeySave that fails with division_by_zero (22012)
 	// when the key's row is gone, for a pipeline whose COMMIT is already
-	// sent: the failure aborts the transaction, and COMMIT rolls back.
+	// sent: PostgreSQL then skips the rest of the pipeline, COMMIT
+	// included, and the transaction never commits.
 	KeySaveClaimed string
 	// KeyPrune deletes at most $2 keys created more than $1 milliseconds
 	// ago, oldest first. Its tag counts them.
@@ -379,11 +384,10 @@ WHERE parked_at IS NOT NULL AND seq > $1 ORDER BY seq LIMIT $2`,
 		OutboxUnpark: `UPDATE ` + n.Outbox + ` SET parked_at = NULL, attempts = 0, available_at = now(), lease_token = NULL
 WHERE seq = $1 AND parked_at IS NOT NULL`,
 		OutboxDiscard: `DELETE FROM ` + n.Outbox + ` WHERE seq = $1 AND parked_at IS NOT NULL`,
-		KeyClaim: `WITH wait AS (SELECT set_config('lock_timeout', $6, true)),
-held AS (SELECT pg_advisory_xact_lock(('x' || encode(substring(sha256($1::bytea || $2::bytea) FROM 1 FOR 8), 'hex'))::bit(64)::bigint) FROM wait),
-lt AS (SELECT set_config('lock_timeout', $7, true) FROM held)
-INSERT INTO ` + n.Keys + ` (scope, idem_key, method, route, fingerprint)
-SELECT $1::bytea, $2::bytea, $3::bytea, $4::bytea, $5::bytea FROM lt
+		KeyLock: `WITH wait AS (SELECT set_config('lock_timeout', $3, true))
+SELECT pg_advisory_xact_lock(('x' || encode(substring(sha256($1::bytea || $2::bytea) FROM 1 FOR 8), 'hex'))::bit(64)::bigint)
+FROM wait WHERE NOT EXISTS (SELECT FROM ` + n.Keys + ` WHERE scope = $1 AND idem_key = $2)`,
+		KeyClaim: `INSERT INTO ` + n.Keys + ` (scope, idem_key, method, route, fingerprint) VALUES ($1, $2, $3, $4, $5)
 ON CONFLICT DO NOTHING`,
 		KeyLookup: `SELECT fingerprint, status, header, body, (extract(epoch FROM created_at) * 1000)::bigint
 FROM ` + n.Keys + ` WHERE scope = $1 AND idem_key = $2`,

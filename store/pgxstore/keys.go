@@ -15,19 +15,30 @@ import (
 
 var _ store.KeyStore[pgx.Tx] = (*Driver)(nil)
 
-// KeyBegin sends BEGIN and the key's claim, which sets the handler's lock
-// timeout, in one round trip. A key already stored costs one more, which reads it and
-// rolls back.
+// KeyBegin sends BEGIN, the wait for a claim of the key in flight, the
+// handler's lock timeout and the claim in one round trip. A key already
+// stored costs one more, which reads it and rolls back.
 func (d *Driver) KeyBegin(ctx context.Context, p *store.KeyClaimParams) (pgx.Tx, *store.KeyClaimResult, error) {
 	c, err := d.acquire(ctx, p.LockTimeout)
 	if err != nil {
 		return nil, nil, err
 	}
 	res := &store.KeyClaimResult{}
+	// A lock timeout is the key's only between these two: not while pgx
+	// prepares the statements (which locks the table), nor in the insert.
+	began, locked := false, false
 	b := &pgx.Batch{}
 	b.BeginTx(pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
-	b.Queue(d.q.KeyClaim, p.Scope, p.Key, []byte(p.Method), []byte(p.Route), p.Fingerprint,
-		pgsql.LockTimeout(p.Wait), pgsql.LockTimeout(p.LockTimeout)).
+	b.Queue(d.q.SetLockTimeout, pgsql.LockTimeout(p.LockTimeout)).Exec(func(pgconn.CommandTag) error {
+		began = true
+		return nil
+	})
+	b.Queue(d.q.KeyLock, p.Scope, p.Key, pgsql.LockTimeout(p.Wait)).Exec(func(pgconn.CommandTag) error {
+		locked = true
+		return nil
+	})
+	b.Queue(d.q.SetLockTimeout, pgsql.LockTimeout(p.LockTimeout))
+	b.Queue(d.q.KeyClaim, p.Scope, p.Key, []byte(p.Method), []byte(p.Route), p.Fingerprint).
 		Exec(func(tag pgconn.CommandTag) error {
 			res.Claimed = tag.RowsAffected() == 1
 			return nil
@@ -36,7 +47,7 @@ func (d *Driver) KeyBegin(ctx context.Context, p *store.KeyClaimParams) (pgx.Tx,
 	tx := &connTx{Tx: br.Tx(), conn: c}
 	if err := br.Close(); err != nil {
 		_ = tx.Rollback(ctx)
-		if pgsql.LockNotAvailable(err) {
+		if began && !locked && pgsql.LockNotAvailable(err) {
 			return nil, nil, fmt.Errorf("pgxstore: %w: %w", store.ErrKeyInUse, err)
 		}
 		return nil, nil, pgsql.Classify(err)
@@ -75,6 +86,9 @@ func (d *Driver) KeyCommit(ctx context.Context, tx pgx.Tx, p *store.KeyCommitPar
 	ct, ok := tx.(*connTx)
 	if !ok {
 		return errors.New("pgxstore: KeyCommit takes a transaction of KeyBegin")
+	}
+	if s := ct.Conn().PgConn().TxStatus(); s != 'T' { // a handler sent COMMIT or ROLLBACK itself
+		return fmt.Errorf("pgxstore: the transaction block ended in the handler (status %q); the response was not stored: %w", s, store.ErrTxUnusable)
 	}
 	b := &pgx.Batch{}
 	b.Queue(d.q.KeySaveClaimed, p.Scope, p.Key, p.Response.Status, p.Response.Header, p.Response.Body)

@@ -271,20 +271,19 @@ func (t *connTx) Commit(ctx context.Context) error {
 }
 
 func (t *connTx) Rollback(ctx context.Context) error {
-	if t.conn == nil { // ended by endWith, which pgx's Tx does not know of
-		return pgx.ErrTxClosed
-	}
 	err := t.Tx.Rollback(ctx)
 	t.release()
 	return err
 }
 
-// endWith sends b, which ends the transaction (ROLLBACK last), on the
-// connection in one round trip, and releases the connection. t must not be
-// used afterwards: Tx does not know it ended.
+// endWith sends b, which ends the transaction (ROLLBACK or COMMIT last),
+// on the connection in one round trip, and releases the connection. pgx's
+// Tx does not know it ended: t's methods fail with pgx.ErrTxClosed from
+// now on, as after Commit.
 func (t *connTx) endWith(ctx context.Context, b *pgx.Batch) error {
 	err := t.conn.Conn().SendBatch(ctx, b).Close()
 	t.release()
+	t.Tx = closedTx{}
 	return pgsql.Classify(err)
 }
 

@@ -42,10 +42,13 @@ func (d *Driver) KeyBegin(ctx context.Context, p *store.KeyClaimParams) (*sql.Tx
 // keyBegin is one attempt of KeyBegin; its errors are not yet classified.
 func (d *Driver) keyBegin(ctx context.Context, p *store.KeyClaimParams) (_ *sql.Tx, res *store.KeyClaimResult, err error) {
 	wait := p.Wait
-	if d.q.Keys.WaitAtBegin { // the write lock, taken at BEGIN, is the only wait
+	switch {
+	case d.q.Keys.WaitAtBegin: // the write lock, taken at BEGIN, is the only wait
+		wait = p.LockTimeout
+	case d.q.Keys.Lock != "": // Lock sets the wait itself
 		wait = p.LockTimeout
 	}
-	tx, err := d.keyBeginTx(ctx, wait)
+	tx, err := d.beginOn(ctx, d.db, wait)
 	if err != nil {
 		return nil, nil, fmt.Errorf("begin: %w", err)
 	}
@@ -54,21 +57,26 @@ func (d *Driver) keyBegin(ctx context.Context, p *store.KeyClaimParams) (_ *sql.
 			d.rollbackQuietly(tx)
 		}
 	}()
-	claimed, err := d.keyClaim(ctx, tx, p, wait)
-	if err != nil {
-		if d.dialect.Busy(err) && !d.q.Keys.WaitAtBegin {
-			return nil, nil, fmt.Errorf("sqlstore: %w: %w", store.ErrKeyInUse, err)
-		}
+	if err := d.keyWait(ctx, tx, p); err != nil {
 		return nil, nil, err
 	}
-	if !claimed {
+	claimed, err := d.keyClaim(ctx, tx, p)
+	// Without Lock and a wait at BEGIN, the claim itself waits for the
+	// key's row (MySQL): its lock timeout is the key's.
+	claimWaits := d.q.Keys.Lock == "" && !d.q.Keys.WaitAtBegin
+	switch {
+	case err != nil && claimWaits && d.dialect.Busy(err):
+		return nil, nil, fmt.Errorf("sqlstore: %w: %w", store.ErrKeyInUse, err)
+	case err != nil:
+		return nil, nil, err
+	case !claimed:
 		stored, err := d.keyLookup(ctx, tx, p.Scope, p.Key)
 		if err != nil {
 			return nil, nil, fmt.Errorf("reading the stored key: %w", err)
 		}
 		return nil, &store.KeyClaimResult{Stored: stored}, nil
 	}
-	if wait != p.LockTimeout && !d.q.Keys.ClaimSetsLockTimeout {
+	if wait != p.LockTimeout {
 		if err := d.dialect.SetLockTimeout(ctx, tx, p.LockTimeout); err != nil {
 			return nil, nil, fmt.Errorf("set lock timeout: %w", err)
 		}
@@ -76,23 +84,26 @@ func (d *Driver) keyBegin(ctx context.Context, p *store.KeyClaimParams) (_ *sql.
 	return tx, &store.KeyClaimResult{Claimed: true}, nil
 }
 
-// keyBeginTx begins KeyBegin's transaction with the lock timeout wait,
-// unless the claim sets it itself: one round trip less.
-func (d *Driver) keyBeginTx(ctx context.Context, wait time.Duration) (*sql.Tx, error) {
-	if d.q.Keys.ClaimSetsLockTimeout {
-		return d.db.BeginTx(ctx, d.txOpts)
+// keyWait runs the dialect's Lock, where it has one: the wait for a claim
+// of the key in flight, whose lock timeout alone means ErrKeyInUse.
+func (d *Driver) keyWait(ctx context.Context, tx *sql.Tx, p *store.KeyClaimParams) error {
+	if d.q.Keys.Lock == "" {
+		return nil
 	}
-	return d.beginOn(ctx, d.db, wait)
+	_, err := tx.ExecContext(ctx, d.q.Keys.Lock, p.Scope, p.Key, d.q.LockTimeoutText(p.Wait))
+	if err != nil && d.dialect.Busy(err) {
+		return fmt.Errorf("sqlstore: %w: %w", store.ErrKeyInUse, err)
+	}
+	if err != nil {
+		return err
+	}
+	return d.dialect.SetLockTimeout(ctx, tx, p.LockTimeout) // Lock left its wait in force
 }
 
 // keyClaim inserts the key's row unless it exists, and reports whether it
 // did.
-func (d *Driver) keyClaim(ctx context.Context, tx *sql.Tx, p *store.KeyClaimParams, wait time.Duration) (bool, error) {
-	args := []any{p.Scope, p.Key, []byte(p.Method), []byte(p.Route), p.Fingerprint}
-	if d.q.Keys.ClaimSetsLockTimeout { // the wait, then the rest of the transaction's
-		args = append(args, d.q.LockTimeoutText(wait), d.q.LockTimeoutText(p.LockTimeout))
-	}
-	r, err := tx.ExecContext(ctx, d.q.Keys.Claim, args...)
+func (d *Driver) keyClaim(ctx context.Context, tx *sql.Tx, p *store.KeyClaimParams) (bool, error) {
+	r, err := tx.ExecContext(ctx, d.q.Keys.Claim, p.Scope, p.Key, []byte(p.Method), []byte(p.Route), p.Fingerprint)
 	if err != nil {
 		return false, err
 	}

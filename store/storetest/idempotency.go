@@ -505,7 +505,7 @@ func testKeyNotMigrated[TTx any](t *testing.T, h Harness[TTx]) {
 		t.Fatal(err)
 	}
 	ks := driverAs[store.KeyStore[TTx]](t, env)
-	_, err = idempotency.New(context.Background(), ks, &idempotency.Config{Principal: idempotency.Anonymous})
+	_, err = idempotency.New(context.Background(), ks, &idempotency.Config{Anonymous: true})
 	if !errors.Is(err, inbox.ErrNotMigrated) {
 		t.Fatalf("idempotency.New on tables never migrated: %v, want inbox.ErrNotMigrated", err)
 	}

@@ -394,3 +394,76 @@ func testKeysCommitWithoutClaim[TTx any](t *testing.T, h Harness[TTx]) {
 		t.Fatalf("%d effects after KeyCommit failed, want none committed", n)
 	}
 }
+
+// Replays of a committed key do not wait for one another: many at once,
+// with the shortest wait, each get the stored row, none ErrKeyInUse.
+func testKeysReplaysDoNotWait[TTx any](t *testing.T, h Harness[TTx]) {
+	_, ks := openKeys(t, h)
+	p := keyParams("replays", "done")
+	resp := store.KeyResponse{Status: 201, Body: []byte("made")}
+	storeKey(t, ks, p, resp)
+	const goroutines, each = 8, 25
+	var wg sync.WaitGroup
+	errs := make(chan error, goroutines*each)
+	for range goroutines {
+		wg.Go(func() {
+			for range each {
+				q := keyParams("replays", "done")
+				q.Wait = time.Millisecond
+				tx, res, err := ks.KeyBegin(context.Background(), q)
+				switch {
+				case err != nil:
+					errs <- err
+				case res.Claimed:
+					_ = ks.Rollback(context.Background(), tx)
+					errs <- errors.New("a stored key was claimed again")
+				case res.Stored == nil || res.Stored.Response.Status != resp.Status:
+					errs <- fmt.Errorf("stored %+v, want status %d", res.Stored, resp.Status)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	n := 0
+	var first error
+	for err := range errs {
+		if n++; first == nil {
+			first = err
+		}
+	}
+	if n > 0 {
+		t.Fatalf("%d of %d concurrent replays of a stored key failed, the first: %v", n, goroutines*each, first)
+	}
+}
+
+// A claim that waits for the table, not for the key, is not ErrKeyInUse:
+// its lock timeout is the transaction's, and the error is retryable. Only
+// PostgreSQL tells the two waits apart (its claim's advisory lock); MySQL
+// waits for any row lock under the key's wait, and SQLite at BEGIN.
+func testKeysTableLockNotInUse[TTx any](t *testing.T, h Harness[TTx]) {
+	ctx := context.Background()
+	env, ks := openKeys(t, h)
+	if env.Driver.Dialect() != "postgres" {
+		t.Skipf("%s cannot tell a wait for the key from a wait for the table", env.Driver.Dialect())
+	}
+	blocker, err := env.BeginPlain(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = env.Driver.Rollback(ctx, blocker) }()
+	// SHARE conflicts with the insert's ROW EXCLUSIVE, not with a read.
+	if err := env.Exec(ctx, blocker, "LOCK TABLE "+env.Tables.Name("idempotency_keys", store.QuoteDouble)+" IN SHARE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	p := keyParams("table", "fresh")
+	p.Wait, p.LockTimeout = time.Millisecond, 300*time.Millisecond
+	tx, res, err := ks.KeyBegin(ctx, p)
+	if err == nil && res.Claimed {
+		_ = ks.Rollback(ctx, tx)
+	}
+	var retryable *store.RetryableError
+	if errors.Is(err, store.ErrKeyInUse) || !errors.As(err, &retryable) {
+		t.Fatalf("a claim behind a table lock: %+v, %v; want a retryable error, not ErrKeyInUse", res, err)
+	}
+}

@@ -81,6 +81,8 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"KeysPrunerBusy", testKeysPrunerBusy[TTx]},
 		{"KeysPrunerApart", testKeysPrunerApart[TTx]},
 		{"KeysCommitWithoutClaim", testKeysCommitWithoutClaim[TTx]},
+		{"KeysReplaysDoNotWait", testKeysReplaysDoNotWait[TTx]},
+		{"KeysTableLockNotInUse", testKeysTableLockNotInUse[TTx]},
 		// migrate.go: schema, tables, settings
 		{"MigrateConcurrently", testMigrateConcurrently[TTx]},
 		{"HostileTableNames", testHostileTables[TTx]},

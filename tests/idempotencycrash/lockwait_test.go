@@ -36,7 +36,7 @@ func TestFreshKeysNotInUse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mw, err := idempotency.New(ctx, d, &idempotency.Config{Principal: idempotency.Anonymous})
+	mw, err := idempotency.New(ctx, d, &idempotency.Config{Anonymous: true})
 	if err != nil {
 		t.Fatal(err)
 	}

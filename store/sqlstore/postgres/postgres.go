@@ -109,11 +109,11 @@ func (postgresDialect) Templates() sqldialect.Queries {
 		OutboxUnpark:            s.OutboxUnpark,
 		OutboxDiscard:           s.OutboxDiscard,
 		Keys: sqldialect.KeyQueries{
-			Claim:                s.KeyClaim,
-			ClaimSetsLockTimeout: true, // its CTE sets lock_timeout
-			Lookup:               s.KeyLookup,
-			Save:                 s.KeySave,
-			Prune:                s.KeyPrune,
+			Lock:   s.KeyLock,
+			Claim:  s.KeyClaim,
+			Lookup: s.KeyLookup,
+			Save:   s.KeySave,
+			Prune:  s.KeyPrune,
 		},
 	}
 }

@@ -23,7 +23,7 @@ func Example_idempotencyKey() {
 	if _, err := db.Exec(`CREATE TABLE charges (id INTEGER PRIMARY KEY, amount INTEGER)`); err != nil {
 		log.Fatal(err)
 	}
-	keys, err := idempotency.New(ctx, driver, &idempotency.Config{Principal: idempotency.Anonymous})
+	keys, err := idempotency.New(ctx, driver, &idempotency.Config{Anonymous: true})
 	if err != nil {
 		log.Fatal(err)
 	}

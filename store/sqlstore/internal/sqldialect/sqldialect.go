@@ -356,15 +356,16 @@ type Queries struct {
 // Keys, scopes, methods, routes and fingerprints are bound as []byte;
 // created_at is the database's clock.
 type KeyQueries struct {
+	// Lock, if set, waits for a claim of the same key in flight, before
+	// Claim: args scope, idem_key, the wait as Queries.LockTimeoutText
+	// formats it. Its lock timeout alone means that the key is in use;
+	// Claim then runs with the transaction's lock timeout (PostgreSQL).
+	// Without it, Claim waits for the key's row itself, under the wait.
+	Lock string
 	// Claim inserts the key's row unless it exists, and reports the row it
 	// inserted as RowsAffected 1. Args: scope, idem_key, method, route,
-	// fingerprint; with ClaimSetsLockTimeout, then the wait for a racing
-	// claim and the lock timeout of the rest of the transaction, as
-	// Queries.LockTimeoutText formats them.
+	// fingerprint.
 	Claim string
-	// ClaimSetsLockTimeout: Claim sets the lock timeouts itself, its wait
-	// and then the transaction's, so KeyBegin sets none (PostgreSQL).
-	ClaimSetsLockTimeout bool
 	// ClaimMarked: Claim marks a row it leaves alone with LAST_INSERT_ID(1),
 	// as the insert-if-absent statements do where Queries.Returning is
 	// false (MySQL); otherwise RowsAffected alone tells.
@@ -480,7 +481,7 @@ func Render(q Queries, t store.Tables, quote func(string) string) Queries {
 		&q.OutboxWrite, &q.OutboxWriteQuiet, &q.OutboxClaim, &q.OutboxClaimOrdered, &q.OutboxLease,
 		&q.OutboxDelete, &q.OutboxMarkPublished, &q.OutboxPrunePublished,
 		&q.OutboxFail, &q.OutboxParked, &q.OutboxUnpark, &q.OutboxDiscard,
-		&q.Keys.Claim, &q.Keys.Lookup, &q.Keys.Save, &q.Keys.Prune,
+		&q.Keys.Lock, &q.Keys.Claim, &q.Keys.Lookup, &q.Keys.Save, &q.Keys.Prune,
 	} {
 		*s = r.Replace(*s)
 	}
