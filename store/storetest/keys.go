@@ -458,7 +458,12 @@ func testKeysTableLockNotInUse[TTx any](t *testing.T, h Harness[TTx]) {
 	}
 	p := keyParams("table", "fresh")
 	p.Wait, p.LockTimeout = time.Millisecond, 300*time.Millisecond
-	tx, res, err := ks.KeyBegin(ctx, p)
+	// A store whose lock timeout is set in the transaction alone (pgx's
+	// LockTimeoutPerTransaction) waits for the table unbounded while its
+	// driver prepares the insert, before BEGIN: the context bounds it.
+	claimCtx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	tx, res, err := ks.KeyBegin(claimCtx, p)
 	if err == nil && res.Claimed {
 		_ = ks.Rollback(ctx, tx)
 	}
