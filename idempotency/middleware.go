@@ -112,8 +112,8 @@ func (m *Middleware[TTx]) serve(w http.ResponseWriter, r *http.Request, fn Handl
 		return
 	}
 	defer m.rollback(r, tx) // a no-op after the commit
-	rec, keep := m.call(w, r, tx, fn)
-	if !keep {
+	rec, err := m.run(r, tx, fn)
+	if m.discarded(w, r, tx, rec, err) {
 		return
 	}
 	ctx, cancel := detached(r)
@@ -137,8 +137,8 @@ func (m *Middleware[TTx]) serveWithoutKey(w http.ResponseWriter, r *http.Request
 		return
 	}
 	defer m.rollback(r, tx)
-	rec, keep := m.call(w, r, tx, fn)
-	if !keep {
+	rec, err := m.run(r, tx, fn)
+	if m.discarded(w, r, tx, rec, err) {
 		return
 	}
 	ctx, cancel := detached(r)
@@ -150,12 +150,17 @@ func (m *Middleware[TTx]) serveWithoutKey(w http.ResponseWriter, r *http.Request
 	rec.send(w)
 }
 
-// call runs fn in tx and holds its response. It reports whether the
-// response is to be committed. If not, it rolls tx back and answers the
-// client itself.
-func (m *Middleware[TTx]) call(w http.ResponseWriter, r *http.Request, tx TTx, fn HandlerFunc[TTx]) (*recorder, bool) {
+// run runs fn in tx and holds its response.
+func (m *Middleware[TTx]) run(r *http.Request, tx TTx, fn HandlerFunc[TTx]) (*recorder, error) {
 	rec := newRecorder(m.cfg.MaxResponseBytes)
 	err := fn(rec, r.WithContext(context.WithValue(r.Context(), txKey{}, tx)), tx)
+	return rec, err
+}
+
+// discarded reports whether the handler's response, rec or its error err,
+// is not to be committed. Then it rolls tx back, and answers the client
+// after that, so that a retry finds the key free.
+func (m *Middleware[TTx]) discarded(w http.ResponseWriter, r *http.Request, tx TTx, rec *recorder, err error) bool {
 	switch {
 	case err != nil:
 		m.rollback(r, tx)
@@ -166,19 +171,19 @@ func (m *Middleware[TTx]) call(w http.ResponseWriter, r *http.Request, tx TTx, f
 		m.cfg.Logger.Log(r.Context(), level, "idempotency: the handler failed; its writes and key were rolled back",
 			"method", r.Method, "route", m.cfg.Route(r), "error", err)
 		m.problem(w, http.StatusInternalServerError, CodeFailed, "The request failed, and nothing of it was kept: send it again with the same Idempotency-Key.", 0)
-		return nil, false
+		return true
 	case rec.over:
 		m.rollback(r, tx)
 		m.cfg.Logger.ErrorContext(r.Context(), "idempotency: the response is larger than MaxResponseBytes; the handler's writes and key were rolled back",
 			"method", r.Method, "route", m.cfg.Route(r), "max_response_bytes", m.cfg.MaxResponseBytes)
 		m.problem(w, http.StatusInternalServerError, CodeResponseTooLarge, "The response is too large to store, and nothing of the request was kept.", 0)
-		return nil, false
+		return true
 	case !m.keeps(rec.code()):
-		m.rollback(r, tx) // before the client hears, so that its retry finds the key free
+		m.rollback(r, tx)
 		rec.send(w)
-		return nil, false
+		return true
 	}
-	return rec, true
+	return false
 }
 
 // keeps reports whether a response with status is stored.

@@ -108,22 +108,9 @@ func (d *Driver) KeyCommit(ctx context.Context, tx pgx.Tx, p *store.KeyCommitPar
 // KeyPrune deletes one batch of expired keys, under an advisory lock of
 // the keys' table.
 func (d *Driver) KeyPrune(ctx context.Context, p *store.PruneParams) (*store.PruneResult, error) {
-	res := &store.PruneResult{}
-	err := d.inTx(ctx, store.DefaultLockTimeout, func(tx pgx.Tx) error {
-		var ok bool
-		if err := tx.QueryRow(ctx, d.q.TryLock, d.q.KeysLockKey).Scan(&ok); err != nil {
-			return err
-		}
-		if !ok {
-			res.Busy = true
-			return nil
-		}
+	return d.pruneLocked(ctx, d.q.KeysLockKey, func(tx pgx.Tx, res *store.PruneResult) error {
 		tag, err := tx.Exec(ctx, d.q.KeyPrune, p.Retention.Milliseconds(), max(p.Limit, 1))
 		res.Deleted = int(tag.RowsAffected())
 		return err
 	})
-	if err != nil {
-		return nil, pgsql.Classify(err)
-	}
-	return res, nil
 }

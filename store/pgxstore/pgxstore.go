@@ -448,16 +448,7 @@ func (d *Driver) InboxReclaim(ctx context.Context, tx pgx.Tx, p *store.ClaimPara
 // waiting up to store.DefaultLockTimeout for a row another transaction
 // holds.
 func (d *Driver) Prune(ctx context.Context, p *store.PruneParams) (*store.PruneResult, error) {
-	res := &store.PruneResult{}
-	err := d.inTx(ctx, store.DefaultLockTimeout, func(tx pgx.Tx) error {
-		var ok bool
-		if err := tx.QueryRow(ctx, d.q.TryLock, d.q.LockKey).Scan(&ok); err != nil {
-			return err
-		}
-		if !ok {
-			res.Busy = true
-			return nil
-		}
+	return d.pruneLocked(ctx, d.q.LockKey, func(tx pgx.Tx, res *store.PruneResult) error {
 		var from, last *time.Time
 		if !p.From.IsZero() {
 			from = &p.From
@@ -471,6 +462,24 @@ func (d *Driver) Prune(ctx context.Context, p *store.PruneParams) (*store.PruneR
 		tag, err := tx.Exec(ctx, d.q.PruneAttempts, p.Retention.Milliseconds(), max(p.Limit, 1))
 		res.Deleted += int(tag.RowsAffected())
 		return err
+	})
+}
+
+// pruneLocked runs one batch of a pruner, fn, in a transaction that holds
+// the advisory lock key, so that one pruner at a time works on a table.
+// When another holds it, it runs nothing and reports Busy.
+func (d *Driver) pruneLocked(ctx context.Context, key int64, fn func(tx pgx.Tx, res *store.PruneResult) error) (*store.PruneResult, error) {
+	res := &store.PruneResult{}
+	err := d.inTx(ctx, store.DefaultLockTimeout, func(tx pgx.Tx) error {
+		var ok bool
+		if err := tx.QueryRow(ctx, d.q.TryLock, key).Scan(&ok); err != nil {
+			return err
+		}
+		if !ok {
+			res.Busy = true
+			return nil
+		}
+		return fn(tx, res)
 	})
 	if err != nil {
 		return nil, pgsql.Classify(err)
