@@ -49,7 +49,9 @@ type Inbox[TTx any] struct {
 // they are not, the error wraps [ErrNotMigrated]. Run [Migrate] then.
 //
 // New also checks the database's durability settings once. It logs a
-// warning for each one that could lose a committed claim in a crash.
+// warning for each one that could lose a committed claim in a crash or a
+// failover. On a database that takes no writes, such as a standby, New
+// returns an error wrapping [store.ErrReadOnly]: every claim would fail.
 //
 // A nil driver is an error wrapping [ErrInvalidConfig]. So is a driver that
 // holds a nil pointer.
@@ -69,14 +71,27 @@ func New[TTx any](ctx context.Context, driver store.Driver[TTx], cfg *Config) (*
 	if err := ib.checkSchema(ctx); err != nil {
 		return nil, err
 	}
-	warnings, err := driver.DurabilityWarnings(ctx)
-	if err != nil {
-		c.Logger.WarnContext(ctx, "inbox: could not check the database's durability settings", "error", err)
-	}
-	for _, w := range warnings {
-		c.Logger.WarnContext(ctx, "inbox: "+w, "dialect", driver.Dialect())
+	if err := ib.checkDurability(ctx); err != nil {
+		return nil, err
 	}
 	return ib, nil
+}
+
+// checkDurability logs the driver's durability warnings. It fails only
+// on a database that takes no writes.
+func (ib *Inbox[TTx]) checkDurability(ctx context.Context) error {
+	log := ib.cfg.Logger
+	warnings, err := ib.driver.DurabilityWarnings(ctx)
+	if errors.Is(err, store.ErrReadOnly) {
+		return fmt.Errorf("inbox: %w", err)
+	}
+	if err != nil {
+		log.WarnContext(ctx, "inbox: could not check the database's durability settings", "error", err)
+	}
+	for _, w := range warnings {
+		log.WarnContext(ctx, "inbox: "+w, "dialect", ib.driver.Dialect())
+	}
+	return nil
 }
 
 // checkSchema compares the tables' schema version with the code's.

@@ -151,7 +151,10 @@ type Driver[TTx any] interface {
 	Migrations() []Migration
 
 	// DurabilityWarnings reports settings that let a committed claim be lost in
-	// a crash, one sentence each. An example is synchronous_commit=off.
+	// a crash or a failover, one sentence each. Examples are
+	// synchronous_commit=off, and standbys that commits do not wait for. A
+	// database that takes no writes, such as a standby, is an error that
+	// wraps [ErrReadOnly].
 	DurabilityWarnings(ctx context.Context) ([]string, error)
 }
 
@@ -298,6 +301,11 @@ type Migration struct {
 // They are Prune, Inspector.DeadLetterDiscard and the outbox relay's
 // statements.
 const DefaultLockTimeout = 5 * time.Second
+
+// ErrReadOnly is wrapped by DurabilityWarnings's error when the database
+// takes no writes: a standby, or a server whose transactions are
+// read-only. Every claim would fail there.
+var ErrReadOnly = errors.New("inbox store: the database is read-only")
 
 // ErrNotFound is returned when a row that was asked for does not exist.
 var ErrNotFound = errors.New("inbox store: not found")

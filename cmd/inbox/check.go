@@ -14,6 +14,7 @@ import (
 	"github.com/inboxkit/inbox"
 	"github.com/inboxkit/inbox/broker"
 	"github.com/inboxkit/inbox/internal/redact"
+	"github.com/inboxkit/inbox/store"
 )
 
 var checkCommand = command{
@@ -27,6 +28,9 @@ problem (1 when it cannot ask the database or the broker):
   - the database's durability settings (synchronous_commit, fsync;
     innodb_flush_log_at_trx_commit; SQLite's journal mode and synchronous):
     a setting that lets a committed claim be lost in a crash;
+  - replication: a PostgreSQL primary whose commits wait for none of its
+    standbys (a failover loses the last commits), and a database that takes
+    no writes (a standby, a read-only server);
   - the retention against the broker's redelivery window: with -nats and
     -stream, the stream's MaxAge (a window longer than -retention means a
     redelivery after its ID was pruned is processed again); the stream's
@@ -104,9 +108,12 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	case r.SchemaApplied > r.SchemaLatest:
 		r.Notes = append(r.Notes, fmt.Sprintf("the tables are at migration %d, newer than this command's %d: use a newer inbox command", r.SchemaApplied, r.SchemaLatest))
 	}
-	w, err := d.DurabilityWarnings(ctx)
-	if err != nil {
-		return fmt.Errorf("reading the durability settings: %w", err)
+	w, durErr := d.DurabilityWarnings(ctx)
+	switch {
+	case errors.Is(durErr, store.ErrReadOnly):
+		r.Problems = append(r.Problems, durErr.Error()+": every claim would fail")
+	case durErr != nil:
+		return fmt.Errorf("reading the durability settings: %w", durErr)
 	}
 	r.Durability = append(r.Durability, w...)
 	r.Problems = append(r.Problems, w...)

@@ -363,6 +363,20 @@ func TestCheckSchemaBehind(t *testing.T) {
 	}
 }
 
+// TestCheckReadOnly: check on a database that takes no writes (here a
+// session with default_transaction_read_only=on; a standby is the same)
+// fails with exit 3 and a problem that says so, instead of an error.
+func TestCheckReadOnly(t *testing.T) {
+	t.Parallel()
+	e := openDB(t, "postgres")
+	flags := append([]string(nil), e.flags...)
+	flags[1] += "&default_transaction_read_only=on"
+	code, stdout, stderr := runCmd(t, append([]string{"check"}, flags...)...)
+	if code != exitProblem || !strings.Contains(stdout, "problem: ") || !strings.Contains(stdout, "read-only") {
+		t.Fatalf("check on a read-only database: exit %d, stdout %q, stderr %q; want 3 and a problem saying read-only", code, stdout, stderr)
+	}
+}
+
 // TestSubcommandHelp: -h of every command, taken from the command's own
 // tables so that a new one is checked too, prints its manual to stdout and
 // exits 0: NAME, SYNOPSIS, DESCRIPTION, FLAGS, EXAMPLES, EXIT STATUS in

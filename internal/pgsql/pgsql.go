@@ -125,7 +125,8 @@ type Statements struct {
 	// start from (null: the first), and returns the number of rows deleted
 	// and the received_at of the newest.
 	PruneInbox, PruneAttempts string
-	// Durability returns synchronous_commit and fsync.
+	// Durability returns the settings and the replication state that
+	// [ScanDurability] reads.
 	Durability string
 	// CreateMigrations creates the migrations table if missing.
 	CreateMigrations string
@@ -351,7 +352,7 @@ RETURNING 1`,
 	RETURNING received_at)
 SELECT count(*), max(received_at) FROM d`,
 		PruneAttempts:    pruneOldest(attempts, "last_failed_at", ""),
-		Durability:       `SELECT current_setting('synchronous_commit'), current_setting('fsync')`,
+		Durability:       durability,
 		CreateMigrations: `CREATE TABLE IF NOT EXISTS ` + migrations + ` (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`,
 		AppliedVersions:  `SELECT version FROM ` + migrations,
 		SchemaVersion:    `SELECT coalesce(max(version), 0) FROM ` + migrations,
@@ -433,19 +434,6 @@ func lockKey(parts ...string) int64 {
 		h.Write([]byte(p))
 	}
 	return int64(h.Sum64())
-}
-
-// DurabilityWarnings turns the values of the Durability query into
-// warnings.
-func DurabilityWarnings(synchronousCommit, fsync string) []string {
-	var w []string
-	if synchronousCommit == "off" {
-		w = append(w, "PostgreSQL runs with synchronous_commit=off: a crash can lose the last committed claims and business writes after the broker was acked; set it to on")
-	}
-	if fsync == "off" {
-		w = append(w, "PostgreSQL runs with fsync=off: a crash can lose or corrupt committed claims; set it to on")
-	}
-	return w
 }
 
 // transientCode reports whether a SQLSTATE is one a later attempt may not

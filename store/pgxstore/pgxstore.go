@@ -563,13 +563,15 @@ func (d *Driver) Migrations() []store.Migration {
 	return append([]store.Migration(nil), d.q.Migrations...)
 }
 
-// DurabilityWarnings warns of synchronous_commit=off and fsync=off.
+// DurabilityWarnings warns of synchronous_commit=off, fsync=off, standbys
+// that commits do not wait for, and a synchronous standby that is missing.
+// On a standby, its error wraps [store.ErrReadOnly].
 func (d *Driver) DurabilityWarnings(ctx context.Context) ([]string, error) {
-	var sc, fsync string
-	if err := d.pool.QueryRow(ctx, d.q.Durability).Scan(&sc, &fsync); err != nil {
+	dur, err := pgsql.ScanDurability(d.pool.QueryRow(ctx, d.q.Durability).Scan)
+	if err != nil {
 		return nil, pgsql.Classify(err)
 	}
-	return pgsql.DurabilityWarnings(sc, fsync), nil
+	return dur.Warnings()
 }
 
 // Migrations returns the SQL of the PostgreSQL migrations for tables t,

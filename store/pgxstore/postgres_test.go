@@ -108,6 +108,43 @@ func TestDurabilityWarning(t *testing.T) {
 	}
 }
 
+// On a database that takes no writes every claim would fail: New says so
+// at once, with an error wrapping store.ErrReadOnly. A standby is one;
+// default_transaction_read_only=on makes the test's session another.
+func TestNewOnReadOnly(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tables := &pgxstore.Config{}
+	env, err := open(t, tables)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Driver.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := pgxpool.ParseConfig(pgenv.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.RuntimeParams["default_transaction_read_only"] = "on"
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	ro, err := pgxstore.New(pool, tables)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = inbox.New(ctx, ro, &inbox.Config{Consumer: "c"})
+	if !errors.Is(err, store.ErrReadOnly) || !strings.Contains(err.Error(), "default_transaction_read_only") {
+		t.Fatalf("inbox.New on a read-only session: %v, want store.ErrReadOnly naming the setting", err)
+	}
+	if _, err := inbox.New(ctx, env.Driver, &inbox.Config{Consumer: "c"}); err != nil {
+		t.Fatalf("inbox.New on the same tables, writable: %v", err)
+	}
+}
+
 // A handler that swallows an error leaves PostgreSQL's transaction aborted:
 // COMMIT rolls back. That is the handler's failure, counted like any other,
 // so the message is dead-lettered at MaxAttempts instead of looping.

@@ -238,11 +238,11 @@ func postgresPruneLockKey(t store.Tables, p sqldialect.Pruner) int64 {
 }
 
 func (postgresDialect) DurabilityWarnings(ctx context.Context, conn *sql.Conn) ([]string, error) {
-	var sc, fsync string
-	if err := conn.QueryRowContext(ctx, postgresStatements.Durability).Scan(&sc, &fsync); err != nil {
+	dur, err := pgsql.ScanDurability(conn.QueryRowContext(ctx, postgresStatements.Durability).Scan)
+	if err != nil {
 		return nil, err
 	}
-	return pgsql.DurabilityWarnings(sc, fsync), nil
+	return dur.Warnings()
 }
 
 // Script is the migration script of tables t, internal/pgsql's (the one
