@@ -790,19 +790,3 @@ func mysqlPruneLock(p sqldialect.Pruner) string {
 	}
 	return "prune"
 }
-
-func (mysqlDialect) DurabilityWarnings(ctx context.Context, conn *sql.Conn) ([]string, error) {
-	var flush, logBin, syncBinlog int64
-	err := conn.QueryRowContext(ctx, `SELECT @@GLOBAL.innodb_flush_log_at_trx_commit, @@GLOBAL.log_bin, @@GLOBAL.sync_binlog`).Scan(&flush, &logBin, &syncBinlog)
-	if err != nil {
-		return nil, err
-	}
-	var w []string
-	if flush != 1 {
-		w = append(w, fmt.Sprintf("MySQL innodb_flush_log_at_trx_commit is %d, not 1: a committed claim can be lost in a crash", flush))
-	}
-	if logBin == 1 && syncBinlog != 1 {
-		w = append(w, fmt.Sprintf("MySQL sync_binlog is %d, not 1, with the binary log on: a committed claim can be missing from the binary log (and replicas) after a crash", syncBinlog))
-	}
-	return w, nil
-}
