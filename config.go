@@ -144,6 +144,17 @@ func (b Backoff) Delay(attempt int) time.Duration {
 	return max(d, 0)
 }
 
+// stepFor returns the first attempt whose delay, without jitter, is at
+// least d: a delay as long as an outage that has lasted d.
+func (b Backoff) stepFor(d time.Duration) int {
+	b = b.withDefaults()
+	n := 1
+	for x := b.Initial; x < d && x < b.Max; x *= 2 {
+		n++
+	}
+	return n
+}
+
 func (b Backoff) withDefaults() Backoff {
 	if b.Initial <= 0 {
 		b.Initial = DefaultBackoffInitial
