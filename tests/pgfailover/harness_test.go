@@ -40,14 +40,14 @@ type env struct {
 	log    *slog.Logger
 }
 
-// newEnv starts a pair with replication r and migrates the inbox's tables
+// newEnv starts a pair with opts and migrates the inbox's tables
 // through the multi-host DSN, with a pool of maxConns connections. The
 // ledger table records each handler's effect; it has no unique key, so a
 // message done twice shows twice.
-func newEnv(t *testing.T, r pgcluster.Replication, maxConns int32) *env {
+func newEnv(t *testing.T, opts *pgcluster.Options, maxConns int32) *env {
 	t.Helper()
 	ctx := context.Background()
-	c := pgcluster.New(t, &pgcluster.Options{Replication: r})
+	c := pgcluster.New(t, opts)
 	cfg, err := pgxpool.ParseConfig(c.DSN())
 	if err != nil {
 		t.Fatal(err)
@@ -65,7 +65,7 @@ func newEnv(t *testing.T, r pgcluster.Replication, maxConns int32) *env {
 	if err := inbox.Migrate(ctx, driver); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pool.Exec(ctx, `CREATE TABLE ledger (id text NOT NULL)`); err != nil {
+	if _, err := pool.Exec(ctx, `CREATE TABLE ledger (id text NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp())`); err != nil {
 		t.Fatal(err)
 	}
 	// The inbox's own logs say what failed during the failover; WARN and
@@ -108,6 +108,19 @@ func (e *env) failOver(t *testing.T) failover {
 	}
 	f.Promoted = time.Now()
 	return f
+}
+
+// writeGap is the longest time between two effects in the ledger: how long
+// the consumers wrote nothing, the failover included.
+func writeGap(t *testing.T, pool *pgxpool.Pool) time.Duration {
+	t.Helper()
+	var gap time.Duration
+	err := pool.QueryRow(context.Background(), `SELECT coalesce(max(at - prev), '0') FROM
+		(SELECT at, lag(at) OVER (ORDER BY at) AS prev FROM ledger) g`).Scan(&gap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return gap
 }
 
 // promotedPool is a pool on the promoted standby alone, for the checks
