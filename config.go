@@ -144,6 +144,10 @@ func (b Backoff) Delay(attempt int) time.Duration {
 	return max(d, 0)
 }
 
+// outageSlack is how many steps past the outage's length a database
+// error's delay may grow: two doublings, four times as long.
+const outageSlack = 2
+
 // stepFor returns the first attempt whose delay, without jitter, is at
 // least d: a delay as long as an outage that has lasted d.
 func (b Backoff) stepFor(d time.Duration) int {
