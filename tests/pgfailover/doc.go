@@ -9,7 +9,9 @@
 // twice. With asynchronous replication a failover loses the messages acked
 // after a COMMIT that the standby never received: their claim and their
 // effect are gone together, and the broker does not redeliver them. The
-// tests count them and check that each loss is of that kind.
+// tests count them and check that each loss is of that kind. On loopback
+// there are few or none; with a replication link that holds the WAL for
+// 20 ms (pgcluster's LinkDelay) there must be some, or the test fails.
 //
 // It has tests only. The default run (CI) sends 1,500 messages per
 // consumer test and fails over once per test; INBOX_PGFAILOVER_MESSAGES

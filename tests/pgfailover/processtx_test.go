@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
-
 
 	"github.com/inboxkit/inbox"
 	"github.com/inboxkit/inbox/broker"
@@ -78,8 +78,8 @@ func TestProcessTx(t *testing.T) {
 					if re, ok := errors.AsType[retryError](err); ok {
 						delay = re.delay
 					}
-					v, _ := errs.LoadOrStore(err.Error(), new(int))
-					*v.(*int)++
+					v, _ := errs.LoadOrStore(err.Error(), new(atomic.Int64))
+					v.(*atomic.Int64).Add(1)
 					_ = d.Nack(context.WithoutCancel(cctx), delay)
 				}
 			}
@@ -100,7 +100,7 @@ func TestProcessTx(t *testing.T) {
 	stop()
 	wg.Wait()
 	errs.Range(func(k, v any) bool {
-		t.Logf("failed %d times: %s", *v.(*int), k)
+		t.Logf("failed %d times: %s", v.(*atomic.Int64).Load(), k)
 		return true
 	})
 
@@ -126,4 +126,3 @@ type retryError struct {
 
 func (e retryError) Error() string { return e.err.Error() }
 func (e retryError) Unwrap() error { return e.err }
-
