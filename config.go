@@ -144,8 +144,9 @@ func (b Backoff) Delay(attempt int) time.Duration {
 	return max(d, 0)
 }
 
-// outageSlack is how many steps past the outage's length a database
-// error's delay may grow: two doublings, four times as long.
+// outageSlack is how many steps past the one that covers the outage so
+// far a database error's delay may grow: two doublings. After a 0.9 s
+// outage that is 4 s at most; after a minute, 256 s.
 const outageSlack = 2
 
 // stepFor returns the first attempt whose delay, without jitter, is at

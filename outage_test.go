@@ -16,8 +16,8 @@ type outageDriver struct{ store.Driver[struct{}] }
 func (outageDriver) Unrecoverable(error) bool { return false }
 
 // The retry delay after a database error grows with the failures in a row,
-// but to at most about four times as long as the database has been
-// failing. Workers fail fast through a backlog while the database is down:
+// but at most two doublings past the step that covers how long the
+// database has been failing. Workers fail fast through a backlog while the database is down:
 // a PostgreSQL failover of 0.9 s once made 28 failures, and nacked the last
 // ones for 5.5 min.
 func TestDatabaseBackoffFollowsTheOutage(t *testing.T) {
