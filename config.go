@@ -144,6 +144,22 @@ func (b Backoff) Delay(attempt int) time.Duration {
 	return max(d, 0)
 }
 
+// outageSlack is how many steps past the one that covers the outage so
+// far a database error's delay may grow: two doublings. After a 0.9 s
+// outage that is 4 s at most; after a minute, 256 s.
+const outageSlack = 2
+
+// stepFor returns the first attempt whose delay, without jitter, is at
+// least d: a delay as long as an outage that has lasted d.
+func (b Backoff) stepFor(d time.Duration) int {
+	b = b.withDefaults()
+	n := 1
+	for x := b.Initial; x < d && x < b.Max; x *= 2 {
+		n++
+	}
+	return n
+}
+
 func (b Backoff) withDefaults() Backoff {
 	if b.Initial <= 0 {
 		b.Initial = DefaultBackoffInitial

@@ -386,7 +386,11 @@ func (ib *Inbox[TTx]) dbFailed(ctx context.Context, op string, err error) (Outco
 	if ctx.Err() != nil { // shutting down or given up: not the database's fault
 		return ib.retryNow(), err
 	}
-	n := ib.health.failed(ctx, err)
+	// The delay grows with the failures in a row, but at most two doublings
+	// past the first step as long as the database has failed: workers fail
+	// fast through a backlog, and counting alone nacked messages for
+	// Backoff.Max after a 1 s failover.
+	n := min(ib.health.failed(ctx, err), ib.cfg.Backoff.stepFor(ib.health.failingFor())+outageSlack)
 	return Outcome{Status: Retry, Delay: ib.cfg.Backoff.Delay(n)}, err
 }
 

@@ -97,6 +97,17 @@ func (h *health) failed(ctx context.Context, err error) int {
 	return n
 }
 
+// failingFor is how long the current run of failures has lasted, 0 when
+// there is none.
+func (h *health) failingFor() time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.failing.Load() == 0 {
+		return 0
+	}
+	return time.Since(h.since)
+}
+
 // ok ends a run of failures: a statement of the inbox's own succeeded.
 func (h *health) ok(ctx context.Context) {
 	if h.failing.Load() == 0 {

@@ -297,12 +297,21 @@ func (r *Relay) Run(ctx context.Context) error {
 
 // listen signals wake on every notification of new rows, listening again
 // after a broken connection; a missed one costs at most PollInterval.
+//
+// It listens again after Backoff's delay, growing while listening fails,
+// at most PollInterval: waiting PollInterval itself left a relay deaf for
+// a minute after a 1 s PostgreSQL failover.
 func (r *Relay) listen(ctx context.Context, l store.OutboxListener, wake chan<- struct{}) {
 	signal := func() {
 		select {
 		case wake <- struct{}{}:
 		default:
 		}
+	}
+	failures := 0
+	again := func() time.Duration {
+		failures++
+		return min(r.cfg.Backoff.Delay(failures), r.cfg.PollInterval)
 	}
 	for ctx.Err() == nil {
 		n, err := l.OutboxListen(ctx)
@@ -315,11 +324,13 @@ func (r *Relay) listen(ctx context.Context, l store.OutboxListener, wake chan<- 
 		}
 		if err != nil {
 			if ctx.Err() == nil {
-				r.cfg.Logger.WarnContext(ctx, "outbox: cannot listen for new rows; polling", "error", err, "every", r.cfg.PollInterval)
-				sleep(ctx, r.cfg.PollInterval)
+				wait := again()
+				r.cfg.Logger.WarnContext(ctx, "outbox: cannot listen for new rows; polling", "error", err, "every", r.cfg.PollInterval, "after", wait)
+				sleep(ctx, wait)
 			}
 			continue
 		}
+		failures = 0
 		signal() // rows committed before LISTEN took effect
 		for err == nil {
 			if err = n.Wait(ctx); err == nil {
@@ -328,8 +339,9 @@ func (r *Relay) listen(ctx context.Context, l store.OutboxListener, wake chan<- 
 		}
 		n.Close()
 		if ctx.Err() == nil { // the connection broke: not at once again
-			r.cfg.Logger.WarnContext(ctx, "outbox: listening for new rows failed; listening again", "error", err, "after", r.cfg.PollInterval)
-			sleep(ctx, r.cfg.PollInterval)
+			wait := again()
+			r.cfg.Logger.WarnContext(ctx, "outbox: listening for new rows failed; listening again", "error", err, "after", wait)
+			sleep(ctx, wait)
 		}
 	}
 }

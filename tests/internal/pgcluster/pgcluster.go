@@ -70,6 +70,12 @@ type Options struct {
 	// Settings are more postgresql.conf lines for both servers, such as
 	// "log_min_messages = info". Default none.
 	Settings []string
+	// LinkDelay, when positive, makes the standby stream through a relay
+	// in this process that holds each chunk for this long, both ways: a
+	// standby some way off. StopPrimary then drops what the relay holds,
+	// as a crash of the primary's machine loses what it had not sent.
+	// Default 0: the standby connects to the primary directly.
+	LinkDelay time.Duration
 	// Logger tells what the cluster does. Default a logger that discards.
 	Logger *slog.Logger
 }
@@ -113,6 +119,7 @@ type Cluster struct {
 	base string
 	cred *syscall.Credential
 	log  *slog.Logger
+	link *link // nil without Options.LinkDelay
 
 	mu       sync.Mutex
 	promoted bool
@@ -198,12 +205,19 @@ func Start(ctx context.Context, opts *Options) (_ *Cluster, err error) {
 		"-U", "postgres", "-R", "-X", "stream", "-C", "-S", StandbyName, "-c", "fast", "--no-sync"); err != nil {
 		return nil, err
 	}
+	upstream := c.Primary.Port
+	if o.LinkDelay > 0 {
+		if c.link, err = newLink(fmt.Sprintf("127.0.0.1:%d", c.Primary.Port), o.LinkDelay); err != nil {
+			return nil, fmt.Errorf("pgcluster: %w", err)
+		}
+		upstream = c.link.Port()
+	}
 	// After a promotion the standby is a primary without a standby: naming
 	// one in synchronous_standby_names would make every COMMIT wait forever.
 	if err := appendConf(c.Standby.Dir, []string{
 		"port = " + strconv.Itoa(c.Standby.Port),
 		"synchronous_standby_names = ''",
-		fmt.Sprintf("primary_conninfo = 'host=127.0.0.1 port=%d user=postgres application_name=%s'", c.Primary.Port, StandbyName),
+		fmt.Sprintf("primary_conninfo = 'host=127.0.0.1 port=%d user=postgres application_name=%s'", upstream, StandbyName),
 		"primary_slot_name = '" + StandbyName + "'",
 	}); err != nil {
 		return nil, err
@@ -232,8 +246,14 @@ func (c *Cluster) Dir() string { return c.base }
 
 // StopPrimary stops the primary as a crash does: pg_ctl stop -m immediate,
 // which ends every backend and the WAL sender at once, without a
-// checkpoint. It returns once the postmaster has exited.
+// checkpoint. It returns once the postmaster has exited. With
+// Options.LinkDelay it sends the postmaster SIGQUIT itself (what pg_ctl
+// sends) and cuts the link at once, dropping the WAL still on its way.
 func (c *Cluster) StopPrimary(ctx context.Context) error {
+	if c.link != nil && c.Primary.Running() {
+		_ = c.Primary.cmd.Process.Signal(syscall.SIGQUIT)
+		c.link.Cut()
+	}
 	return c.stop(ctx, c.Primary, "immediate")
 }
 
@@ -286,6 +306,9 @@ func (c *Cluster) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var errs []error
+	if c.link != nil {
+		c.link.Cut()
+	}
 	for _, n := range []*Node{c.Standby, c.Primary} {
 		if n != nil && n.Running() {
 			errs = append(errs, c.stop(ctx, n, "immediate"))

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/inboxkit/inbox/tests/internal/pgcluster"
@@ -77,5 +78,46 @@ func TestFailover(t *testing.T) {
 				t.Fatalf("the pool reaches port %d (%v), want the promoted standby's %d", port, err, c.Standby.Port)
 			}
 		})
+	}
+}
+
+// TestLinkDelay streams through a slow link: a row committed just before
+// the primary's crash never reaches the standby, and one committed well
+// before does.
+func TestLinkDelay(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := pgcluster.New(t, &pgcluster.Options{LinkDelay: 300 * time.Millisecond})
+	pool, err := pgxpool.New(ctx, c.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	if _, err := pool.Exec(ctx, `CREATE TABLE t (id int PRIMARY KEY); INSERT INTO t VALUES (1)`); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // row 1 crosses the link
+	if _, err := pool.Exec(ctx, `INSERT INTO t VALUES (2)`); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.StopPrimary(ctx); err != nil { // row 2 is still on its way
+		t.Fatal(err)
+	}
+	if err := c.Promote(ctx); err != nil {
+		t.Fatal(err)
+	}
+	standby, err := pgxpool.New(ctx, c.Standby.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer standby.Close()
+	var ids []int32
+	rows, err := standby.Query(ctx, `SELECT id FROM t ORDER BY id`)
+	if err == nil {
+		ids, err = pgx.CollectRows(rows, pgx.RowTo[int32])
+	}
+	if err != nil || len(ids) != 1 || ids[0] != 1 {
+		t.Fatalf("the promoted standby has rows %v (%v), want [1]: row 2 was committed within the link's delay", ids, err)
 	}
 }
