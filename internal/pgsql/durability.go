@@ -10,13 +10,15 @@ import (
 // survives a crash or a failover. The standbys are the physical
 // replication connections: a logical one (its slot says so) is not a
 // standby that a failover promotes, and a base backup is not one yet.
+// Their sync_state shows only to a superuser or pg_read_all_stats; to
+// others it is null.
 const durability = `SELECT current_setting('synchronous_commit'), current_setting('fsync'),
 	pg_is_in_recovery(), current_setting('transaction_read_only') = 'on',
 	current_setting('synchronous_standby_names'),
-	(SELECT count(*) FROM pg_stat_replication r
-	  WHERE coalesce(r.state, '') <> 'backup'
-	    AND NOT EXISTS (SELECT 1 FROM pg_replication_slots s
-	                     WHERE s.active_pid = r.pid AND s.slot_type = 'logical'))`
+	count(*), count(*) FILTER (WHERE sync_state IN ('sync', 'quorum')), count(sync_state)
+FROM pg_stat_replication r
+WHERE coalesce(r.state, '') <> 'backup'
+  AND NOT EXISTS (SELECT 1 FROM pg_replication_slots s WHERE s.active_pid = r.pid AND s.slot_type = 'logical')`
 
 // Durability holds what the Durability statement reads.
 type Durability struct {
@@ -26,13 +28,15 @@ type Durability struct {
 	ReadOnly          bool   // transaction_read_only, true on a standby
 	StandbyNames      string // synchronous_standby_names
 	Standbys          int    // the standbys streaming from this server now
+	Synchronous       int    // those of them that commits wait for
+	Known             int    // those whose sync_state this role may read
 }
 
 // ScanDurability reads the Durability statement's row through scan, a
 // pgx.Row's or a *sql.Row's Scan.
 func ScanDurability(scan func(dest ...any) error) (Durability, error) {
 	var d Durability
-	err := scan(&d.SynchronousCommit, &d.Fsync, &d.InRecovery, &d.ReadOnly, &d.StandbyNames, &d.Standbys)
+	err := scan(&d.SynchronousCommit, &d.Fsync, &d.InRecovery, &d.ReadOnly, &d.StandbyNames, &d.Standbys, &d.Synchronous, &d.Known)
 	return d, err
 }
 
@@ -61,6 +65,9 @@ func (d Durability) Warnings() ([]string, error) {
 			standbys(d.Standbys), d.StandbyNames, d.SynchronousCommit))
 	case d.Standbys == 0 && waits:
 		w = append(w, fmt.Sprintf("PostgreSQL commits wait for a standby in synchronous_standby_names (%q), but none is streaming: every commit waits until one connects", d.StandbyNames))
+	case waits && d.Known == d.Standbys && d.Synchronous == 0:
+		w = append(w, fmt.Sprintf("PostgreSQL streams to %s, but synchronous_standby_names (%q) names none of them: every commit waits until a named one connects; a standby's name is the application_name in its primary_conninfo",
+			standbys(d.Standbys), d.StandbyNames))
 	}
 	return w, nil
 }

@@ -130,9 +130,9 @@ func TestAsyncStandby(t *testing.T) {
 	}
 }
 
-// A synchronous standby: commits wait for it, and nothing is said. Once
-// it is gone, every commit would wait: the check says so, without a
-// commit of its own that would hang.
+// A synchronous standby: commits wait for it, and nothing is said. Named
+// wrong in synchronous_standby_names, or gone, it makes every commit wait:
+// the check says so, without a commit of its own that would hang.
 func TestSyncStandby(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -141,6 +141,30 @@ func TestSyncStandby(t *testing.T) {
 	if err != nil || strings.Contains(logs, "level=WARN") {
 		t.Fatalf("inbox.New on the primary of a sync standby: %v, logged:\n%s\nwant no warning", err, logs)
 	}
+	admin, err := pgxpool.New(ctx, c.Primary.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	if _, err := admin.Exec(ctx, "ALTER SYSTEM SET synchronous_standby_names = 'nobody'"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Exec(ctx, "SELECT pg_reload_conf()"); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		var state string
+		if err := admin.QueryRow(ctx, "SELECT sync_state FROM pg_stat_replication").Scan(&state); err != nil {
+			t.Fatal(err)
+		}
+		if state == "async" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the standby is still %s after the reload", state)
+		}
+	}
+	wantWarning(t, c.Primary.DSN(), `streams to 1 standby, but synchronous_standby_names ("nobody") names none of them`)
 	if err := c.StopStandby(ctx); err != nil {
 		t.Fatal(err)
 	}
