@@ -95,7 +95,15 @@ func open(t testing.TB, cfg inbox.Config) *env {
 			t.Errorf("drop database %s: %v", e.name, err)
 		}
 	})
-	for _, n := range c.Nodes {
+	for i, n := range c.Nodes {
+		// CREATE DATABASE returns once node 1 ran it. The others apply it in
+		// the cluster's order, a moment later: a connection to the new
+		// database there may fail with 1049 until then.
+		var found int
+		if err := openDB(t, n.DSN(""), "wsrep_sync_wait=1").QueryRowContext(ctx,
+			"SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?", e.name).Scan(&found); err != nil || found != 1 {
+			t.Fatalf("node %d: database %s found %d times (%v) after a causal wait, want once", i+1, e.name, found, err)
+		}
 		db, err := mysql.Open(n.DSN(e.name), &mysql.Options{LockTimeout: 5 * time.Second})
 		if err != nil {
 			t.Fatal(err)

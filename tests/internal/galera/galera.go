@@ -266,13 +266,17 @@ func (c *Cluster) Restart(ctx context.Context, i int) error {
 		return fmt.Errorf("galera: %s is running", n.Name)
 	}
 	begin := time.Now()
-	if err := c.start(n, false); err != nil {
+	pos, err := c.recoverPosition(ctx, n)
+	if err != nil {
+		return err
+	}
+	if err := c.start(n, false, "--wsrep-start-position="+pos); err != nil {
 		return err
 	}
 	if err := c.waitSynced(ctx, n, len(c.Nodes)); err != nil {
 		return err
 	}
-	c.log.Info("galera node rejoined", "node", n.Name, "took", time.Since(begin).Round(time.Millisecond), "transfer", n.lastTransfer())
+	c.log.Info("galera node rejoined", "node", n.Name, "took", time.Since(begin).Round(time.Millisecond), "transfer", n.Transfer())
 	return nil
 }
 
@@ -315,8 +319,9 @@ func (n *Node) Log() string {
 	return string(b)
 }
 
-// lastTransfer tells from the error log how the node last joined.
-func (n *Node) lastTransfer() string {
+// Transfer tells from the error log how the node last joined: "SST",
+// "IST" or "none" (node 1, or a node whose state was current).
+func (n *Node) Transfer() string {
 	b, _ := os.ReadFile(filepath.Join(n.dir, "error.log"))
 	last := bytes.LastIndex(b, []byte("Starting MariaDB"))
 	if last < 0 {
@@ -427,8 +432,8 @@ func (c *Cluster) args(n *Node, bootstrap bool) []string {
 
 // start starts n's mariadbd in a process group of its own, so that Kill
 // reaches an SST script's children too, and a Ctrl-C reaches none of them.
-func (c *Cluster) start(n *Node, bootstrap bool) error {
-	cmd := exec.Command(Mariadbd, c.args(n, bootstrap)...)
+func (c *Cluster) start(n *Node, bootstrap bool, extra ...string) error {
+	cmd := exec.Command(Mariadbd, append(c.args(n, bootstrap), extra...)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: c.cred, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("galera: start %s: %w", n.Name, err)
@@ -443,6 +448,31 @@ func (c *Cluster) start(n *Node, bootstrap bool) error {
 	n.mu.Unlock()
 	c.log.Debug("galera node started", "node", n.Name, "port", n.Port, "bootstrap", bootstrap)
 	return nil
+}
+
+// recoverPosition finds the last transaction that n committed, as
+// mysqld_safe does after a crash: mariadbd --wsrep-recover reads it from
+// InnoDB. Started at that position, the node asks for an IST of what it
+// missed; without it, grastate.dat says seqno -1 after a SIGKILL, and the
+// node needs a full SST.
+func (c *Cluster) recoverPosition(ctx context.Context, n *Node) (string, error) {
+	log := filepath.Join(n.dir, "recover.log")
+	_ = os.Remove(log)
+	args := append(c.args(n, false), "--wsrep-recover", "--log-error="+log)
+	if err := c.run(ctx, Mariadbd, args...); err != nil {
+		return "", err
+	}
+	b, err := os.ReadFile(log)
+	if err != nil {
+		return "", err
+	}
+	const mark = "WSREP: Recovered position: "
+	i := bytes.LastIndex(b, []byte(mark))
+	if i < 0 {
+		return "", fmt.Errorf("galera: %s: no recovered position in\n%s", n.Name, b)
+	}
+	pos, _, _ := strings.Cut(string(b[i+len(mark):]), "\n")
+	return strings.TrimSpace(pos), nil
 }
 
 // waitSynced waits until n answers, is Synced, and sees size nodes.
