@@ -159,7 +159,9 @@ func TestThreeRaceHolderRollsBack(t *testing.T) {
 
 // storetest's BatchRace across nodes: three batches of the same 40 IDs,
 // each in its own order, one batch on each node at once, redelivered
-// while any message's outcome is not to be acked.
+// while any message's outcome is not to be acked. The first batches wait
+// for each other inside their handlers, so that all three hold their
+// claims at once: two of the three COMMITs fail certification.
 func TestBatchRace(t *testing.T) {
 	e := open(t, fastRetries)
 	const n = 40
@@ -171,6 +173,8 @@ func TestBatchRace(t *testing.T) {
 	var runs atomic.Int32
 	var wg sync.WaitGroup
 	processed := make([]atomic.Int32, n)
+	var ready sync.WaitGroup
+	ready.Add(nodes)
 	cert, bf := counted(t, e, func() {
 		for node := range nodes {
 			order := slices.Clone(ids)
@@ -190,6 +194,10 @@ func TestBatchRace(t *testing.T) {
 					}
 					outs, err := e.inboxes[node].ProcessBatch(context.Background(), msgs, func(ctx context.Context, tx *sql.Tx, m *inbox.Message) error {
 						runs.Add(1)
+						if round == 0 && m.ID == order[0] {
+							ready.Done()
+							ready.Wait() // every node's first batch holds its claims
+						}
 						return write(ctx, tx, m.ID, node)
 					})
 					var again []string
