@@ -25,6 +25,7 @@ var fastRetries = inbox.Config{MaxAttempts: 1000, MaxTransientFailures: 10000,
 // one of their COMMITs are refused at certification. Those are Retry, and
 // their redeliveries Duplicate: one effect in all.
 func TestRace(t *testing.T) {
+	need(t)
 	for _, tc := range []struct {
 		name         string
 		firstCommits bool

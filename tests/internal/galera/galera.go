@@ -32,12 +32,21 @@ import (
 	"github.com/go-sql-driver/mysql"
 )
 
-// The binaries the cluster needs, from Debian's mariadb-server and galera-4.
+// The binaries the cluster needs, from Debian's mariadb-server and
+// galera-4. INBOX_MARIADBD, INBOX_MARIADB_INSTALL_DB and
+// INBOX_GALERA_PROVIDER name others.
 var (
-	Mariadbd  = "/usr/sbin/mariadbd"
-	InstallDB = "/usr/bin/mariadb-install-db"
-	Provider  = "/usr/lib/galera/libgalera_smm.so"
+	Mariadbd  = envOr("INBOX_MARIADBD", "/usr/sbin/mariadbd")
+	InstallDB = envOr("INBOX_MARIADB_INSTALL_DB", "/usr/bin/mariadb-install-db")
+	Provider  = envOr("INBOX_GALERA_PROVIDER", "/usr/lib/galera/libgalera_smm.so")
 )
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
 
 // ErrUnavailable is returned by [Start] when a binary it needs is missing.
 var ErrUnavailable = errors.New("galera: MariaDB or the Galera provider is not installed")
