@@ -19,38 +19,43 @@ import (
 // on node 1 of the cluster, and on the standalone MariaDB that TestMain
 // starts beside it, a mariadbd of the same binary and settings with wsrep
 // off. The ratio galera/standalone of each sub-benchmark is the cost of
-// replication and certification on loopback.
+// replication and certification on loopback. galera-syncwait is node 1
+// with wsrep_sync_wait=1 on every connection: each BEGIN and read waits
+// until the node applied what the cluster committed before.
 //
 //	go test -run '^$' -bench . -benchtime 2000x -count 3 ./tests/galera/
 func BenchmarkProcess(b *testing.B) {
 	for _, target := range targets(b) {
-		b.Run(target.name, func(b *testing.B) { storetest.Bench(b, benchHarness(target.node)) })
+		b.Run(target.name, func(b *testing.B) { storetest.Bench(b, benchHarness(target.node, target.params)) })
 	}
 }
 
 func BenchmarkProcessBatch(b *testing.B) {
 	for _, target := range targets(b) {
-		b.Run(target.name, func(b *testing.B) { storetest.BenchBatch(b, benchHarness(target.node)) })
+		b.Run(target.name, func(b *testing.B) { storetest.BenchBatch(b, benchHarness(target.node, target.params)) })
 	}
 }
 
 type target struct {
-	name string
-	node *galera.Node
+	name   string
+	node   *galera.Node
+	params string // added to the DSN
 }
 
-// targets are the standalone server and node 1, in that order.
+// targets are the standalone server and node 1, without and with
+// wsrep_sync_wait=1, in that order.
 func targets(b *testing.B) []target {
 	c := need(b)
 	if c.Standalone == nil {
 		b.Fatal("no standalone server beside the cluster")
 	}
-	return []target{{"standalone", c.Standalone}, {"galera", c.Nodes[0]}}
+	return []target{{"standalone", c.Standalone, ""}, {"galera", c.Nodes[0], ""},
+		{"galera-syncwait", c.Nodes[0], "wsrep_sync_wait=1"}}
 }
 
 // benchHarness opens a fresh database on node with a ledger table, on a
-// pool of mysql.Open.
-func benchHarness(node *galera.Node) storetest.BenchHarness[*sql.Tx] {
+// pool of mysql.Open with params added to the DSN.
+func benchHarness(node *galera.Node, params string) storetest.BenchHarness[*sql.Tx] {
 	return storetest.BenchHarness[*sql.Tx]{Open: func(tb testing.TB, tables store.Tables) (*storetest.BenchEnv[*sql.Tx], error) {
 		tb.Helper()
 		ctx := context.Background()
@@ -60,7 +65,11 @@ func benchHarness(node *galera.Node) storetest.BenchHarness[*sql.Tx] {
 			tb.Fatal(err)
 		}
 		tb.Cleanup(func() { _, _ = admin.Exec("DROP DATABASE " + name) })
-		db, err := mysql.Open(node.DSN(name), &mysql.Options{LockTimeout: time.Second})
+		dsn := node.DSN(name)
+		if params != "" {
+			dsn += "?" + params
+		}
+		db, err := mysql.Open(dsn, &mysql.Options{LockTimeout: time.Second})
 		if err != nil {
 			tb.Fatal(err)
 		}
