@@ -65,7 +65,8 @@ var migrationsFS embed.FS
 //     transaction that the application begins on a pool of Open gets
 //     Options.LockTimeout back, with one SET when it differs.
 //   - A claim that waits longer fails with the retryable error 1205. A
-//     deadlock, error 1213, is retryable too.
+//     deadlock, error 1213, is retryable too. So is Galera's 1047, a node
+//     outside the primary component; a refused certification is a 1213.
 //
 // A handler's own deadlock or lock timeout is a *mysql.MySQLError that the
 // handler returns, wrapped or not. The driver's Retryable recognizes it as
@@ -540,6 +541,11 @@ const (
 	mysqlErrCheckRead       = 1020 // record changed since last read: a serialization failure
 	mysqlErrLockWaitTimeout = 1205
 	mysqlErrDeadlock        = 1213
+	// A Galera node outside the primary component, or not yet synced,
+	// refuses statements and COMMITs with "WSREP has not yet prepared node
+	// for application use". A refused COMMIT's outcome is unknown, as after
+	// a lost connection: the redelivery is a duplicate or processed.
+	mysqlErrWsrepNotReady = 1047
 
 	mysqlErrUnknownStmtHandler   = 1243
 	mysqlErrUnsupportedPS        = 1295
@@ -560,7 +566,7 @@ func mysqlNumber(err error) uint16 {
 
 func (mysqlDialect) Retryable(err error) bool {
 	switch mysqlNumber(err) {
-	case mysqlErrCheckRead, mysqlErrLockWaitTimeout, mysqlErrDeadlock:
+	case mysqlErrCheckRead, mysqlErrLockWaitTimeout, mysqlErrDeadlock, mysqlErrWsrepNotReady:
 		return true
 	}
 	return errors.Is(err, driver.ErrBadConn) || errors.Is(err, mysql.ErrInvalidConn)

@@ -227,6 +227,9 @@ func TestMySQLErrorClasses(t *testing.T) {
 		{"lock wait timeout", lockErr, true, false},
 		{"wrapped", errors.Join(errors.New("handler"), lockErr), true, false},
 		{"deadlock", &gomysql.MySQLError{Number: 1213}, true, false},
+		// A Galera node outside the primary component, at COMMIT too.
+		{"galera node not ready", &gomysql.MySQLError{Number: 1047, SQLState: [5]byte{'0', '8', 'S', '0', '1'},
+			Message: "WSREP has not yet prepared node for application use"}, true, false},
 		{"lost connection", gomysql.ErrInvalidConn, true, false},
 		{"duplicate key", &gomysql.MySQLError{Number: 1062}, false, false},
 		{"missing table", missing, false, true},
