@@ -118,6 +118,7 @@ func (d *Driver) OutboxClaim(ctx context.Context, p *store.OutboxClaimParams) ([
 	limit, lease := max(p.Limit, 1), max(p.Lease.Milliseconds(), 1)
 	var out []*store.OutboxRecord
 	err := d.outboxTx(ctx, func(tx *sql.Tx) error {
+		out = nil // a run before this one did not commit: its rows are not ours
 		if d.q.OutboxLease == "" {
 			recs, err := queryOutbox(ctx, tx, q, limit, lease, p.Token)
 			out = recs

@@ -31,12 +31,13 @@
 //
 // The outbox relay's FOR UPDATE SKIP LOCKED skips only the rows locked
 // on its own node. Relays on two nodes may claim the same rows, and
-// certification refuses one claim's COMMIT with 1213. Every row is
-// published at least once. Some are published twice: sqlstore's
-// OutboxClaim runs a claim again after a deadlock, and when the second
-// run finds no rows, it returns the first run's rows, whose COMMIT
-// failed. On one server a COMMIT rarely fails so; on Galera it does. The
-// consumer's inbox removes the doubles.
+// certification refuses one claim's COMMIT with 1213. The refused relay
+// claims again, and publishes only what that claim leased: every row is
+// published once. (sqlstore's OutboxClaim once returned the refused
+// run's rows when the next run found none, and published them twice. On
+// one server a COMMIT rarely fails so; on Galera it does.) A relay killed
+// between a publication and its delete still publishes a row again after
+// its lease: the consumer's inbox removes that double.
 //
 // Reads right after a commit elsewhere may be stale. A COMMIT returns
 // once its write set is certified, not once the other nodes applied it.
