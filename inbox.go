@@ -68,10 +68,12 @@ func New[TTx any](ctx context.Context, driver store.Driver[TTx], cfg *Config) (*
 	ib.retryLog.interval = retryLogInterval
 	ib.splitLog.interval = retryLogInterval
 	ib.keptLog.interval = retryLogInterval
-	if err := ib.checkSchema(ctx); err != nil {
+	// A database that takes no writes may refuse the schema's read too:
+	// say what it is first.
+	if err := ib.checkDurability(ctx); err != nil {
 		return nil, err
 	}
-	if err := ib.checkDurability(ctx); err != nil {
+	if err := ib.checkSchema(ctx); err != nil {
 		return nil, err
 	}
 	return ib, nil

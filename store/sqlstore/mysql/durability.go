@@ -35,14 +35,11 @@ func (mysqlDialect) DurabilityWarnings(ctx context.Context, conn *sql.Conn) ([]s
 }
 
 // readDurability reads d from conn. The Galera and semi-synchronous
-// variables exist only where they apply: a missing one reads as off.
+// variables exist only where they apply: a missing one reads as off. On
+// a Galera node outside the primary component nothing else matters, and
+// nothing else is read.
 func readDurability(ctx context.Context, conn *sql.Conn) (durability, error) {
 	var d durability
-	err := conn.QueryRowContext(ctx, `SELECT @@GLOBAL.innodb_flush_log_at_trx_commit, @@GLOBAL.log_bin, @@GLOBAL.sync_binlog, @@GLOBAL.read_only`).
-		Scan(&d.flushLog, &d.logBin, &d.syncBinlog, &d.readOnly)
-	if err != nil {
-		return d, err
-	}
 	vars, err := showOn(ctx, conn, `SHOW GLOBAL VARIABLES WHERE Variable_name IN ('wsrep_on', 'rpl_semi_sync_master_enabled', 'rpl_semi_sync_source_enabled')`)
 	if err != nil {
 		return d, err
@@ -55,6 +52,14 @@ func readDurability(ctx context.Context, conn *sql.Conn) (durability, error) {
 	}
 	d.ready = status["wsrep_ready"]
 	d.semiSyncOn = status["rpl_semi_sync_master_status"] || status["rpl_semi_sync_source_status"]
+	if d.galera && !d.ready {
+		return d, nil
+	}
+	err = conn.QueryRowContext(ctx, `SELECT @@GLOBAL.innodb_flush_log_at_trx_commit, @@GLOBAL.log_bin, @@GLOBAL.sync_binlog, @@GLOBAL.read_only`).
+		Scan(&d.flushLog, &d.logBin, &d.syncBinlog, &d.readOnly)
+	if err != nil {
+		return d, err
+	}
 	// Without the PROCESS privilege only the user's own threads show: no
 	// replica is seen, and no warning given.
 	err = conn.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE COMMAND LIKE 'Binlog Dump%'`).Scan(&d.replicas)
