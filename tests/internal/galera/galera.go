@@ -30,6 +30,8 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/inboxkit/inbox/tests/internal/freeport"
 )
 
 // The binaries the cluster needs, from Debian's mariadb-server and
@@ -169,7 +171,7 @@ func Start(ctx context.Context, opts *Options) (_ *Cluster, err error) {
 	if o.Standalone {
 		count++
 	}
-	ports, err := freePorts(4 * count)
+	ports, err := freeport.Ports(4 * count)
 	if err != nil {
 		return nil, err
 	}
@@ -556,25 +558,4 @@ func waitReady(ctx context.Context, n *Node) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-}
-
-// freePorts asks the kernel for n free ports on 127.0.0.1, holding each
-// until all are chosen so that no two are the same.
-func freePorts(n int) ([]int, error) {
-	var ports []int
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			_ = l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }
