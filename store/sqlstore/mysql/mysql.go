@@ -545,6 +545,8 @@ const (
 	// refuses statements and COMMITs with "WSREP has not yet prepared node
 	// for application use". A refused COMMIT's outcome is unknown, as after
 	// a lost connection: the redelivery is a duplicate or processed.
+	// Without Galera, 1047 is "Unknown command", which no retry fixes:
+	// wsrepNotReady tells them apart by the message.
 	mysqlErrWsrepNotReady = 1047
 
 	mysqlErrUnknownStmtHandler   = 1243
@@ -566,10 +568,17 @@ func mysqlNumber(err error) uint16 {
 
 func (mysqlDialect) Retryable(err error) bool {
 	switch mysqlNumber(err) {
-	case mysqlErrCheckRead, mysqlErrLockWaitTimeout, mysqlErrDeadlock, mysqlErrWsrepNotReady:
+	case mysqlErrCheckRead, mysqlErrLockWaitTimeout, mysqlErrDeadlock:
 		return true
 	}
-	return errors.Is(err, driver.ErrBadConn) || errors.Is(err, mysql.ErrInvalidConn)
+	return wsrepNotReady(err) || errors.Is(err, driver.ErrBadConn) || errors.Is(err, mysql.ErrInvalidConn)
+}
+
+// wsrepNotReady reports whether err is Galera's 1047, a node that takes
+// no queries yet.
+func wsrepNotReady(err error) bool {
+	var e *mysql.MySQLError
+	return errors.As(err, &e) && e.Number == mysqlErrWsrepNotReady && strings.Contains(e.Message, "WSREP")
 }
 
 // ErrTooLarge is returned by DeadLetterAdd on MySQL for a dead letter larger

@@ -230,6 +230,8 @@ func TestMySQLErrorClasses(t *testing.T) {
 		// A Galera node outside the primary component, at COMMIT too.
 		{"galera node not ready", &gomysql.MySQLError{Number: 1047, SQLState: [5]byte{'0', '8', 'S', '0', '1'},
 			Message: "WSREP has not yet prepared node for application use"}, true, false},
+		// Without Galera, 1047 is a protocol error that no retry fixes.
+		{"unknown command", &gomysql.MySQLError{Number: 1047, SQLState: [5]byte{'0', '8', 'S', '0', '1'}, Message: "Unknown command"}, false, false},
 		{"lost connection", gomysql.ErrInvalidConn, true, false},
 		{"duplicate key", &gomysql.MySQLError{Number: 1062}, false, false},
 		{"missing table", missing, false, true},
