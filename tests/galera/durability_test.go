@@ -11,6 +11,7 @@ import (
 	"github.com/inboxkit/inbox/store"
 	"github.com/inboxkit/inbox/store/sqlstore"
 	"github.com/inboxkit/inbox/store/sqlstore/mysql"
+	"github.com/inboxkit/inbox/tests/internal/inboxcmd"
 )
 
 // The durability check on Galera: a synced node takes writes; a node cut
@@ -60,6 +61,10 @@ func TestDurabilityCheck(t *testing.T) {
 	}
 	if _, err := inbox.New(ctx, e.drivers[node], &inbox.Config{Consumer: "galera"}); !errors.Is(err, store.ErrReadOnly) {
 		t.Errorf("inbox.New on node 3, cut off: %v; want store.ErrReadOnly", err)
+	}
+	// inbox check says it too, though the node refuses the schema's read.
+	if code, out := inboxcmd.Check(t, inboxcmd.Build(t), "-mysql", c.Nodes[node].DSN(e.name)); code != 3 || !strings.Contains(out, "problem: ") || !strings.Contains(out, "wsrep_ready is OFF") {
+		t.Errorf("inbox check on node 3, cut off: exit %d, output:\n%s\nwant exit 3 and a problem saying wsrep_ready is OFF", code, out)
 	}
 
 	solo := openDB(t, c.Standalone.DSN(""), "")

@@ -7,9 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +19,7 @@ import (
 	"github.com/inboxkit/inbox/store/pgxstore"
 	"github.com/inboxkit/inbox/store/sqlstore"
 	"github.com/inboxkit/inbox/store/sqlstore/postgres"
+	"github.com/inboxkit/inbox/tests/internal/inboxcmd"
 	"github.com/inboxkit/inbox/tests/internal/pgcluster"
 )
 
@@ -97,14 +95,14 @@ func wantWarning(t *testing.T, dsn, want string) {
 func TestAsyncStandby(t *testing.T) {
 	t.Parallel()
 	c := pgcluster.New(t, &pgcluster.Options{Replication: pgcluster.Async})
-	const want = "streams to 1 standby, but commits do not wait for any"
+	const want = "streams to 1 standby, but commits wait for none"
 	wantWarning(t, c.Primary.DSN(), want)
 	logs, err := newInbox(t, c.Primary.DSN(), true)
 	if err != nil || !strings.Contains(logs, "level=WARN") || !strings.Contains(logs, want) {
 		t.Fatalf("inbox.New on the primary: %v, logged:\n%s\nwant a WARN saying %q", err, logs, want)
 	}
 	for name, d := range drivers(t, c.Standby.DSN()) {
-		if w, err := d.DurabilityWarnings(context.Background()); !errors.Is(err, store.ErrReadOnly) || !strings.Contains(err.Error(), "standby in recovery") {
+		if w, err := d.DurabilityWarnings(context.Background()); !errors.Is(err, store.ErrReadOnly) || !strings.Contains(err.Error(), "is a standby") {
 			t.Errorf("%s on the standby: DurabilityWarnings = %q, %v; want store.ErrReadOnly saying it is a standby", name, w, err)
 		}
 	}
@@ -117,15 +115,14 @@ func TestAsyncStandby(t *testing.T) {
 		t.Errorf("inbox.New on %q: %v; target_session_attrs=read-write should reach the primary", standbyFirst, err)
 	}
 
-	inboxCmd := build(t)
+	inboxCmd := inboxcmd.Build(t)
 	for _, tt := range []struct{ node, dsn, want string }{
 		{"primary", c.Primary.DSN(), want},
-		{"standby", c.Standby.DSN(), "standby in recovery"},
+		{"standby", c.Standby.DSN(), "is a standby"},
 	} {
-		out, err := exec.Command(inboxCmd, "check", "-postgres", tt.dsn).CombinedOutput()
-		var exit *exec.ExitError
-		if !errors.As(err, &exit) || exit.ExitCode() != 3 || !strings.Contains(string(out), "problem: ") || !strings.Contains(string(out), tt.want) {
-			t.Errorf("inbox check on the %s: %v, output:\n%s\nwant exit 3 and a problem saying %q", tt.node, err, out, tt.want)
+		code, out := inboxcmd.Check(t, inboxCmd, "-postgres", tt.dsn)
+		if code != 3 || !strings.Contains(out, "problem: ") || !strings.Contains(out, tt.want) {
+			t.Errorf("inbox check on the %s: exit %d, output:\n%s\nwant exit 3 and a problem saying %q", tt.node, code, out, tt.want)
 		}
 	}
 }
@@ -168,6 +165,19 @@ func TestSyncStandby(t *testing.T) {
 	if err := c.StopStandby(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// The primary's WAL sender ends a moment after the standby.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		var n int
+		if err := admin.QueryRow(ctx, "SELECT count(*) FROM pg_stat_replication").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d WAL senders 10 s after the standby stopped", n)
+		}
+	}
 	checkCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	for name, d := range drivers(t, c.Primary.DSN()) {
@@ -176,17 +186,4 @@ func TestSyncStandby(t *testing.T) {
 			t.Errorf("%s without the sync standby: DurabilityWarnings = %q, %v; want one saying none is streaming", name, w, err)
 		}
 	}
-}
-
-// build compiles the inbox command into the test's temporary directory.
-// It needs the repository's go.work, as every test of this module does.
-func build(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "inbox")
-	cmd := exec.Command("go", "build", "-o", bin, "github.com/inboxkit/inbox/cmd/inbox")
-	cmd.Env = os.Environ()
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build of the inbox command: %v\n%s", err, out)
-	}
-	return bin
 }
