@@ -82,16 +82,16 @@ func New[TTx any](ctx context.Context, driver store.Driver[TTx], cfg *Config) (*
 // checkDurability logs the driver's durability warnings. It fails only
 // on a database that takes no writes.
 func (ib *Inbox[TTx]) checkDurability(ctx context.Context) error {
-	log := ib.cfg.Logger
+	logger := ib.cfg.Logger
 	warnings, err := ib.driver.DurabilityWarnings(ctx)
 	if errors.Is(err, store.ErrReadOnly) {
 		return fmt.Errorf("inbox: %w", err)
 	}
 	if err != nil {
-		log.WarnContext(ctx, "inbox: could not check the database's durability settings", "error", err)
+		logger.WarnContext(ctx, "inbox: could not check the database's durability settings", "error", err)
 	}
 	for _, w := range warnings {
-		log.WarnContext(ctx, "inbox: "+w, "dialect", ib.driver.Dialect())
+		logger.WarnContext(ctx, "inbox: "+w, "dialect", ib.driver.Dialect())
 	}
 	return nil
 }
@@ -388,10 +388,10 @@ func (ib *Inbox[TTx]) dbFailed(ctx context.Context, op string, err error) (Outco
 	if ctx.Err() != nil { // shutting down or given up: not the database's fault
 		return ib.retryNow(), err
 	}
-	// The delay grows with the failures in a row, but at most two doublings
-	// past the first step as long as the database has failed: workers fail
-	// fast through a backlog, and counting alone nacked messages for
-	// Backoff.Max after a 1 s failover.
+	// The delay grows with the failures in a row, but at most outageSlack
+	// doublings past the first delay as long as the database has failed:
+	// workers fail fast through a backlog, and counting alone nacked
+	// messages for Backoff.Max after a 1 s failover.
 	n := min(ib.health.failed(ctx, err), ib.cfg.Backoff.stepFor(ib.health.failingFor())+outageSlack)
 	return Outcome{Status: Retry, Delay: ib.cfg.Backoff.Delay(n)}, err
 }

@@ -116,8 +116,10 @@ type RelayConfig struct {
 	// PublishTimeout bounds one Publish call. Default [DefaultPublishTimeout],
 	// 10 s.
 	PublishTimeout time.Duration
-	// Backoff spaces the publications of a failing row. Default the defaults of
-	// [inbox.Backoff], 1 s doubling to 5 min with ±10 % jitter.
+	// Backoff spaces the publications of a failing row, and the tries to
+	// listen again after a broken LISTEN (at most PollInterval apart).
+	// Default the defaults of [inbox.Backoff], 1 s doubling to 5 min with
+	// ±10 % jitter.
 	Backoff inbox.Backoff
 	// Ordered publishes each key's messages one at a time, in the order
 	// written. The package doc's section on order tells the details. Without

@@ -564,8 +564,9 @@ func (d *Driver) Migrations() []store.Migration {
 }
 
 // DurabilityWarnings warns of synchronous_commit=off, fsync=off, standbys
-// that commits do not wait for, and a synchronous standby that is missing.
-// On a standby, its error wraps [store.ErrReadOnly].
+// that commits wait for none of, and a synchronous_standby_names that
+// names no standby streaming. On a standby, its error wraps
+// [store.ErrReadOnly].
 func (d *Driver) DurabilityWarnings(ctx context.Context) ([]string, error) {
 	dur, err := pgsql.ScanDurability(d.pool.QueryRow(ctx, d.q.Durability).Scan)
 	if err != nil {

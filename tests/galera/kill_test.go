@@ -42,7 +42,10 @@ func failover(err error) bool {
 func TestNodeKilled(t *testing.T) {
 	c := need(t)
 	e := open(t, fastRetries)
-	ctx := context.Background()
+	// The test's loops end with ctx: a cluster that never recovers fails
+	// the test instead of hanging it until go test's timeout.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
 	n := messages(t, 300)
 	const victim = 2 // node 3
 	obs := make([]*outbox.Outbox[*sql.Tx], nodes)
@@ -139,6 +142,9 @@ func TestNodeKilled(t *testing.T) {
 			at := 0
 			for {
 				res, err := relays[k][at].RelayOnce(ctx)
+				if ctx.Err() != nil {
+					return
+				}
 				if err != nil {
 					relayErrs.add(err)
 					if failover(err) {
@@ -192,6 +198,9 @@ func TestNodeKilled(t *testing.T) {
 	// A row claimed by a relay on node 3 just before the kill stays leased
 	// for the lease, 3 s: drain it once the lease has run out.
 	for left := e.outboxRows(t, 0); left > 0; left = e.outboxRows(t, 0) {
+		if ctx.Err() != nil {
+			t.Fatalf("%d outbox rows left: %v", left, ctx.Err())
+		}
 		t.Logf("%d outbox rows still leased by the killed relay; waiting for their lease", left)
 		time.Sleep(2 * time.Second)
 		if _, err := relays[0][0].RelayOnce(ctx); err != nil {

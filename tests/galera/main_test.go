@@ -54,11 +54,15 @@ func run(m *testing.M) int {
 	return m.Run()
 }
 
-// need skips t, or fails it with INBOX_REQUIRE_SERVICES=1, without a cluster.
+// need skips t without MariaDB, galera-4 or rsync, or fails it with
+// INBOX_REQUIRE_SERVICES=1. A cluster that would not start fails t.
 func need(t testing.TB) *galera.Cluster {
 	t.Helper()
-	if cluster == nil {
+	switch {
+	case errors.Is(startErr, galera.ErrUnavailable):
 		testenv.Unavailable(t, "MariaDB Galera (mariadbd, galera-4, rsync)", startErr)
+	case cluster == nil:
+		t.Fatalf("galera: the cluster did not start: %v", startErr)
 	}
 	return cluster
 }

@@ -170,12 +170,18 @@ func drain(t *testing.T, e *env, s *sink, y *tally, rounds, claimed *atomic.Int3
 				t.Fatal(err)
 			}
 			wg.Go(func() {
+				deadline := time.Now().Add(2 * time.Minute)
 				for empty := 0; empty < 3; {
+					if time.Now().After(deadline) {
+						t.Errorf("relay %d on node %d: the outbox did not drain in 2 min (errors %v)", k, node+1, y.String())
+						return
+					}
 					res, err := r.RelayOnce(context.Background())
 					rounds.Add(1)
 					claimed.Add(int32(res.Claimed))
 					if err != nil {
 						y.add(err)
+						time.Sleep(10 * time.Millisecond)
 						continue
 					}
 					if res.Claimed == 0 {

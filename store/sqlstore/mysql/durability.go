@@ -91,9 +91,9 @@ func showOn(ctx context.Context, conn *sql.Conn, query string) (map[string]bool,
 func (d durability) warnings() ([]string, error) {
 	switch {
 	case d.galera && !d.ready:
-		return nil, fmt.Errorf("%w: this Galera node is not ready (wsrep_ready is OFF): it is not in the cluster's primary component", store.ErrReadOnly)
+		return nil, fmt.Errorf("%w: this Galera node is outside the primary component (wsrep_ready is OFF)", store.ErrReadOnly)
 	case d.readOnly:
-		return nil, fmt.Errorf("%w: MySQL has read_only=ON: it is a replica, or fenced; connect to the primary", store.ErrReadOnly)
+		return nil, fmt.Errorf("%w: MySQL has read_only=ON, as a replica has; connect to the source", store.ErrReadOnly)
 	}
 	var w []string
 	if d.flushLog != 1 {
@@ -102,19 +102,19 @@ func (d durability) warnings() ([]string, error) {
 	if d.logBin && d.syncBinlog != 1 {
 		w = append(w, fmt.Sprintf("MySQL sync_binlog is %d, not 1, with the binary log on: a committed claim can be missing from the binary log (and replicas) after a crash", d.syncBinlog))
 	}
-	const loses = "a failover to a replica loses the last committed claims and business writes after the broker was acked"
+	const loses = "if a failover promotes one, it loses the last claims and writes after their ack"
 	switch {
 	case d.replicas > 0 && !d.semiSync:
-		w = append(w, fmt.Sprintf("MySQL has %s reading its binary log, but commits do not wait for any (semi-synchronous replication is off): %s", replicas(d.replicas), loses))
+		w = append(w, fmt.Sprintf("MySQL has %s reading its binary log, and commits wait for none (semi-synchronous replication is off): %s", replicas(d.replicas), loses))
 	case d.replicas > 0 && !d.semiSyncOn:
-		w = append(w, fmt.Sprintf("MySQL has %s reading its binary log, and semi-synchronous replication is on but fell back to asynchronous (a replica did not answer in time): %s", replicas(d.replicas), loses))
+		w = append(w, fmt.Sprintf("MySQL has %s reading its binary log, and semi-synchronous replication fell back to asynchronous: %s", replicas(d.replicas), loses))
 	}
 	return w, nil
 }
 
 func replicas(n int) string {
 	if n == 1 {
-		return "1 replica"
+		return "1 replica or binlog reader"
 	}
-	return fmt.Sprintf("%d replicas", n)
+	return fmt.Sprintf("%d replicas or binlog readers", n)
 }

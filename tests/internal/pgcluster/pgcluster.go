@@ -171,9 +171,9 @@ func Start(ctx context.Context, opts *Options) (_ *Cluster, err error) {
 	if err := c.run(ctx, "initdb", "-D", c.Primary.Dir, "-U", "postgres", "--auth=trust", "--no-sync", "-E", "UTF8", "--locale=C"); err != nil {
 		return nil, err
 	}
-	sync := "''"
+	syncNames := "''"
 	if o.Replication == Sync {
-		sync = "'" + StandbyName + "'"
+		syncNames = "'" + StandbyName + "'"
 	}
 	conf := append([]string{
 		"listen_addresses = '127.0.0.1'",
@@ -186,7 +186,7 @@ func Start(ctx context.Context, opts *Options) (_ *Cluster, err error) {
 		"hot_standby = on",
 		"fsync = on", // durability is what these tests are about
 		"synchronous_commit = on",
-		"synchronous_standby_names = " + sync,
+		"synchronous_standby_names = " + syncNames,
 		"shared_buffers = '32MB'",
 		"max_connections = 60",
 		"wal_sender_timeout = '5s'",
