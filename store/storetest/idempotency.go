@@ -424,13 +424,14 @@ func testKeySlowClientGivesUp[TTx any](t *testing.T, h Harness[TTx]) {
 		{what: "handler on the request's context: rolled back, run again"},
 		{what: "handler on a detached context: committed, replayed", detach: true},
 	} {
-		finished, proceed := make(chan struct{}), make(chan struct{})
+		started, finished, proceed := make(chan struct{}), make(chan struct{}), make(chan struct{})
 		var once, proceeded sync.Once
 		goOn := func() { proceeded.Do(func() { close(proceed) }) }
 		var calls atomic.Int32
 		slow := func(w http.ResponseWriter, r *http.Request, tx TTx) error {
 			defer once.Do(func() { close(finished) })
 			if calls.Add(1) == 1 { // the first request's; a retry runs at once
+				close(started)
 				<-proceed            // the client gives up meanwhile
 				<-r.Context().Done() // the server saw it leave
 			}
@@ -442,13 +443,27 @@ func testKeySlowClientGivesUp[TTx any](t *testing.T, h Harness[TTx]) {
 		s := newKeyServer(t, env, idempotency.Config{}, slow)
 		t.Cleanup(goOn) // before the server's Close, which waits for the handler
 		body := fmt.Sprintf("effect-slow-%v", c.detach)
-		req, _ := http.NewRequest(http.MethodPost, s.url+"/orders/10", strings.NewReader(body))
+		// The client gives up once the handler runs: a timeout of its own
+		// could end before a loaded machine even began the transaction.
+		ctx, giveUp := context.WithCancel(context.Background())
+		go func() {
+			select {
+			case <-started:
+			case <-time.After(30 * time.Second):
+			}
+			giveUp()
+		}()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.url+"/orders/10", strings.NewReader(body))
 		req.Header.Set(idempotency.HeaderName, quoted(body))
 		req.Header.Set("X-Client", "alice")
-		client := &http.Client{Timeout: 50 * time.Millisecond}
-		if resp, err := client.Do(req); err == nil {
+		if resp, err := http.DefaultClient.Do(req); err == nil {
 			resp.Body.Close()
-			t.Fatalf("%s: the impatient client got %d, want its timeout", c.what, resp.StatusCode)
+			t.Fatalf("%s: the impatient client got %d, want it to give up", c.what, resp.StatusCode)
+		}
+		select {
+		case <-started:
+		default:
+			t.Fatalf("%s: the handler never ran in 30 s", c.what)
 		}
 		// The key is held until the handler ends, though its client left.
 		if env.SingleWriter {
@@ -457,7 +472,11 @@ func testKeySlowClientGivesUp[TTx any](t *testing.T, h Harness[TTx]) {
 			t.Fatalf("%s: a retry while the handler runs: %v, want 409", c.what, r)
 		}
 		goOn()
-		<-finished
+		select {
+		case <-finished:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s: the handler did not end 30 s after its client left", c.what)
+		}
 		deadline := time.Now().Add(5 * time.Second)
 		r := s.mustPost("10", quoted(body), "alice", body)
 		for r.status == http.StatusConflict && time.Now().Before(deadline) { // rolling back or committing still
