@@ -96,35 +96,8 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer d.close()
 	r := checkJSON{Retention: retention.String(), Durability: []string{}, Problems: []string{}, Notes: []string{}}
-	// The durability settings first: a database that takes no writes may
-	// refuse the schema's read too (a Galera node cut off from the others).
-	w, durErr := d.DurabilityWarnings(ctx)
-	readOnly := errors.Is(durErr, store.ErrReadOnly)
-	switch {
-	case readOnly:
-		r.Problems = append(r.Problems, durErr.Error())
-	case durErr != nil:
-		return fmt.Errorf("reading the durability settings: %w", durErr)
-	}
-	r.Durability = append(r.Durability, w...)
-	r.Problems = append(r.Problems, w...)
-	applied, schemaErr := d.SchemaVersion(ctx)
-	if schemaErr != nil {
-		if !readOnly {
-			return fmt.Errorf("reading the schema version: %w", schemaErr)
-		}
-		r.Notes = append(r.Notes, fmt.Sprintf("the schema version could not be read: %v", schemaErr))
-	}
-	r.SchemaApplied = applied
-	if ms := d.Migrations(); len(ms) > 0 {
-		r.SchemaLatest = ms[len(ms)-1].Version
-	}
-	switch {
-	case schemaErr != nil: // read-only, said above
-	case r.SchemaApplied < r.SchemaLatest:
-		r.Problems = append(r.Problems, fmt.Sprintf("the tables are at migration %d, this command's latest is %d: run inbox migrate", r.SchemaApplied, r.SchemaLatest))
-	case r.SchemaApplied > r.SchemaLatest:
-		r.Notes = append(r.Notes, fmt.Sprintf("the tables are at migration %d, newer than this command's %d: use a newer inbox command", r.SchemaApplied, r.SchemaLatest))
+	if err := checkDatabase(ctx, d, &r); err != nil {
+		return err
 	}
 	if *retention < inbox.MinRetention {
 		r.Problems = append(r.Problems, fmt.Sprintf("-retention %v is below the pruner's minimum of %v", *retention, inbox.MinRetention))
@@ -180,6 +153,42 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if !r.OK {
 		return errProblem
+	}
+	return nil
+}
+
+// checkDatabase adds to r what the database's durability settings and
+// schema version show. The durability settings come first: a database
+// that takes no writes may refuse the schema's read too (a Galera node
+// cut off from the others).
+func checkDatabase(ctx context.Context, d *opened, r *checkJSON) error {
+	w, durErr := d.DurabilityWarnings(ctx)
+	readOnly := errors.Is(durErr, store.ErrReadOnly)
+	switch {
+	case readOnly:
+		r.Problems = append(r.Problems, durErr.Error())
+	case durErr != nil:
+		return fmt.Errorf("reading the durability settings: %w", durErr)
+	}
+	r.Durability = append(r.Durability, w...)
+	r.Problems = append(r.Problems, w...)
+	applied, schemaErr := d.SchemaVersion(ctx)
+	if schemaErr != nil {
+		if !readOnly {
+			return fmt.Errorf("reading the schema version: %w", schemaErr)
+		}
+		r.Notes = append(r.Notes, fmt.Sprintf("the schema version could not be read: %v", schemaErr))
+	}
+	r.SchemaApplied = applied
+	if ms := d.Migrations(); len(ms) > 0 {
+		r.SchemaLatest = ms[len(ms)-1].Version
+	}
+	switch {
+	case schemaErr != nil: // read-only, said above
+	case r.SchemaApplied < r.SchemaLatest:
+		r.Problems = append(r.Problems, fmt.Sprintf("the tables are at migration %d, this command's latest is %d: run inbox migrate", r.SchemaApplied, r.SchemaLatest))
+	case r.SchemaApplied > r.SchemaLatest:
+		r.Notes = append(r.Notes, fmt.Sprintf("the tables are at migration %d, newer than this command's %d: use a newer inbox command", r.SchemaApplied, r.SchemaLatest))
 	}
 	return nil
 }
