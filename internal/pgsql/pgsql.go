@@ -417,13 +417,18 @@ SELECT (SELECT count(*) FROM ins)`
 // from (a condition ending in AND, or empty). The btree on column yields
 // them in order, so a batch reads only its own rows (not every expired
 // row, to sort them), and the rows are deleted by ctid, with no second
-// lookup through the primary key. The condition is checked again on the
-// row the delete finds: a row updated meanwhile is rechecked.
+// lookup through the primary key. A ctid names a row within its
+// partition only: the batch is matched by (tableoid, ctid), so that a
+// partitioned table loses no row of another partition at the same ctid.
+// The condition is checked again on the row the delete finds: a row
+// updated meanwhile is rechecked.
 func pruneOldest(table, column, from string) string {
 	older := column + ` < now() - $1::bigint * interval '1 millisecond'`
-	return `DELETE FROM ` + table + ` WHERE ctid = ANY(ARRAY(
-	SELECT ctid FROM ` + table + ` WHERE ` + from + older + `
-	ORDER BY ` + column + ` LIMIT $2)) AND ` + older
+	return `WITH batch AS MATERIALIZED (
+	SELECT tableoid AS part, ctid AS row FROM ` + table + ` WHERE ` + from + older + `
+	ORDER BY ` + column + ` LIMIT $2)
+DELETE FROM ` + table + ` WHERE ctid = ANY(ARRAY(SELECT row FROM batch))
+	AND (tableoid, ctid) IN (SELECT part, row FROM batch) AND ` + older
 }
 
 func lockKey(parts ...string) int64 {
