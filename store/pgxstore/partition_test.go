@@ -75,6 +75,18 @@ func partitionInbox(ctx context.Context, env *storetest.Env[pgx.Tx]) error {
 			return fmt.Errorf("%s: %w", s, err)
 		}
 	}
+	tx, err := env.BeginPlain(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	var n int
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM pg_inherits WHERE inhparent = $1::regclass`, inbox).Scan(&n); err != nil {
+		return err
+	}
+	if n != hashPartitions {
+		return fmt.Errorf("the inbox has %d partitions, want %d", n, hashPartitions)
+	}
 	return nil
 }
 
