@@ -33,8 +33,9 @@
 //     Structured Field string ("..."), or it is empty or too long.
 //   - 409: a request with the same key is still running. Retry-After says
 //     when to try again. [Config.Wait] lets a request wait a while instead.
-//   - 422: the key came before with another request: another method, path,
-//     query, body or fingerprinted header field.
+//   - 422: the key came before with another request: another path, query,
+//     body or fingerprinted header field. A key is scoped by the method and
+//     the route, so another method or route makes it a new key.
 //   - 413: the body is over [Config.MaxRequestBytes].
 //
 // # What is stored, and what rolls back

@@ -205,7 +205,7 @@ func (m *Middleware[TTx]) replay(w http.ResponseWriter, r *http.Request, p *stor
 		m.problem(w, http.StatusConflict, CodeKeyInUse, "The key changed while it was read: send the request again.", 1)
 		return
 	case !bytes.Equal(s.Fingerprint, p.Fingerprint):
-		m.problem(w, http.StatusUnprocessableEntity, CodeKeyReused, "This Idempotency-Key was sent before with another request: another method, path, query, body or fingerprinted header. Use a new key for a new request.", 0)
+		m.problem(w, http.StatusUnprocessableEntity, CodeKeyReused, "This Idempotency-Key was sent before with another request: another path, query, body or fingerprinted header. Use a new key for a new request.", 0)
 		return
 	}
 	if s.Response.Status < 100 || s.Response.Status > 999 {

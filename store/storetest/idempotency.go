@@ -29,6 +29,8 @@ type keyServer[TTx any] struct {
 	tb  testing.TB
 	env *Env[TTx]
 	url string
+	// header is added to each request; a case sets it between requests.
+	header http.Header
 }
 
 // orderHandler writes the effect named by the request's body, then
@@ -111,6 +113,9 @@ func (s *keyServer[TTx]) post(id, rawKey, client, body string) (reply, error) {
 		req.Header.Set(idempotency.HeaderName, rawKey)
 	}
 	req.Header.Set("X-Client", client)
+	for k, v := range s.header {
+		req.Header[k] = v
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return reply{}, err
@@ -255,21 +260,29 @@ func testKeyInFlight[TTx any](t *testing.T, h Harness[TTx]) {
 
 func testKeyReused[TTx any](t *testing.T, h Harness[TTx]) {
 	env := open(t, h)
-	s := newKeyServer(t, env, idempotency.Config{}, orderHandler(env))
+	cfg := idempotency.Config{FingerprintHeaders: []string{"X-Currency"}, MaxRequestBytes: 64}
+	s := newKeyServer(t, env, cfg, orderHandler(env))
+	s.header = http.Header{"X-Currency": {"EUR"}}
 	if r := s.mustPost("3", quoted("k-3"), "alice", "effect-3"); r.status != http.StatusCreated {
 		t.Fatalf("first request: %v", r)
 	}
-	for _, c := range []struct{ what, id, body string }{
-		{"another body", "3", "effect-3b"},
-		{"another path", "4", "effect-3"},
+	for _, c := range []struct{ what, id, body, currency string }{
+		{"another body", "3", "effect-3b", "EUR"},
+		{"another path", "4", "effect-3", "EUR"},
+		{"another fingerprinted header", "3", "effect-3", "USD"},
 	} {
+		s.header.Set("X-Currency", c.currency)
 		r := s.mustPost(c.id, quoted("k-3"), "alice", c.body)
 		if r.status != http.StatusUnprocessableEntity || r.problemCode() != idempotency.CodeKeyReused || r.replayed() {
 			t.Fatalf("the key with %s: %v, want 422 %s", c.what, r, idempotency.CodeKeyReused)
 		}
 	}
-	if n, m := count(t, env, "effect-3"), count(t, env, "effect-3b"); n != 1 || m != 0 {
-		t.Fatalf("%d and %d effects, want 1 and 0", n, m)
+	big := "effect-big-" + strings.Repeat("x", int(cfg.MaxRequestBytes))
+	if r := s.mustPost("5", quoted("k-5"), "alice", big); r.status != http.StatusRequestEntityTooLarge || r.problemCode() == "" {
+		t.Fatalf("a body over MaxRequestBytes: %v, want 413 as a problem", r)
+	}
+	if n, m, b := count(t, env, "effect-3"), count(t, env, "effect-3b"), count(t, env, big); n != 1 || m != 0 || b != 0 {
+		t.Fatalf("%d, %d and %d effects, want 1, 0 and 0", n, m, b)
 	}
 }
 
