@@ -1,0 +1,31 @@
+// Package natscluster runs the inbox and the outbox on a NATS JetStream
+// cluster of three nodes while nodes die. It has tests only.
+//
+// TestLeaderKills starts three nats-server processes (package
+// tests/internal/natscluster) and a stream with three replicas on file
+// storage. A producer publishes messages directly, retrying each until
+// the stream acks it; some IDs go out twice at once (the stream's 1 s
+// duplicate window drops the second), some again 1.5 s later (the stream
+// keeps both; the inbox must skip one). An outbox writer commits rows to
+// PostgreSQL, and two relays publish them to the same stream. Four inbox
+// consumers share one durable consumer: two per message, two in batches
+// of 16. Each part has its own nats.Conn given all three URLs, as a
+// process of its own would, with nats.go's reconnect defaults.
+//
+// Mid-run, the test SIGKILLs the stream's leader, waits until a message
+// stored after the kill has been processed, lets the run go on with two
+// nodes for 2 s, and restarts the node. Then it does the same to the new
+// leader: a second election, among nodes that include the restarted one.
+// Nothing in the test restarts a consumer or a relay. At the end every
+// message ID and every outbox row has exactly one row in the ledger, the
+// outbox is empty with nothing parked, and no Consume or Run has ended.
+// The test logs the kills, how long consumption paused after each, the
+// redeliveries, the duplicates the inbox skipped, the relays' republishes,
+// and what the adapters logged at WARN or above.
+//
+// The default run (CI) publishes at least 2,000 messages and writes at
+// least 1,000 outbox rows, at about 160 a second, more while the kills
+// are not done; INBOX_NATSCLUSTER_MESSAGES sets more:
+//
+//	INBOX_REQUIRE_SERVICES=1 INBOX_NATSCLUSTER_MESSAGES=30000 go test -count=1 -run TestLeaderKills -v -timeout 30m ./tests/natscluster/
+package natscluster
