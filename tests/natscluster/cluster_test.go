@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -143,7 +144,10 @@ func newRun(t *testing.T, n int) *run {
 // tlog writes the cluster helper's log lines to the test's log.
 type tlog struct{ t *testing.T }
 
-func (l tlog) Write(p []byte) (int, error) { l.t.Log(string(p)); return len(p), nil }
+func (l tlog) Write(p []byte) (int, error) {
+	l.t.Log(strings.TrimSuffix(string(p), "\n"))
+	return len(p), nil
+}
 
 // schedule kills the stream's leader once a tenth of the messages are
 // processed, and restarts it once consumption has resumed without it. Then,
