@@ -74,32 +74,23 @@ func TestLeaderKills(t *testing.T) {
 		"consumer1": r.consumer(ctx, t, "consumer1", false), "consumer2": r.consumer(ctx, t, "consumer2", false),
 		"batch1": r.consumer(ctx, t, "batch1", true), "batch2": r.consumer(ctx, t, "batch2", true),
 	}
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs = map[string]error{}
-		done = map[string]bool{}
-	)
-	for name, run := range parts {
-		wg.Go(func() {
-			err := run(ctx)
-			mu.Lock()
-			defer mu.Unlock()
-			errs[name], done[name] = err, true
-		})
-	}
-	partDone := func(name string) bool { mu.Lock(); defer mu.Unlock(); return done[name] }
+	p := startParts(ctx, parts)
+	// After a failure too, the parts end before the pools and connections
+	// they use are closed.
+	t.Cleanup(func() {
+		cancel()
+		if _, err := p.wait(30 * time.Second); err != nil {
+			t.Error(err)
+		}
+	})
 
 	kills := r.schedule(t)
 	close(r.stop)
-	r.waitComplete(t, func() bool { return partDone("producer") && partDone("outbox writer") })
+	r.waitComplete(t, func() bool { return p.ended("producer") && p.ended("outbox writer") })
 	cancel()
-	finished := make(chan struct{})
-	go func() { wg.Wait(); close(finished) }()
-	select {
-	case <-finished:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("parts still running 30 s after the end: done %v", done)
+	errs, err := p.wait(30 * time.Second)
+	if err != nil {
+		t.Fatal(err)
 	}
 	for name, err := range errs {
 		if err != nil && !(errors.Is(err, context.Canceled) && (name == "producer" || name == "outbox writer")) {
@@ -109,6 +100,48 @@ func TestLeaderKills(t *testing.T) {
 	r.gaps(kills)
 	r.check(t, kills)
 	r.report(t, kills, time.Since(began))
+}
+
+// parts runs a run's producers, relays and consumers, a goroutine each.
+type parts struct {
+	wg   sync.WaitGroup
+	mu   sync.Mutex
+	errs map[string]error
+}
+
+func startParts(ctx context.Context, fns map[string]func(context.Context) error) *parts {
+	p := &parts{errs: map[string]error{}}
+	for name, fn := range fns {
+		p.wg.Go(func() {
+			err := fn(ctx)
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			p.errs[name] = err
+		})
+	}
+	return p
+}
+
+// ended reports whether the part name has returned.
+func (p *parts) ended(name string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, ok := p.errs[name]
+	return ok
+}
+
+// wait waits up to d for every part to return, and returns their errors.
+func (p *parts) wait(d time.Duration) (map[string]error, error) {
+	finished := make(chan struct{})
+	go func() { p.wg.Wait(); close(finished) }()
+	select {
+	case <-finished:
+		return p.errs, nil
+	case <-time.After(d):
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return nil, fmt.Errorf("parts still running %v after the end; ended: %v", d, p.errs)
+	}
 }
 
 func newRun(t *testing.T, n int) *run {

@@ -40,7 +40,8 @@ const (
 	// the inbox must skip the second copy.
 	dupWindow = time.Second
 	// directEvery and outboxEvery pace the producer and the outbox writer,
-	// about 100 and 60 messages a second, so that the run spans the kills.
+	// at most 100 messages and 60 rows a second, so that the run spans the
+	// kills.
 	directEvery = 10 * time.Millisecond
 	outboxEvery = 40 * time.Millisecond
 )
@@ -237,6 +238,8 @@ func (r *run) produce(ctx context.Context, t *testing.T) func(context.Context) e
 		due time.Time
 	}
 	return func(ctx context.Context) error {
+		tick := time.NewTicker(directEvery)
+		defer tick.Stop()
 		var later []repeat
 		for i := 0; i < r.direct || !r.stopped() || len(later) > 0; i++ {
 			if i < r.direct || !r.stopped() {
@@ -264,7 +267,7 @@ func (r *run) produce(ctx context.Context, t *testing.T) func(context.Context) e
 				r.repeats.Add(1)
 				later = later[1:]
 			}
-			time.Sleep(directEvery)
+			<-tick.C
 		}
 		return nil
 	}
@@ -298,6 +301,8 @@ func (r *run) writeOutbox(ctx context.Context, t *testing.T) func(context.Contex
 		t.Fatal(err)
 	}
 	return func(ctx context.Context) error {
+		tick := time.NewTicker(outboxEvery)
+		defer tick.Stop()
 		for i := 0; i < r.outbox || !r.stopped(); {
 			size := 1 + i%4
 			msgs := make([]*outbox.Message, size)
@@ -313,7 +318,7 @@ func (r *run) writeOutbox(ctx context.Context, t *testing.T) func(context.Contex
 			r.outboxIDs = append(r.outboxIDs, ids...)
 			r.mu.Unlock()
 			i += size
-			time.Sleep(outboxEvery)
+			<-tick.C
 		}
 		return nil
 	}
