@@ -38,6 +38,17 @@ const (
 	down = 2 * time.Second
 )
 
+// defaultKills is a CI run's leader kills; INBOX_NATSCLUSTER_KILLS sets
+// more.
+const defaultKills = 2
+
+func kills() int {
+	if n, err := strconv.Atoi(os.Getenv("INBOX_NATSCLUSTER_KILLS")); err == nil && n > 0 {
+		return n
+	}
+	return defaultKills
+}
+
 func messages() int {
 	if n, err := strconv.Atoi(os.Getenv("INBOX_NATSCLUSTER_MESSAGES")); err == nil && n > 0 {
 		return n
@@ -64,7 +75,7 @@ type kill struct {
 func TestLeaderKills(t *testing.T) {
 	t.Parallel()
 	began := time.Now()
-	r := newRun(t, messages())
+	r := newRun(t, messages(), kills())
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
@@ -84,7 +95,7 @@ func TestLeaderKills(t *testing.T) {
 		}
 	})
 
-	kills := r.schedule(t)
+	kills := r.schedule(t, r.kills)
 	close(r.stop)
 	r.waitComplete(t, func() bool { return p.ended("producer") && p.ended("outbox writer") })
 	cancel()
@@ -144,9 +155,9 @@ func (p *parts) wait(d time.Duration) (map[string]error, error) {
 	}
 }
 
-func newRun(t *testing.T, n int) *run {
+func newRun(t *testing.T, n, kills int) *run {
 	t.Helper()
-	r := &run{schema: testenv.Name("natscluster_"), stream: testenv.Name("NATSCLUSTER_"), direct: n * 2 / 3, outbox: n - n*2/3,
+	r := &run{kills: kills, schema: testenv.Name("natscluster_"), stream: testenv.Name("NATSCLUSTER_"), direct: n * 2 / 3, outbox: n - n*2/3,
 		logs: newLogCounter(), stop: make(chan struct{}), relayed: map[string]int{}}
 	r.log = slog.New(r.logs)
 	r.pool = pgenv.Pool(t, 2)
@@ -185,16 +196,22 @@ func (l tlog) Write(p []byte) (int, error) {
 // schedule kills the stream's leader once a tenth of the messages are
 // processed, and restarts it once consumption has resumed without it. Then,
 // at half the messages, it kills the leader elected meanwhile and restarts
-// it the same way. The second kill is of the new leader rather than of a
+// it the same way; a larger run spreads more kills between a tenth and
+// nine tenths. The later kills are of the new leader rather than of a
 // follower: a follower's death moves no leader and only makes its clients
 // reconnect, while a second election proves that the restarted node caught
 // up and votes.
-func (r *run) schedule(t *testing.T) []*kill {
+func (r *run) schedule(t *testing.T, n int) []*kill {
 	t.Helper()
 	var kills []*kill
-	for i, at := range []int{(r.direct + r.outbox) / 10, (r.direct + r.outbox) / 2} {
-		r.waitProcessed(t, at)
-		k := r.killLeader(t, []string{"stream leader", "new stream leader"}[i])
+	total := r.direct + r.outbox
+	for i := range n {
+		r.waitProcessed(t, total/10+total*8*i/(10*n))
+		role := "new stream leader"
+		if i == 0 {
+			role = "stream leader"
+		}
+		k := r.killLeader(t, role)
 		kills = append(kills, k)
 		r.waitResumed(t, k)
 		time.Sleep(down) // the run goes on with two nodes
@@ -380,8 +397,8 @@ func (r *run) check(t *testing.T, kills []*kill) {
 	if pending != 0 || letters != 0 {
 		t.Errorf("want the outbox empty and no dead letter; outbox has %d rows (%d parked), %d dead letters", pending, parked, letters)
 	}
-	if len(kills) != 2 {
-		t.Errorf("want 2 leader kills, got %d", len(kills))
+	if len(kills) != r.kills {
+		t.Errorf("want %d leader kills, got %d", r.kills, len(kills))
 	}
 	if dups := r.duplicates(); dups < r.repeats.Load() {
 		t.Errorf("the inbox skipped %d duplicates; want at least the %d IDs published again after the duplicate window", dups, r.repeats.Load())

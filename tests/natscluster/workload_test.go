@@ -55,6 +55,7 @@ type run struct {
 	stream string
 	direct int // messages the producer publishes at least
 	outbox int // outbox rows the writer writes at least
+	kills  int // leader kills
 	logs   *logCounter
 	log    *slog.Logger
 	stop   chan struct{} // closed when the kills are done: producers may end
