@@ -88,6 +88,9 @@ func NewPublisher(js jetstream.JetStream, cfg *PublisherConfig) (*Publisher, err
 // a [*DuplicateError] with PublisherConfig.RefuseDuplicates. A header, ID
 // or type that NATS would refuse or alter is an error wrapping
 // broker.ErrInvalidMessage. So is a message over the server's max_payload.
+// A publish that no stream answers wraps jetstream.ErrNoStreamResponse. Its
+// text says whether a stream captures the subject but has no leader, as
+// for the seconds a cluster elects one, or none does.
 // A Message's Nats-* headers are never sent, as [OwnHeader] tells. So
 // JetStream controls such as Nats-TTL or Nats-Expected-Last-Sequence cannot
 // be set through Message.Headers.
