@@ -88,6 +88,9 @@ func NewPublisher(js jetstream.JetStream, cfg *PublisherConfig) (*Publisher, err
 // a [*DuplicateError] with PublisherConfig.RefuseDuplicates. A header, ID
 // or type that NATS would refuse or alter is an error wrapping
 // broker.ErrInvalidMessage. So is a message over the server's max_payload.
+// A publish that no stream answers wraps jetstream.ErrNoStreamResponse. Its
+// text says whether a stream captures the subject but has no leader, as
+// for the seconds a cluster elects one, or none does.
 // A Message's Nats-* headers are never sent, as [OwnHeader] tells. So
 // JetStream controls such as Nats-TTL or Nats-Expected-Last-Sequence cannot
 // be set through Message.Headers.
@@ -121,7 +124,7 @@ func (p *Publisher) Publish(ctx context.Context, msg *broker.Message) error {
 		return fmt.Errorf("natsjs: publish %q to %q: %w: payload of %d bytes: %w",
 			msg.ID, msg.Subject, broker.ErrInvalidMessage, len(msg.Payload), err)
 	case errors.Is(err, jetstream.ErrNoStreamResponse):
-		return noStreamFor(msg.ID, msg.Subject, err)
+		return p.noResponse(ctx, msg, err)
 	}
 	return fmt.Errorf("natsjs: publish %q to %q: %w", msg.ID, msg.Subject, err)
 }
@@ -178,4 +181,25 @@ func checkValue(v string) error {
 		return fmt.Errorf("value %q: NATS trims leading and trailing white space from a header", v)
 	}
 	return nil
+}
+
+// lookupTimeout bounds the question of which stream captures a subject,
+// asked after a publish that no stream answered.
+const lookupTimeout = time.Second
+
+// noResponse is the error of a publish that no stream answered. It asks
+// JetStream which stream captures the subject. A stream that does has no
+// leader at the moment, as while a cluster elects one, and a later
+// publish succeeds. Only when none does is the stream missing.
+func (p *Publisher) noResponse(ctx context.Context, msg *broker.Message, err error) error {
+	lctx, cancel := context.WithTimeout(ctx, lookupTimeout)
+	defer cancel()
+	stream, lerr := p.js.StreamNameBySubject(lctx, msg.Subject)
+	switch {
+	case lerr == nil:
+		return noLeader(msg.ID, msg.Subject, stream, err)
+	case errors.Is(lerr, jetstream.ErrStreamNotFound):
+		return noStreamFor(msg.ID, msg.Subject, err)
+	}
+	return noAnswer(msg.ID, msg.Subject, lerr, err)
 }
