@@ -16,6 +16,11 @@ import (
 type PublisherConfig struct {
 	// URL is the broker's AMQP URI. Default DefaultURL.
 	URL string
+	// URLs are the AMQP URIs of a cluster's nodes, instead of URL. The
+	// Publisher connects to the first that answers. After losing a
+	// connection, it tries the next URL first, and the lost node's last.
+	// Set URL or URLs, not both. Default none.
+	URLs []string
 	// AMQP configures the connection, such as TLS, heartbeat, vhost and
 	// properties. Its Recovery must be nil.
 	AMQP amqp.Config
@@ -34,6 +39,7 @@ type PublisherConfig struct {
 // use.
 type Publisher struct {
 	cfg  PublisherConfig
+	ends *endpoints
 	mu   sync.Mutex
 	conn *amqp.Connection
 	pub  *confirmer
@@ -48,8 +54,9 @@ func NewPublisher(ctx context.Context, cfg *PublisherConfig) (*Publisher, error)
 	if cfg != nil {
 		c = *cfg
 	}
-	if c.URL == "" {
-		c.URL = DefaultURL
+	urls, err := urlList("PublisherConfig", c.URL, c.URLs)
+	if err != nil {
+		return nil, err
 	}
 	if c.ConnectionName == "" {
 		c.ConnectionName = "inbox publisher"
@@ -57,7 +64,7 @@ func NewPublisher(ctx context.Context, cfg *PublisherConfig) (*Publisher, error)
 	if c.AMQP.Recovery != nil {
 		return nil, fmt.Errorf("%w: PublisherConfig.AMQP.Recovery must be nil", ErrInvalidConfig)
 	}
-	p := &Publisher{cfg: c}
+	p := &Publisher{cfg: c, ends: newEndpoints(urls)}
 	if _, err := p.current(ctx); err != nil {
 		return nil, err
 	}
@@ -78,7 +85,7 @@ func (p *Publisher) current(ctx context.Context) (*confirmer, error) {
 		_ = p.conn.Close()
 		p.conn, p.pub = nil, nil
 	}
-	conn, err := dial(ctx, p.cfg.URL, p.cfg.AMQP, p.cfg.ConnectionName)
+	conn, err := p.ends.dial(ctx, p.cfg.AMQP, p.cfg.ConnectionName)
 	if err != nil {
 		return nil, err
 	}

@@ -20,6 +20,7 @@ import (
 // Source is a broker.Source consuming one queue. Create it with NewSource.
 type Source struct {
 	cfg     Config
+	ends    *endpoints
 	msgs    chan *delivery
 	stopped chan struct{} // closed by Close
 	failed  *latch.Error  // the terminal error
@@ -84,7 +85,7 @@ func NewSource(ctx context.Context, cfg *Config) (*Source, error) {
 	}
 	life, cancel := context.WithCancel(context.Background())
 	s := &Source{
-		cfg: c, msgs: make(chan *delivery), stopped: make(chan struct{}), failed: latch.New(),
+		cfg: c, ends: newEndpoints(c.URLs), msgs: make(chan *delivery), stopped: make(chan struct{}), failed: latch.New(),
 		done: make(chan struct{}), life: life, cancel: cancel, declared: map[time.Duration]*declaration{},
 	}
 	sess, err := s.open(ctx, !c.NoDeclare)
@@ -155,7 +156,7 @@ func Declare(ctx context.Context, cfg *Config) error {
 	if err != nil {
 		return err
 	}
-	conn, err := dial(ctx, c.URL, c.AMQP, c.ConnectionName)
+	conn, err := newEndpoints(c.URLs).dial(ctx, c.AMQP, c.ConnectionName)
 	if err != nil {
 		return err
 	}
@@ -223,7 +224,7 @@ func dial(ctx context.Context, url string, cfg amqp.Config, name string) (*amqp.
 // queue's existence is checked, so that a deleted queue is noticed rather
 // than re-created.
 func (s *Source) open(ctx context.Context, declare bool) (_ *session, err error) {
-	conn, err := dial(ctx, s.cfg.URL, s.cfg.AMQP, s.cfg.ConnectionName)
+	conn, err := s.ends.dial(ctx, s.cfg.AMQP, s.cfg.ConnectionName)
 	if err != nil {
 		return nil, err
 	}
@@ -392,7 +393,7 @@ func (s *Source) reconnect() *session {
 			default:
 			}
 			s.sess = sess
-			s.cfg.Logger.Info("rabbitmq: reconnected", "queue", s.cfg.Queue, "attempts", attempt)
+			s.cfg.Logger.Info("rabbitmq: reconnected", "queue", s.cfg.Queue, "attempts", attempt, "addr", sess.conn.RemoteAddr().String())
 			return sess
 		}
 		switch {
