@@ -151,6 +151,12 @@
 // the queue. Another consumer receives them, and the inbox skips those
 // whose processing committed. The delay queues are quorum queues too.
 //
+// A channel's first publish to a quorum queue binds it to the leader that
+// the queue's record names. A channel opened just after the leader's node
+// died is refused, with negative confirms, until that node returns. After
+// a negative confirm, Publisher and Nack therefore publish on a new
+// channel, which finds the new leader.
+//
 // amqp091-go's own automatic recovery, amqp.Config.Recovery, is not used.
 // It would re-declare a deleted queue.
 //

@@ -35,8 +35,9 @@ type PublisherConfig struct {
 
 // Publisher publishes persistent messages with publisher confirms, the
 // mandatory flag and the message's ID as message_id. It reconnects on the
-// next Publish after its connection was lost. It is safe for concurrent
-// use.
+// next Publish after its connection was lost. After a negative confirm it
+// publishes on a new channel, as the package doc tells under Clusters. It
+// is safe for concurrent use.
 type Publisher struct {
 	cfg  PublisherConfig
 	ends *endpoints
@@ -80,6 +81,12 @@ func (p *Publisher) current(ctx context.Context) (*confirmer, error) {
 	}
 	if p.pub != nil && !p.pub.ch.IsClosed() {
 		return p.pub, nil
+	}
+	if p.conn != nil && !p.conn.IsClosed() { // a channel retired after a negative confirm
+		if pub, err := newConfirmer(p.conn); err == nil {
+			p.pub = pub
+			return pub, nil
+		}
 	}
 	if p.conn != nil {
 		_ = p.conn.Close()

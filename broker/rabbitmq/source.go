@@ -42,7 +42,8 @@ type session struct {
 	conn       *amqp.Connection
 	user       string // the login's user name; "" when unknown
 	ch         *amqp.Channel
-	pub        *confirmer
+	pubMu      sync.Mutex
+	pub        *confirmer // for the delayed copies; see confirmer
 	deliveries <-chan amqp.Delivery
 	connClosed chan *amqp.Error
 	chClosed   chan *amqp.Error
@@ -50,6 +51,22 @@ type session struct {
 }
 
 func (s *session) close() { _ = s.conn.Close() }
+
+// confirmer returns the session's confirm channel. It opens a new one
+// when the last was retired after a negative confirm.
+func (s *session) confirmer() (*confirmer, error) {
+	s.pubMu.Lock()
+	defer s.pubMu.Unlock()
+	if !s.pub.ch.IsClosed() {
+		return s.pub, nil
+	}
+	pub, err := newConfirmer(s.conn)
+	if err != nil {
+		return nil, fmt.Errorf("rabbitmq: open confirm channel: %w", err)
+	}
+	s.pub = pub
+	return pub, nil
+}
 
 // consumerTag is the Source's consumer on its channel, the only one there.
 const consumerTag = "inbox"
