@@ -149,6 +149,14 @@ func (r *rig) start(t *testing.T) {
 	r.stopRelays, r.stopConsumers = stopRelays, stopConsumers
 	t.Cleanup(func() { stopRelays(); stopConsumers(); r.done.Wait() })
 
+	for i := range 2 {
+		relay := r.newRelay(t, relayCtx, i) // relay1 on node 1, relay2 on node 2
+		r.goRun(func() error { return relay.Run(relayCtx) })
+	}
+	r.goRun(func() error { return r.produce(relayCtx) })
+	// consumer1 alone first, on node 1, which leads the queue: its first
+	// retry declares the delay queue there, so that the kill strikes the
+	// delay queue's leader too.
 	for i, mode := range []int{1, 1, 8} {
 		cs := r.newConsumer(t, i, mode)
 		r.consumers = append(r.consumers, cs)
@@ -156,12 +164,23 @@ func (r *rig) start(t *testing.T) {
 			return inbox.Consume(consumeCtx, cs.ib, cs.src, r.handler(cs.name),
 				&inbox.ConsumerConfig{Workers: 4, BatchSize: cs.batch, ShutdownTimeout: 5 * time.Second})
 		})
+		if i == 0 {
+			r.waitRetried(t, time.Minute)
+		}
 	}
-	for i := range 2 {
-		relay := r.newRelay(t, relayCtx, i) // relay1 on node 1, relay2 on node 2
-		r.goRun(func() error { return relay.Run(relayCtx) })
+}
+
+// waitRetried waits for the first Retry outcome.
+func (r *rig) waitRetried(t *testing.T, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for r.retried.count() == 0 {
+		r.failed(t)
+		if time.Now().After(deadline) {
+			t.Fatalf("no retry within %v", within)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
-	r.goRun(func() error { return r.produce(relayCtx) })
 }
 
 func (r *rig) goRun(fn func() error) {
@@ -329,11 +348,17 @@ func (r *rig) leader(t *testing.T) int {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("queues before the kill: %s", queuesString(qs))
+	leaders := map[string]string{}
 	for _, q := range qs {
-		if i := slices.IndexFunc(r.c.Nodes, func(n *rabbitcluster.Node) bool { return n.Erlang == q.Leader }); q.Name == r.queue && i >= 0 {
-			t.Logf("queues: %s", queuesString(qs))
-			return i
-		}
+		leaders[q.Name] = q.Leader
+	}
+	delay := rabbitmq.DelayQueue(r.queue, 5*time.Second) // retryDelay's bucket
+	if leaders[delay] != leaders[r.queue] {
+		t.Errorf("delay queue %s led by %s, the queue by %s: want one leader, so that one kill strikes both", delay, leaders[delay], leaders[r.queue])
+	}
+	if i := slices.IndexFunc(r.c.Nodes, func(n *rabbitcluster.Node) bool { return n.Erlang == leaders[r.queue] }); i >= 0 {
+		return i
 	}
 	t.Fatalf("no leader of %s among the nodes: %s", r.queue, queuesString(qs))
 	return -1
