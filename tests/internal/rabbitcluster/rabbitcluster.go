@@ -251,7 +251,8 @@ func (c *Cluster) config(n *Node) string {
 func (c *Cluster) env(n *Node) []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "RABBITMQ_") && !strings.HasPrefix(kv, "HOME=") && !strings.HasPrefix(kv, "ERL_") {
+		if !strings.HasPrefix(kv, "RABBITMQ_") && !strings.HasPrefix(kv, "HOME=") && !strings.HasPrefix(kv, "ERL_") &&
+			!strings.HasPrefix(kv, "NOTIFY_SOCKET=") {
 			env = append(env, kv)
 		}
 	}
@@ -268,6 +269,10 @@ func (c *Cluster) env(n *Node) []string {
 		"RABBITMQ_MNESIA_BASE="+filepath.Join(n.dir, "mnesia"),
 		"RABBITMQ_LOG_BASE="+filepath.Join(n.dir, "log"),
 		"RABBITMQ_PID_FILE="+filepath.Join(n.dir, "rabbitmq.pid"),
+		// rabbitmq-server then execs erl, which becomes beam.smp, instead of
+		// running it in the background and waiting: Pdeathsig reaches only
+		// the process started, and it must be beam.smp itself.
+		"RUNNING_UNDER_SYSTEMD=true",
 		"ERL_EPMD_ADDRESS=127.0.0.1",
 		"ERL_FLAGS=-kernel inet_dist_use_interface {127,0,0,1}",
 	)
