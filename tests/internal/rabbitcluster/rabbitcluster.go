@@ -14,7 +14,8 @@
 // rejoins the cluster from its data directory when it restarts.
 //
 // [Cluster.Close] kills every process it started and removes the
-// directory. Nothing touches the machine's own RabbitMQ, its cookie or its
+// directory. A test process that dies without Close takes the nodes with
+// it (Pdeathsig), and leaves only the directory. Nothing touches the machine's own RabbitMQ, its cookie or its
 // configuration.
 package rabbitcluster
 
