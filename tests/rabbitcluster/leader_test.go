@@ -557,6 +557,12 @@ func (r *rig) check(t *testing.T, k *kill) {
 		}
 	}
 	r.checkQueues(t, after)
+	if t.Failed() {
+		for _, n := range r.c.Nodes {
+			t.Logf("%s log, dead-lettering and leaders:\n%s", n.Name,
+				strings.Join(n.LogLines(30, "dlx", "dead-letter", "dead letter", "leader", "error"), "\n"))
+		}
+	}
 }
 
 // checkQueues wants every queue, delay queues included, quorum, with

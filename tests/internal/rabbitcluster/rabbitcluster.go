@@ -135,6 +135,22 @@ func (n *Node) Log() string {
 	return string(out)
 }
 
+// LogLines returns the lines of the node's log that contain any of
+// words, at most limit of them, the last ones.
+func (n *Node) LogLines(limit int, words ...string) []string {
+	b, err := os.ReadFile(filepath.Join(n.dir, "log", n.Erlang+".log"))
+	if err != nil {
+		return []string{err.Error()}
+	}
+	var out []string
+	for line := range strings.Lines(string(b)) {
+		if slices.ContainsFunc(words, func(w string) bool { return strings.Contains(line, w) }) {
+			out = append(out, strings.TrimSpace(line))
+		}
+	}
+	return out[max(0, len(out)-limit):]
+}
+
 // Cluster is the running cluster. Its methods are safe for concurrent use.
 type Cluster struct {
 	// Nodes are the nodes, node 1 first.
