@@ -560,7 +560,7 @@ func (r *rig) check(t *testing.T, k *kill) {
 	if t.Failed() {
 		for _, n := range r.c.Nodes {
 			t.Logf("%s log, dead-lettering and leaders:\n%s", n.Name,
-				strings.Join(n.LogLines(30, "dlx", "dead-letter", "dead letter", "leader", "error"), "\n"))
+				strings.Join(n.LogLines(40, "dlx", "dead-letter", "dead letter", "leader"), "\n"))
 		}
 	}
 }
