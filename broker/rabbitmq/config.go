@@ -64,6 +64,11 @@ type Config struct {
 	// retries as its own, as the package doc tells. Default [DefaultURL],
 	// "amqp://guest:guest@localhost:5672/".
 	URL string
+	// URLs are the AMQP URIs of a cluster's nodes, instead of URL. The
+	// Source connects to the first that answers. After losing a connection,
+	// it tries the next URL first, and the lost node's last. Give every
+	// URL the same user. Set URL or URLs, not both. Default none.
+	URLs []string
 	// AMQP configures the connections, such as TLS, SASL, vhost and
 	// properties. Its Recovery must be nil, since the Source reconnects by
 	// itself. ConnectionName replaces the connection_name of its Properties.
@@ -125,9 +130,11 @@ func (cfg *Config) withDefaults() (Config, error) {
 		return Config{}, fmt.Errorf("%w: Config.Queue is required", ErrInvalidConfig)
 	}
 	c := *cfg
-	if c.URL == "" {
-		c.URL = DefaultURL
+	urls, err := urlList("Config", c.URL, c.URLs)
+	if err != nil {
+		return Config{}, err
 	}
+	c.URLs = urls
 	if c.AMQP.Recovery != nil {
 		return Config{}, fmt.Errorf("%w: Config.AMQP.Recovery must be nil: the Source reconnects by itself", ErrInvalidConfig)
 	}

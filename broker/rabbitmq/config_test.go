@@ -38,6 +38,25 @@ func TestInvalidConfig(t *testing.T) {
 			_, err := rabbitmq.NewSource(context.Background(), &rabbitmq.Config{URL: nowhere, Queue: "q", AMQP: recovery})
 			return err
 		}},
+		{"source with URL and URLs", func() error {
+			_, err := rabbitmq.NewSource(context.Background(), &rabbitmq.Config{URL: nowhere, URLs: []string{nowhere}, Queue: "q"})
+			return err
+		}},
+		{"source with an empty URLs entry", func() error {
+			_, err := rabbitmq.NewSource(context.Background(), &rabbitmq.Config{URLs: []string{nowhere, ""}, Queue: "q"})
+			return err
+		}},
+		{"declare with URL and URLs", func() error {
+			return rabbitmq.Declare(context.Background(), &rabbitmq.Config{URL: nowhere, URLs: []string{nowhere}, Queue: "q"})
+		}},
+		{"publisher with URL and URLs", func() error {
+			_, err := rabbitmq.NewPublisher(context.Background(), &rabbitmq.PublisherConfig{URL: nowhere, URLs: []string{nowhere}})
+			return err
+		}},
+		{"publisher with an empty URLs entry", func() error {
+			_, err := rabbitmq.NewPublisher(context.Background(), &rabbitmq.PublisherConfig{URLs: []string{""}})
+			return err
+		}},
 		{"publisher with AMQP recovery", func() error {
 			_, err := rabbitmq.NewPublisher(context.Background(), &rabbitmq.PublisherConfig{URL: nowhere, AMQP: recovery})
 			return err

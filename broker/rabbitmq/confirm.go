@@ -92,6 +92,14 @@ func (c *confirmer) closeReason(ctx context.Context) string {
 	return ": the broker closed the channel: " + c.closeErr.Error()
 }
 
+// retire closes the channel after a negative confirm, so that the next
+// publish opens a new one. A channel's quorum queue client stays with the
+// leader it first found. Opened while that leader's node was down, it is
+// refused until the node returns (RabbitMQ 3.10: a cluster test saw every
+// publish nacked for as long as the node was down). A new channel finds the
+// new leader. Publishes in flight on the channel fail, and are retried.
+func (c *confirmer) retire() { _ = c.ch.Close() }
+
 func (c *confirmer) drain(returns <-chan amqp.Return) {
 	defer close(c.drained)
 	for {
@@ -144,7 +152,11 @@ func (c *confirmer) publish(ctx context.Context, exchange, key string, msg amqp.
 		return fmt.Errorf("waiting for the confirm: %w", err)
 	}
 	if !acked {
-		return fmt.Errorf("%w%s", ErrNotConfirmed, c.closeReason(ctx))
+		if reason := c.closeReason(ctx); reason != "" {
+			return fmt.Errorf("%w%s", ErrNotConfirmed, reason)
+		}
+		c.retire()
+		return fmt.Errorf("%w: the broker refused it; the next publish opens a new channel", ErrNotConfirmed)
 	}
 	select {
 	case c.barrier <- struct{}{}: // drain has handled any earlier return

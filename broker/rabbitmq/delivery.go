@@ -176,8 +176,12 @@ func (d *delivery) Nack(ctx context.Context, delay time.Duration) error {
 	backoff := delayRetryFirst
 	for attempt := 1; ; attempt++ {
 		err := d.s.declareDelay(ctx, d.sess, b)
+		var pub *confirmer
 		if err == nil {
-			err = d.sess.pub.publish(ctx, "", d.s.delayQueue(b), d.delayed())
+			pub, err = d.sess.confirmer()
+		}
+		if err == nil {
+			err = pub.publish(ctx, "", d.s.delayQueue(b), d.delayed())
 		}
 		if err == nil {
 			// The copy is confirmed: only now may the original go.

@@ -138,6 +138,25 @@
 //   - After [Config.MaxReconnects] failed attempts in a row, it returns
 //     [ErrReconnectFailed]. By default it never gives up.
 //
+// # Clusters
+//
+// Give every node of a cluster in [Config.URLs] and [PublisherConfig.URLs].
+// A Source or a Publisher connects to the first URL that answers. After
+// losing its connection, it tries the next URL first and the lost node's
+// last. So a consumer whose node died moves to a live node by itself.
+// Give each process the URLs in another order to spread the connections.
+//
+// Declare quorum queues, the default, so that a queue outlives a node. A
+// node that dies holding a consumer's unacked deliveries returns them to
+// the queue. Another consumer receives them, and the inbox skips those
+// whose processing committed. The delay queues are quorum queues too.
+//
+// A channel's first publish to a quorum queue binds it to the leader that
+// the queue's record names. A channel opened just after the leader's node
+// died is refused, with negative confirms, until that node returns. After
+// a negative confirm, Publisher and Nack therefore publish on a new
+// channel, which finds the new leader.
+//
 // amqp091-go's own automatic recovery, amqp.Config.Recovery, is not used.
 // It would re-declare a deleted queue.
 //

@@ -16,6 +16,11 @@ import (
 type PublisherConfig struct {
 	// URL is the broker's AMQP URI. Default DefaultURL.
 	URL string
+	// URLs are the AMQP URIs of a cluster's nodes, instead of URL. The
+	// Publisher connects to the first that answers. After losing a
+	// connection, it tries the next URL first, and the lost node's last.
+	// Set URL or URLs, not both. Default none.
+	URLs []string
 	// AMQP configures the connection, such as TLS, heartbeat, vhost and
 	// properties. Its Recovery must be nil.
 	AMQP amqp.Config
@@ -30,10 +35,12 @@ type PublisherConfig struct {
 
 // Publisher publishes persistent messages with publisher confirms, the
 // mandatory flag and the message's ID as message_id. It reconnects on the
-// next Publish after its connection was lost. It is safe for concurrent
-// use.
+// next Publish after its connection was lost. After a negative confirm it
+// publishes on a new channel, as the package doc tells under Clusters. It
+// is safe for concurrent use.
 type Publisher struct {
 	cfg  PublisherConfig
+	ends *endpoints
 	mu   sync.Mutex
 	conn *amqp.Connection
 	pub  *confirmer
@@ -48,8 +55,9 @@ func NewPublisher(ctx context.Context, cfg *PublisherConfig) (*Publisher, error)
 	if cfg != nil {
 		c = *cfg
 	}
-	if c.URL == "" {
-		c.URL = DefaultURL
+	urls, err := urlList("PublisherConfig", c.URL, c.URLs)
+	if err != nil {
+		return nil, err
 	}
 	if c.ConnectionName == "" {
 		c.ConnectionName = "inbox publisher"
@@ -57,7 +65,7 @@ func NewPublisher(ctx context.Context, cfg *PublisherConfig) (*Publisher, error)
 	if c.AMQP.Recovery != nil {
 		return nil, fmt.Errorf("%w: PublisherConfig.AMQP.Recovery must be nil", ErrInvalidConfig)
 	}
-	p := &Publisher{cfg: c}
+	p := &Publisher{cfg: c, ends: newEndpoints(urls)}
 	if _, err := p.current(ctx); err != nil {
 		return nil, err
 	}
@@ -74,11 +82,17 @@ func (p *Publisher) current(ctx context.Context) (*confirmer, error) {
 	if p.pub != nil && !p.pub.ch.IsClosed() {
 		return p.pub, nil
 	}
+	if p.conn != nil && !p.conn.IsClosed() { // a channel retired after a negative confirm
+		if pub, err := newConfirmer(p.conn); err == nil {
+			p.pub = pub
+			return pub, nil
+		}
+	}
 	if p.conn != nil {
 		_ = p.conn.Close()
 		p.conn, p.pub = nil, nil
 	}
-	conn, err := dial(ctx, p.cfg.URL, p.cfg.AMQP, p.cfg.ConnectionName)
+	conn, err := p.ends.dial(ctx, p.cfg.AMQP, p.cfg.ConnectionName)
 	if err != nil {
 		return nil, err
 	}

@@ -11,7 +11,8 @@ import (
 // TestURLPasswordNotInErrors: the errors of NewSource, Declare and
 // NewPublisher do not hold the URL's password, whether the URL parses
 // (url.Parse's own error repeats it whole) or not, and whether the
-// broker is reached or not.
+// broker is reached or not. Given in URLs after another node's URL, no
+// password of either is in the error that lists both failures.
 func TestURLPasswordNotInErrors(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -27,6 +28,9 @@ func TestURLPasswordNotInErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
+			const other = "amqp://other:An0therS3cret@127.0.0.1:1/"
+			urls := []string{other, tc.url}
+			secrets := append([]string{"An0therS3cret"}, tc.secrets...)
 			for _, call := range []struct {
 				name string
 				fn   func() error
@@ -40,12 +44,21 @@ func TestURLPasswordNotInErrors(t *testing.T) {
 					_, err := rabbitmq.NewPublisher(ctx, &rabbitmq.PublisherConfig{URL: tc.url})
 					return err
 				}},
+				{"NewSource with URLs", func() error {
+					_, err := rabbitmq.NewSource(ctx, &rabbitmq.Config{URLs: urls, Queue: "redact-test"})
+					return err
+				}},
+				{"Declare with URLs", func() error { return rabbitmq.Declare(ctx, &rabbitmq.Config{URLs: urls, Queue: "redact-test"}) }},
+				{"NewPublisher with URLs", func() error {
+					_, err := rabbitmq.NewPublisher(ctx, &rabbitmq.PublisherConfig{URLs: urls})
+					return err
+				}},
 			} {
 				err := call.fn()
 				if err == nil {
 					t.Fatalf("%s(%s): no error", call.name, tc.url)
 				}
-				for _, s := range tc.secrets {
+				for _, s := range secrets {
 					if strings.Contains(err.Error(), s) {
 						t.Errorf("%s: the error holds the password (%q): %v", call.name, s, err)
 					}

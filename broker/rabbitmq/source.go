@@ -20,6 +20,7 @@ import (
 // Source is a broker.Source consuming one queue. Create it with NewSource.
 type Source struct {
 	cfg     Config
+	ends    *endpoints
 	msgs    chan *delivery
 	stopped chan struct{} // closed by Close
 	failed  *latch.Error  // the terminal error
@@ -41,7 +42,8 @@ type session struct {
 	conn       *amqp.Connection
 	user       string // the login's user name; "" when unknown
 	ch         *amqp.Channel
-	pub        *confirmer
+	pubMu      sync.Mutex
+	pub        *confirmer // for the delayed copies; see confirmer
 	deliveries <-chan amqp.Delivery
 	connClosed chan *amqp.Error
 	chClosed   chan *amqp.Error
@@ -49,6 +51,22 @@ type session struct {
 }
 
 func (s *session) close() { _ = s.conn.Close() }
+
+// confirmer returns the session's confirm channel. It opens a new one
+// when the last was retired after a negative confirm.
+func (s *session) confirmer() (*confirmer, error) {
+	s.pubMu.Lock()
+	defer s.pubMu.Unlock()
+	if !s.pub.ch.IsClosed() {
+		return s.pub, nil
+	}
+	pub, err := newConfirmer(s.conn)
+	if err != nil {
+		return nil, fmt.Errorf("rabbitmq: open confirm channel: %w", err)
+	}
+	s.pub = pub
+	return pub, nil
+}
 
 // consumerTag is the Source's consumer on its channel, the only one there.
 const consumerTag = "inbox"
@@ -84,7 +102,7 @@ func NewSource(ctx context.Context, cfg *Config) (*Source, error) {
 	}
 	life, cancel := context.WithCancel(context.Background())
 	s := &Source{
-		cfg: c, msgs: make(chan *delivery), stopped: make(chan struct{}), failed: latch.New(),
+		cfg: c, ends: newEndpoints(c.URLs), msgs: make(chan *delivery), stopped: make(chan struct{}), failed: latch.New(),
 		done: make(chan struct{}), life: life, cancel: cancel, declared: map[time.Duration]*declaration{},
 	}
 	sess, err := s.open(ctx, !c.NoDeclare)
@@ -155,7 +173,7 @@ func Declare(ctx context.Context, cfg *Config) error {
 	if err != nil {
 		return err
 	}
-	conn, err := dial(ctx, c.URL, c.AMQP, c.ConnectionName)
+	conn, err := newEndpoints(c.URLs).dial(ctx, c.AMQP, c.ConnectionName)
 	if err != nil {
 		return err
 	}
@@ -223,7 +241,7 @@ func dial(ctx context.Context, url string, cfg amqp.Config, name string) (*amqp.
 // queue's existence is checked, so that a deleted queue is noticed rather
 // than re-created.
 func (s *Source) open(ctx context.Context, declare bool) (_ *session, err error) {
-	conn, err := dial(ctx, s.cfg.URL, s.cfg.AMQP, s.cfg.ConnectionName)
+	conn, err := s.ends.dial(ctx, s.cfg.AMQP, s.cfg.ConnectionName)
 	if err != nil {
 		return nil, err
 	}
@@ -392,7 +410,7 @@ func (s *Source) reconnect() *session {
 			default:
 			}
 			s.sess = sess
-			s.cfg.Logger.Info("rabbitmq: reconnected", "queue", s.cfg.Queue, "attempts", attempt)
+			s.cfg.Logger.Info("rabbitmq: reconnected", "queue", s.cfg.Queue, "attempts", attempt, "addr", sess.conn.RemoteAddr().String())
 			return sess
 		}
 		switch {
