@@ -81,7 +81,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	brokers := fs.String("brokers", "kafka,nats", "brokers: kafka, nats")
 	modes := fs.String("modes", strings.Join(allModes, ","), "modes: "+strings.Join(allModes, ", "))
 	procs := fs.String("procs", "1,2,4,8", "numbers of consumer processes")
-	fs.IntVar(&o.messages, "messages", 6000, "messages per measurement")
+	fs.IntVar(&o.messages, "messages", 10000, "messages per measurement")
 	fs.IntVar(&o.workers, "workers", 4, "workers of each process")
 	fs.IntVar(&o.batch, "batch", 50, "BatchSize of batch; messages per transaction of plaineach and plainbatch")
 	fs.IntVar(&o.prefetch, "prefetch", 200, "NATS PullBatch of each process")

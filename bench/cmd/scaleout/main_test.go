@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,13 +21,25 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-const smokeMessages = 400
+// smokeMessages is the messages per measurement of TestSmoke:
+// INBOX_SCALEOUT_MESSAGES, else 400.
+func smokeMessages(t *testing.T) int {
+	n := 400
+	if v := os.Getenv("INBOX_SCALEOUT_MESSAGES"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 1 {
+			t.Fatalf("INBOX_SCALEOUT_MESSAGES=%q is not a number of messages", v)
+		}
+	}
+	return n
+}
 
 // TestSmoke runs every mode on both brokers at N = 1 and 2 with a few
 // messages, and requires every measurement to complete and pass its
 // checks: no ID twice, the balances, nothing left, a kill at N = 2.
 func TestSmoke(t *testing.T) {
-	o, err := parseFlags([]string{"-messages", "400", "-procs", "1,2", "-rounds", "1", "-workers", "2",
+	n := smokeMessages(t)
+	o, err := parseFlags([]string{"-messages", strconv.Itoa(n), "-procs", "1,2", "-rounds", "1", "-workers", "2",
 		"-batch", "20", "-partitions", "8", "-stagger", "100ms", "-max-seconds", "30"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -54,7 +67,7 @@ func TestSmoke(t *testing.T) {
 	seen := map[string]bool{}
 	for _, r := range results {
 		seen[r.name()+"/"+string(rune('0'+r.Procs))] = true
-		checkSmoke(t, r)
+		checkSmoke(t, r, n)
 	}
 	for _, tg := range targets(o) {
 		for _, n := range o.procs {
@@ -70,9 +83,9 @@ func TestSmoke(t *testing.T) {
 }
 
 // checkSmoke checks one measurement of TestSmoke.
-func checkSmoke(t *testing.T, r *result) {
+func checkSmoke(t *testing.T, r *result, messages int) {
 	t.Helper()
-	if len(r.Problems) > 0 || r.TimedOut || r.Processed != smokeMessages || r.Rate <= 0 {
+	if len(r.Problems) > 0 || r.TimedOut || r.Processed != int64(messages) || r.Rate <= 0 {
 		t.Errorf("%s", r.line(1))
 	}
 	if !isBaseline(r.Mode) && r.Procs >= 2 && (r.Kills != 1 || r.Started != r.Procs+1) {
@@ -84,8 +97,8 @@ func checkSmoke(t *testing.T, r *result) {
 	if s := r.Sample; s == nil || s.Samples == 0 || s.CPU["postgres"] <= 0 || s.CPU["machine"] <= 0 {
 		t.Errorf("%s N=%d: sample %+v, want CPU and wait events sampled", r.name(), r.Procs, s)
 	}
-	if r.PG.Commits < int64(smokeMessages/20) {
-		t.Errorf("%s N=%d: %d commits counted, want at least %d", r.name(), r.Procs, r.PG.Commits, smokeMessages/20)
+	if r.PG.Commits < int64(messages/20) {
+		t.Errorf("%s N=%d: %d commits counted, want at least %d", r.name(), r.Procs, r.PG.Commits, messages/20)
 	}
 }
 
@@ -148,5 +161,17 @@ func TestStats(t *testing.T) {
 	s := childStats{Processed: 7, Duplicates: 3, Retries: 2, DeadLettered: 1}
 	if got, ok := parseStats(s.String()); !ok || got != s {
 		t.Errorf("parseStats(%q) = %+v, %v", s.String(), got, ok)
+	}
+}
+
+// TestNATSServerPID checks that the shared NATS server's process is found
+// among other nats-servers, when one runs.
+func TestNATSServerPID(t *testing.T) {
+	t.Parallel()
+	if len(procsNamed("nats-server")) == 0 {
+		t.Skip("no nats-server runs here")
+	}
+	if pid := natsServerPID(envOr("INBOX_NATS_URL", "nats://127.0.0.1:4222")); pid == 0 {
+		t.Errorf("no nats-server found for the NATS URL among %v", procsNamed("nats-server"))
 	}
 }

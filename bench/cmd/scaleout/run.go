@@ -71,9 +71,7 @@ func openRun(ctx context.Context, o *options) (*runEnv, error) {
 			e.close()
 			return nil, err
 		}
-		if pids := procsNamed("nats-server"); len(pids) == 1 {
-			e.natsPID = pids[0]
-		}
+		e.natsPID = natsServerPID(o.natsURL)
 	}
 	return e, nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"net/url"
 	"os"
 	"runtime"
 	"strconv"
@@ -328,4 +329,30 @@ func readPGStats(ctx context.Context, conn *pgx.Conn, db string) (pgStats, error
 func (s pgStats) sub(t pgStats) pgStats {
 	return pgStats{s.WALRecords - t.WALRecords, s.WALBytes - t.WALBytes, s.WALWrites - t.WALWrites, s.WALSyncs - t.WALSyncs,
 		s.Commits - t.Commits, s.Rollbacks - t.Rollbacks, s.Deadlocks - t.Deadlocks}
+}
+
+// natsServerPID finds the nats-server that serves natsURL: the only one,
+// or the one whose command line names the URL's port. 0 when none does.
+func natsServerPID(natsURL string) int {
+	pids := procsNamed("nats-server")
+	if len(pids) == 1 {
+		return pids[0]
+	}
+	u, err := url.Parse(natsURL)
+	if err != nil || u.Port() == "" {
+		return 0
+	}
+	for _, pid := range pids {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(b), "\x00")
+		for i, a := range args {
+			if a == u.Port() && i > 0 && (args[i-1] == "-p" || args[i-1] == "--port") || strings.HasSuffix(a, ":"+u.Port()) {
+				return pid
+			}
+		}
+	}
+	return 0
 }
