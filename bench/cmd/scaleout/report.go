@@ -15,24 +15,29 @@ import (
 
 // cell is a mode on a broker at one N, over the rounds.
 type cell struct {
-	Broker     string             `json:"broker,omitempty"`
-	Mode       string             `json:"mode"`
-	Procs      int                `json:"procs"`
-	Mean       float64            `json:"msgs_per_s"`
-	Min        float64            `json:"min"`
-	Max        float64            `json:"max"`
-	Rounds     int                `json:"rounds"`
-	Baseline   string             `json:"baseline,omitempty"`
-	VsBaseline float64            `json:"vs_baseline,omitempty"` // Mean / the baseline's Mean at the same N
-	Kills      int                `json:"kills"`
-	Redeliv    int64              `json:"redeliveries"`
-	Retries    int64              `json:"retries"`
-	Failed     int                `json:"failed"`
-	CPU        map[string]float64 `json:"cpu"`   // mean shares of all cores
-	Waits      map[string]float64 `json:"waits"` // mean backends per sample
-	PG         pgStats            `json:"pg"`    // summed over the rounds
-	Seconds    float64            `json:"seconds"`
-	Processed  int64              `json:"processed"`
+	Broker     string  `json:"broker,omitempty"`
+	Mode       string  `json:"mode"`
+	Procs      int     `json:"procs"`
+	Mean       float64 `json:"msgs_per_s"`
+	Min        float64 `json:"min"`
+	Max        float64 `json:"max"`
+	Rounds     int     `json:"rounds"`
+	Baseline   string  `json:"baseline,omitempty"`
+	VsBaseline float64 `json:"vs_baseline,omitempty"` // Mean / the baseline's Mean at the same N
+	// Steady is the mean of the rounds' steady msgs/s (those not 0), and
+	// VsSteady its ratio to the baseline's Mean at the same N.
+	Steady    float64 `json:"steady_msgs_per_s"`
+	VsSteady  float64 `json:"steady_vs_baseline,omitempty"`
+	steadyN   int
+	Kills     int                `json:"kills"`
+	Redeliv   int64              `json:"redeliveries"`
+	Retries   int64              `json:"retries"`
+	Failed    int                `json:"failed"`
+	CPU       map[string]float64 `json:"cpu"`   // mean shares of all cores
+	Waits     map[string]float64 `json:"waits"` // mean backends per sample
+	PG        pgStats            `json:"pg"`    // summed over the rounds
+	Seconds   float64            `json:"seconds"`
+	Processed int64              `json:"processed"`
 }
 
 func (c *cell) name() string {
@@ -73,6 +78,7 @@ func summarize(results []*result) []*cell {
 		c.Baseline = baselineOf(c.Mode)
 		if b := byKey[cellKey{"", c.Baseline, c.Procs}]; b != nil && b.Mean > 0 {
 			c.VsBaseline = c.Mean / b.Mean
+			c.VsSteady = c.Steady / b.Mean
 		}
 	}
 	return cells
@@ -84,6 +90,10 @@ func (c *cell) add(r *result) {
 	}
 	c.Rounds++
 	c.Mean += r.Rate
+	if r.Steady > 0 {
+		c.Steady += r.Steady
+		c.steadyN++
+	}
 	c.Min = min(c.Min, r.Rate)
 	c.Max = max(c.Max, r.Rate)
 	c.Kills += r.Kills
@@ -106,6 +116,9 @@ func (c *cell) add(r *result) {
 func (c *cell) finish() {
 	n := float64(c.Rounds)
 	c.Mean /= n
+	if c.steadyN > 0 {
+		c.Steady /= float64(c.steadyN)
+	}
 	for k := range c.CPU {
 		c.CPU[k] /= n
 	}
@@ -134,6 +147,18 @@ func best(cells []*cell, broker, mode string) *cell {
 	var b *cell
 	for _, c := range cells {
 		if c.Broker == broker && c.Mode == mode && (b == nil || c.Mean > b.Mean) {
+			b = c
+		}
+	}
+	return b
+}
+
+// bestSteady returns the cell of broker and mode with the highest steady
+// rate, or nil.
+func bestSteady(cells []*cell, broker, mode string) *cell {
+	var b *cell
+	for _, c := range cells {
+		if c.Broker == broker && c.Mode == mode && c.Steady > 0 && (b == nil || c.Steady > b.Steady) {
 			b = c
 		}
 	}
@@ -180,6 +205,29 @@ func printCurve(w io.Writer, cells []*cell, o *options) {
 		}
 	}
 	_ = tw.Flush()
+	fmt.Fprintln(w, "\nsteady msgs/s: the inbox modes from all N processes ready to the kill (or the end), × to the baseline at the same N")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, head+"\t")
+	for _, b := range o.brokers {
+		for _, m := range o.modes {
+			if isBaseline(m) {
+				continue
+			}
+			line := b + "/" + m
+			for _, n := range o.procs {
+				line += "\t" + steadyText(find(cells, b, m, n))
+			}
+			fmt.Fprintln(tw, line+"\t")
+		}
+	}
+	_ = tw.Flush()
+}
+
+func steadyText(c *cell) string {
+	if c == nil || c.Steady == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f %.2f×", c.Steady, c.VsSteady)
 }
 
 func rateText(c *cell) string {
@@ -201,7 +249,7 @@ func rateText(c *cell) string {
 func printGoal(w io.Writer, cells []*cell, o *options) {
 	fmt.Fprintln(w, "\nthe best N of each inbox mode against the best N of its baseline (goal: >= 0.80×, 0 doubles)")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "mode\tbest N\tmsgs/s\tbaseline\tits best N\tmsgs/s\t×\tvs db/plainbatch's best\tkills\tredeliveries\tfailed checks\t")
+	fmt.Fprintln(tw, "mode\tbest N\tmsgs/s\tbaseline\tits best N\tmsgs/s\t×\tvs db/plainbatch's best\tsteady: best N\tmsgs/s\t×\tkills\tredeliveries\tfailed checks\t")
 	for _, b := range o.brokers {
 		for _, m := range o.modes {
 			if isBaseline(m) {
@@ -227,6 +275,11 @@ func printGoal(w io.Writer, cells []*cell, o *options) {
 				line += fmt.Sprintf("\t%.2f×", c.Mean/pb.Mean)
 			} else {
 				line += "\t-"
+			}
+			if st := bestSteady(cells, b, m); st != nil && base != nil {
+				line += fmt.Sprintf("\t%d\t%.0f\t%.2f×", st.Procs, st.Steady, st.Steady/base.Mean)
+			} else {
+				line += "\t-\t-\t-"
 			}
 			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t\n", line, kills, redeliv, failed)
 		}

@@ -23,7 +23,9 @@ const (
 	readyTimeout = 30 * time.Second
 	stopGrace    = 45 * time.Second // above Consume's ShutdownTimeout, 30 s
 	pollDB       = 250 * time.Millisecond
-	killAt       = 0.4 // the share of the messages processed when a process is killed
+	// killAt is when a process is killed: once this share of the
+	// messages left when all N processes were ready has committed.
+	killAt = 0.4
 )
 
 // runEnv is what the measurements share: the run's database and the
@@ -155,10 +157,13 @@ type result struct {
 	Messages  int    `json:"messages"`
 	Processed int64  `json:"processed"` // by the end of the timed part
 	// Started is the processes started, replacements included.
-	Started    int      `json:"started"`
-	Kills      int      `json:"kills"`
-	Seconds    float64  `json:"seconds"`
-	Rate       float64  `json:"msgs_per_s"`
+	Started int     `json:"started"`
+	Kills   int     `json:"kills"`
+	Seconds float64 `json:"seconds"`
+	Rate    float64 `json:"msgs_per_s"`
+	// Steady is the inbox modes' msgs/s from all N processes ready to the
+	// kill (or the end): the curve without rebalances; 0 if too short.
+	Steady     float64  `json:"steady_msgs_per_s"`
 	TimedOut   bool     `json:"timed_out,omitempty"`
 	Duplicates int64    `json:"duplicates"` // the inbox's Duplicate outcomes: redeliveries
 	Retries    int64    `json:"retries"`
@@ -176,8 +181,8 @@ func (r *result) name() string {
 }
 
 func (r *result) line(rounds int) string {
-	s := fmt.Sprintf("round %d/%d N=%d %-15s %6d msgs in %6.2f s = %7.1f msgs/s, kills %d, redeliveries %d, retries %d, left %d",
-		r.Round, rounds, r.Procs, r.name(), r.Processed, r.Seconds, r.Rate, r.Kills, r.Duplicates, r.Retries, r.Left)
+	s := fmt.Sprintf("round %d/%d N=%d %-15s %6d msgs in %6.2f s = %7.1f msgs/s (steady %7.1f), kills %d, redeliveries %d, retries %d, left %d",
+		r.Round, rounds, r.Procs, r.name(), r.Processed, r.Seconds, r.Rate, r.Steady, r.Kills, r.Duplicates, r.Retries, r.Left)
 	if r.TimedOut {
 		s += " (timed out)"
 	}
@@ -320,12 +325,13 @@ func (e *runEnv) check(ctx context.Context, r *result, g *group, d dest, pg *led
 
 // running is one measurement's processes while they run.
 type running struct {
-	e     *runEnv
-	r     *result
-	g     *group
-	base  spec
-	n     int
-	start time.Time
+	e      *runEnv
+	r      *result
+	g      *group
+	base   spec
+	n      int
+	start  time.Time
+	steady window
 }
 
 func (m *running) spec(index int) spec {
@@ -401,7 +407,7 @@ func (m *running) inbox(ctx context.Context) error {
 	m.start = first.readyTime()
 	next := 1
 	nextAt := time.Now().Add(o.stagger)
-	return m.wait(ctx, func() error {
+	return m.wait(ctx, func(processed int64) error {
 		if next < m.n && time.Now().After(nextAt) {
 			if _, err := m.startProc(next); err != nil {
 				return err
@@ -409,8 +415,12 @@ func (m *running) inbox(ctx context.Context) error {
 			next++
 			nextAt = time.Now().Add(o.stagger)
 		}
-		if o.kill && m.n >= 2 && m.r.Kills == 0 && next == m.n &&
-			float64(m.g.totals().Processed) >= killAt*float64(o.messages) {
+		if next == m.n && m.steady.from.IsZero() && m.lastReady() {
+			m.steady.from, m.steady.fromCount = time.Now(), processed
+		}
+		if o.kill && m.n >= 2 && m.r.Kills == 0 && !m.steady.from.IsZero() &&
+			float64(processed-m.steady.fromCount) >= killAt*float64(int64(o.messages)-m.steady.fromCount) {
+			m.steady.to, m.steady.toCount = time.Now(), processed
 			m.g.all()[0].kill()
 			m.r.Kills++
 			if _, err := m.startProc(m.n); err != nil {
@@ -421,10 +431,38 @@ func (m *running) inbox(ctx context.Context) error {
 	})
 }
 
+// lastReady reports whether the last process started is ready.
+func (m *running) lastReady() bool {
+	ps := m.g.all()
+	select {
+	case <-ps[len(ps)-1].ready:
+		return true
+	default:
+		return false
+	}
+}
+
+// window is the steady part of an inbox mode's run: from all N processes
+// ready to the kill, or to the end without one.
+type window struct {
+	from, to           time.Time
+	fromCount, toCount int64
+}
+
+// rate is the window's msgs/s; 0 when it is too short to tell (under a
+// tenth of the messages).
+func (w window) rate(messages int) float64 {
+	n, d := w.toCount-w.fromCount, w.to.Sub(w.from).Seconds()
+	if w.from.IsZero() || w.to.IsZero() || d <= 0 || n*10 < int64(messages) {
+		return 0
+	}
+	return float64(n) / d
+}
+
 // wait polls the processes' reports (and the ledger, which a killed
 // process's unreported commits reach only) until every message
 // committed, calling step on each poll; it sets the result's timing.
-func (m *running) wait(ctx context.Context, step func() error) error {
+func (m *running) wait(ctx context.Context, step func(processed int64) error) error {
 	o := m.e.o
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
@@ -436,6 +474,14 @@ func (m *running) wait(ctx context.Context, step func() error) error {
 		m.r.Processed = min(processed, int64(o.messages))
 		if m.r.Seconds > 0 {
 			m.r.Rate = float64(m.r.Processed) / m.r.Seconds
+		}
+		if m.steady.to.IsZero() {
+			m.steady.to, m.steady.toCount = time.Now(), m.r.Processed
+		}
+		if isBaseline(m.r.Mode) {
+			m.r.Steady = m.r.Rate
+		} else {
+			m.r.Steady = m.steady.rate(o.messages)
 		}
 	}
 	for {
@@ -452,7 +498,7 @@ func (m *running) wait(ctx context.Context, step func() error) error {
 			return nil
 		}
 		if step != nil {
-			if err := step(); err != nil {
+			if err := step(processed); err != nil {
 				return err
 			}
 		}
