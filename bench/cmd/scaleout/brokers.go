@@ -181,7 +181,7 @@ func (d *natsDest) publish(ctx context.Context, w *ledger.Workload) error {
 func (d *natsDest) fill(s *spec) {
 	s.NATS = d.c.o.natsURL
 	s.Stream = d.stream
-	s.MaxAckPending = max(1000, (d.c.o.maxProcs()+1)*d.c.o.prefetch)
+	s.MaxAckPending = max(1000, (d.c.o.maxProcs()+1)*d.c.o.prefetchFor("batch"))
 }
 
 // left is the durable's NumPending (not yet delivered) plus NumAckPending

@@ -176,6 +176,9 @@ func runChild(ctx context.Context, s *spec, out *os.File) error {
 		err2 = runInbox(ctx, s, pool, r, logger)
 	}
 	r.line("exit")
+	if ctx.Err() != nil {
+		return nil // stopped, perhaps while it started: the run is over
+	}
 	return err2
 }
 

@@ -30,13 +30,19 @@
 // process, a cluster with one topic of -partitions partitions per
 // measurement, one consumer group) and NATS JetStream (a file stream per
 // measurement, one durable pull consumer that all processes share as
-// competing consumers). They run under rebalances: the processes start
+// competing consumers; PullBatch as docs/brokers.md advises: -workers ×
+// -batch for batch, 2 × -workers for consume and queued, or -prefetch). They run under rebalances: the processes start
 // -stagger apart (each join a group rebalance on Kafka), and when N >= 2
 // the first process is SIGKILLed once all have started and 40% of the
 // messages committed, and a replacement starts at once. A killed
 // process's Kafka partitions move after a session timeout of 1 s; its
 // NATS deliveries return after an AckWait of 2 s. The rate is over the
 // whole run: from the first process ready to the last message committed.
+// The steady rate, printed beside it, is from all N processes ready to
+// the kill (to the end at N = 1): what N processes sustain between
+// rebalances. The recovery from a kill costs a fixed second or two, so
+// the whole run's rate at N >= 2 depends on -messages; the steady one
+// does not.
 //
 // After each measurement every process is stopped with SIGTERM, and the
 // checks run: a ledger row per message and no message ID twice (0
@@ -65,13 +71,19 @@
 // measurement and the table's cells; -child-cpuprofile DIR writes each
 // consumer process's CPU profile.
 //
-// The full run, from the repository's bench folder, takes about 12
-// minutes on a quiet 2-core machine:
+// The full run, from the repository's bench folder:
 //
 //	go run ./cmd/scaleout -json scaleout.json
 //
 // which is -brokers kafka,nats -procs 1,2,4,8 -workers 4 -batch 50
-// -messages 10000 -rounds 2. The smoke test (main_test.go) runs every
-// mode at N = 1 and 2 with 400 messages, in about 35 s (60 s under
-// -race).
+// -messages 10000 -rounds 2: 72 measurements, about 12 minutes on a
+// quiet 2-core machine (one round, -rounds 1, took 6 min on 2026-12-02
+// while other tests loaded the machine). Add -rows 16 for hot rows, where
+// the curve bends on row locks; -child-cpuprofile DIR to profile.
+//
+// The smoke test (main_test.go) runs every mode on both brokers at N = 1
+// and 2 with 400 messages, 2 workers, batches of 20 and 8 partitions,
+// and requires every check to pass, a kill and a replacement at N = 2,
+// and CPU, wait events and commits sampled: about 35 s alone, 60 to 90 s
+// under -race on a loaded machine. INBOX_SCALEOUT_MESSAGES=N sizes it.
 package main

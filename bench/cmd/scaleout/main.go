@@ -64,6 +64,20 @@ type options struct {
 	childStderr io.Writer
 }
 
+// prefetchFor is mode's NATS PullBatch: -prefetch, else as docs/brokers.md
+// advises, Workers × BatchSize for batches and near Workers otherwise.
+// Prefetched messages wait in the client with their AckWait running: a
+// larger one makes redeliveries when N processes share the durable.
+func (o *options) prefetchFor(mode string) int {
+	switch {
+	case o.prefetch > 0:
+		return o.prefetch
+	case mode == "batch":
+		return o.workers * o.batch
+	}
+	return 2 * o.workers
+}
+
 // maxProcs is the largest N.
 func (o *options) maxProcs() int { return slices.Max(o.procs) }
 
@@ -84,7 +98,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.messages, "messages", 10000, "messages per measurement")
 	fs.IntVar(&o.workers, "workers", 4, "workers of each process")
 	fs.IntVar(&o.batch, "batch", 50, "BatchSize of batch; messages per transaction of plaineach and plainbatch")
-	fs.IntVar(&o.prefetch, "prefetch", 200, "NATS PullBatch of each process")
+	fs.IntVar(&o.prefetch, "prefetch", 0, "NATS PullBatch of each process; 0: -workers × -batch for batch, 2 × -workers otherwise")
 	fs.IntVar(&o.partitions, "partitions", 32, "partitions of the Kafka topic")
 	fs.IntVar(&o.rows, "rows", 0, "hot account rows; 0: one row per message")
 	fs.IntVar(&o.rounds, "rounds", 2, "measurements of each mode and N, interleaved")
@@ -120,7 +134,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		}
 		o.procs = append(o.procs, n)
 	}
-	if o.messages < 1 || o.workers < 1 || o.batch < 1 || o.prefetch < 1 || o.partitions < 1 || o.rounds < 1 ||
+	if o.messages < 1 || o.workers < 1 || o.batch < 1 || o.prefetch < 0 || o.partitions < 1 || o.rounds < 1 ||
 		o.rows < 0 || o.maxTime <= 0 {
 		return nil, errors.New("-messages, -workers, -batch, -prefetch, -partitions, -rounds and -max-seconds must be positive")
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -193,6 +194,9 @@ func (g *group) stopAll(grace time.Duration) []string {
 			if err == nil && !p.killed {
 				err = p.exitErr()
 			}
+			if p.readyTime().IsZero() && isSignal(err, syscall.SIGTERM) {
+				err = nil // stopped as it started, before its handler was set
+			}
 			if err != nil {
 				mu.Lock()
 				problems = append(problems, fmt.Sprintf("process %d: %v", p.index, err))
@@ -214,4 +218,14 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// isSignal reports whether err is an exit by sig.
+func isSignal(err error, sig syscall.Signal) bool {
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return false
+	}
+	ws, ok := ee.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == sig
 }

@@ -209,7 +209,7 @@ func (e *runEnv) measure(ctx context.Context, brokerName, mode string, n, round 
 	}
 	defer func() { _, _ = e.pool.Exec(context.WithoutCancel(ctx), "DROP SCHEMA "+pg.Schema+" CASCADE") }()
 	base := spec{Mode: mode, Broker: brokerName, DB: e.childURL(), Schema: pg.Schema, Workers: o.workers,
-		Batch: o.batch, Prefetch: o.prefetch, Verbose: o.verbose}
+		Batch: o.batch, Prefetch: o.prefetchFor(mode), Verbose: o.verbose}
 	var d dest
 	if brokerName != "" {
 		var err error
@@ -239,6 +239,9 @@ func (e *runEnv) measure(ctx context.Context, brokerName, mode string, n, round 
 	if err != nil {
 		r.fail("%v", err)
 	}
+	if d != nil && err == nil && !r.TimedOut {
+		drain(ctx, d)
+	}
 	r.Problems = append(r.Problems, g.stopAll(stopGrace)...)
 	e.waitBackends(ctx)
 	if stats1, err := readPGStats(ctx, e.stats, e.dbName); err == nil {
@@ -246,6 +249,24 @@ func (e *runEnv) measure(ctx context.Context, brokerName, mode string, n, round 
 	}
 	e.check(ctx, r, g, d, pg, w)
 	return r
+}
+
+// drainTimeout bounds drain: a few AckWaits and Kafka commit intervals.
+const drainTimeout = 5 * natsAckWait
+
+// drain waits, once every message committed, until the broker holds
+// none unacked. A killed process's last deliveries committed but were
+// not acked: they come back after the AckWait or the rebalance, and the
+// live processes ack them as duplicates. The check for messages left
+// after the stop then finds none unless one was lost.
+func drain(ctx context.Context, d dest) {
+	deadline := time.Now().Add(drainTimeout)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		if n, err := d.left(ctx); err == nil && n == 0 {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // prepare creates the measurement's tables and the inbox's.

@@ -60,6 +60,7 @@ func startSampler(conn *pgx.Conn, pids func() []int, natsPID int) *sampler {
 	s := &sampler{conn: conn, pids: pids, natsID: natsPID, stopc: make(chan struct{}), waits: map[string]int{},
 		cpu: newCPUTracker(), start: time.Now()}
 	s.cpuTick(true)
+	s.sampleWaits() // one at least, however short the measurement
 	s.wg.Go(s.loopWaits)
 	s.wg.Go(s.loopCPU)
 	return s
