@@ -204,7 +204,7 @@ func runMain(o *options) int {
 			fmt.Fprintln(os.Stderr, "scaleout:", err)
 		}
 	}
-	failed := printFailures(os.Stdout, results)
+	failed := printFailures(os.Stdout, results, o.rounds)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "scaleout:", err)
 		return 1

@@ -389,7 +389,7 @@ func topWaits(waits map[string]float64, n int) string {
 }
 
 // printFailures prints every failed check; it reports whether any did.
-func printFailures(w io.Writer, results []*result) bool {
+func printFailures(w io.Writer, results []*result, rounds int) bool {
 	failed := false
 	for _, r := range results {
 		if len(r.Problems) > 0 || r.TimedOut {
@@ -397,7 +397,7 @@ func printFailures(w io.Writer, results []*result) bool {
 				fmt.Fprintln(w, "\nFAILED:")
 			}
 			failed = true
-			fmt.Fprintln(w, "  "+r.line(0))
+			fmt.Fprintln(w, "  "+r.line(rounds))
 		}
 	}
 	return failed
