@@ -15,12 +15,18 @@ require (
 )
 
 require (
+	github.com/pierrec/lz4/v4 v4.1.33 // indirect
+	github.com/twmb/franz-go/pkg/kmsg v1.15.1 // indirect
+)
+
+require (
 	filippo.io/edwards25519 v1.2.0 // indirect
 	github.com/cenkalti/backoff/v3 v3.2.2 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/hashicorp/errwrap v1.1.0 // indirect
 	github.com/hashicorp/go-multierror v1.1.1 // indirect
+	github.com/inboxkit/inbox/broker/kafka v0.0.0-00010101000000-000000000000
 	github.com/inboxkit/inbox/broker/natsjs v0.0.0-00010101000000-000000000000
 	github.com/inboxkit/inbox/broker/rabbitmq v0.0.0-00010101000000-000000000000
 	github.com/jackc/pgpassfile v1.0.0 // indirect
@@ -33,6 +39,9 @@ require (
 	github.com/oklog/ulid v1.3.1 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
 	github.com/sony/gobreaker v1.0.0 // indirect
+	github.com/twmb/franz-go v1.22.3
+	github.com/twmb/franz-go/pkg/kadm v1.18.0
+	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
@@ -42,3 +51,5 @@ require (
 replace github.com/inboxkit/inbox/broker/natsjs => ../broker/natsjs
 
 replace github.com/inboxkit/inbox/broker/rabbitmq => ../broker/rabbitmq
+
+replace github.com/inboxkit/inbox/broker/kafka => ../broker/kafka

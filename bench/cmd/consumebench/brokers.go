@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/inboxkit/inbox/bench/internal/ledger"
 	"github.com/inboxkit/inbox/broker"
 	"github.com/inboxkit/inbox/broker/natsjs"
 	"github.com/inboxkit/inbox/broker/rabbitmq"
@@ -31,7 +32,7 @@ type brokerKind interface {
 // queue is one measurement's queue or stream.
 type queue interface {
 	// publish publishes w's messages, all of them confirmed on return.
-	publish(ctx context.Context, w *workload) error
+	publish(ctx context.Context, w *ledger.Workload) error
 	// source opens a consumer on the queue, with -prefetch.
 	source(ctx context.Context) (broker.Source, error)
 	// left counts the messages neither acked nor dead: ready, unacked,
@@ -44,7 +45,7 @@ type queue interface {
 // takes seconds rather than a confirm round trip per message.
 const publishers = 16
 
-func publishAll(ctx context.Context, w *workload, pub func(ctx context.Context, i int) error) error {
+func publishAll(ctx context.Context, w *ledger.Workload, pub func(ctx context.Context, i int) error) error {
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	errs := make([]error, publishers)
@@ -52,7 +53,7 @@ func publishAll(ctx context.Context, w *workload, pub func(ctx context.Context, 
 		wg.Go(func() {
 			for {
 				i := int(next.Add(1) - 1)
-				if i >= len(w.ids) || ctx.Err() != nil {
+				if i >= len(w.IDs) || ctx.Err() != nil {
 					return
 				}
 				if err := pub(ctx, i); err != nil {
@@ -100,7 +101,7 @@ func (k *rabbitKind) close() {
 }
 
 func (k *rabbitKind) newQueue(ctx context.Context) (queue, error) {
-	name := randomName("consumebench")
+	name := ledger.RandomName("consumebench")
 	cfg := rabbitmq.Config{URL: k.o.amqpURL, Queue: name, QueueType: rabbitmq.Quorum, Prefetch: k.o.prefetch,
 		ConnectionName: "consumebench " + name, Logger: k.o.logger}
 	if err := rabbitmq.Declare(ctx, &cfg); err != nil {
@@ -114,10 +115,10 @@ type rabbitQueue struct {
 	cfg rabbitmq.Config
 }
 
-func (q *rabbitQueue) publish(ctx context.Context, w *workload) error {
+func (q *rabbitQueue) publish(ctx context.Context, w *ledger.Workload) error {
 	return publishAll(ctx, w, func(ctx context.Context, i int) error {
-		return q.k.pub.Publish(ctx, &broker.Message{ID: w.ids[i], Subject: q.cfg.Queue, Payload: w.payload(i),
-			Headers: map[string]string{watermillUUIDHeader: w.ids[i]}})
+		return q.k.pub.Publish(ctx, &broker.Message{ID: w.IDs[i], Subject: q.cfg.Queue, Payload: w.Payload(i),
+			Headers: map[string]string{watermillUUIDHeader: w.IDs[i]}})
 	})
 }
 
@@ -222,7 +223,7 @@ func (k *natsKind) close()       { k.nc.Close() }
 const durable = "consumebench"
 
 func (k *natsKind) newQueue(ctx context.Context) (queue, error) {
-	name := randomName("CONSUMEBENCH")
+	name := ledger.RandomName("CONSUMEBENCH")
 	subject := name + ".msgs"
 	if _, err := k.js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{subject},
 		Storage: jetstream.FileStorage}); err != nil {
@@ -237,9 +238,9 @@ type natsQueue struct {
 	subject string
 }
 
-func (q *natsQueue) publish(ctx context.Context, w *workload) error {
+func (q *natsQueue) publish(ctx context.Context, w *ledger.Workload) error {
 	return publishAll(ctx, w, func(ctx context.Context, i int) error {
-		return q.k.pub.Publish(ctx, &broker.Message{ID: w.ids[i], Subject: q.subject, Payload: w.payload(i)})
+		return q.k.pub.Publish(ctx, &broker.Message{ID: w.IDs[i], Subject: q.subject, Payload: w.Payload(i)})
 	})
 }
 

@@ -114,6 +114,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/inboxkit/inbox/bench/internal/ledger"
 )
 
 // options are the command's flags.
@@ -364,7 +366,7 @@ func measure(ctx context.Context, o *options, b brokerKind, s storeKind, rows in
 	if mode == "watermill" && (b.name() != "rabbitmq" || s.name() != "postgres") {
 		return nil
 	}
-	w := newWorkload(o.messages, rows)
+	w := ledger.Fresh(o.messages, rows)
 	q, err := b.newQueue(ctx)
 	if err != nil {
 		return fail("queue: %v", err)
@@ -475,7 +477,7 @@ func measure(ctx context.Context, o *options, b brokerKind, s storeKind, rows in
 	if err != nil {
 		return fail("reading the tables: %v", err)
 	}
-	r.Problems = append(r.Problems, st.problems(w, processed, !r.TimedOut)...)
+	r.Problems = append(r.Problems, st.Problems(w, processed, !r.TimedOut)...)
 	if c := e.outcomes(); c != nil {
 		r.Retries = c.Retries.Load()
 		r.Duplicates = c.Duplicates.Load()

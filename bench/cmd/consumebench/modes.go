@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/inboxkit/inbox"
+	"github.com/inboxkit/inbox/bench/internal/ledger"
 	"github.com/inboxkit/inbox/broker"
 	"github.com/inboxkit/inbox/store"
 )
@@ -158,13 +159,13 @@ type modes[TTx any] struct {
 	// inTx runs fn in a transaction of its own: BEGIN, fn, COMMIT.
 	inTx func(ctx context.Context, fn func(tx TTx) error) error
 	// record inserts e's ledger row and adds its amount to its account.
-	record func(ctx context.Context, tx TTx, e entry) error
+	record func(ctx context.Context, tx TTx, e ledger.Entry) error
 	// recordBatch inserts the ledger rows in one statement, then adds the
 	// amounts to the accounts in the order of their ids.
-	recordBatch func(ctx context.Context, tx TTx, es []entry) error
+	recordBatch func(ctx context.Context, tx TTx, es []ledger.Entry) error
 	// queue queues the statements of record, for inbox.ConsumeQueued; nil
 	// where the store cannot run queued statements.
-	queue func(q *inbox.Queue, e entry)
+	queue func(q *inbox.Queue, e ledger.Entry)
 	// watermill is the Watermill mode; nil where there is none.
 	watermill runFunc
 }
@@ -175,16 +176,16 @@ func (m *modes[TTx]) outcomes() *inbox.Counts { return m.counts }
 
 func (m *modes[TTx]) runner(mode string) (runFunc, error) {
 	handler := func(ctx context.Context, tx TTx, msg *inbox.Message) error {
-		e, err := parseEntry(msg.ID, msg.Payload)
+		e, err := ledger.ParseEntry(msg.ID, msg.Payload)
 		if err != nil {
 			return inbox.Permanent(err)
 		}
 		return m.record(ctx, tx, e)
 	}
 	batchHandler := func(ctx context.Context, tx TTx, msgs []*inbox.Message) error {
-		es := make([]entry, len(msgs))
+		es := make([]ledger.Entry, len(msgs))
 		for i, msg := range msgs {
-			e, err := parseEntry(msg.ID, msg.Payload)
+			e, err := ledger.ParseEntry(msg.ID, msg.Payload)
 			if err != nil {
 				return inbox.Permanent(err)
 			}
@@ -208,7 +209,7 @@ func (m *modes[TTx]) runner(mode string) (runFunc, error) {
 			return nil, errNoMode
 		}
 		queued := func(ctx context.Context, q *inbox.Queue, msg *inbox.Message) error {
-			e, err := parseEntry(msg.ID, msg.Payload)
+			e, err := ledger.ParseEntry(msg.ID, msg.Payload)
 			if err != nil {
 				return inbox.Permanent(err)
 			}
@@ -255,7 +256,7 @@ func (m *modes[TTx]) plain(ctx context.Context, q queue, p *progress) error {
 	p.begin()
 	return workers(ctx, m.o.workers, src, func(ctx context.Context, d broker.Delivery) {
 		msg := d.Message()
-		e, err := parseEntry(msg.ID, msg.Payload)
+		e, err := ledger.ParseEntry(msg.ID, msg.Payload)
 		if err == nil {
 			err = m.inTx(ctx, func(tx TTx) error { return m.record(ctx, tx, e) })
 		}
@@ -274,7 +275,7 @@ func (m *modes[TTx]) plain(ctx context.Context, q queue, p *progress) error {
 // transaction, then acks them all at once; a failure nacks them for an
 // immediate redelivery. With recordBatch it is plainbatch, consumebatch's
 // own limit; with recordEach plaineach, batch's.
-func (m *modes[TTx]) plainBatches(write func(ctx context.Context, tx TTx, es []entry) error) runFunc {
+func (m *modes[TTx]) plainBatches(write func(ctx context.Context, tx TTx, es []ledger.Entry) error) runFunc {
 	return func(ctx context.Context, q queue, p *progress) error {
 		m.counts = nil
 		src, err := q.source(ctx)
@@ -292,7 +293,7 @@ func (m *modes[TTx]) plainBatches(write func(ctx context.Context, tx TTx, es []e
 // recordEach runs record for each entry in turn, as Consume with a
 // BatchSize runs its per-message handler in the batch's transaction: two
 // statements a message, one round trip each.
-func (m *modes[TTx]) recordEach(ctx context.Context, tx TTx, es []entry) error {
+func (m *modes[TTx]) recordEach(ctx context.Context, tx TTx, es []ledger.Entry) error {
 	for _, e := range es {
 		if err := m.record(ctx, tx, e); err != nil {
 			return err
@@ -303,11 +304,11 @@ func (m *modes[TTx]) recordEach(ctx context.Context, tx TTx, es []entry) error {
 
 // settleBatch writes ds with write in one transaction and acks them, or
 // nacks them all when the transaction fails.
-func (m *modes[TTx]) settleBatch(ctx context.Context, ds []broker.Delivery, p *progress, write func(ctx context.Context, tx TTx, es []entry) error) {
-	es := make([]entry, len(ds))
+func (m *modes[TTx]) settleBatch(ctx context.Context, ds []broker.Delivery, p *progress, write func(ctx context.Context, tx TTx, es []ledger.Entry) error) {
+	es := make([]ledger.Entry, len(ds))
 	var err error
 	for i, d := range ds {
-		if es[i], err = parseEntry(d.Message().ID, d.Message().Payload); err != nil {
+		if es[i], err = ledger.ParseEntry(d.Message().ID, d.Message().Payload); err != nil {
 			break // the workload makes none: the checks will tell
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/inboxkit/inbox"
+	"github.com/inboxkit/inbox/bench/internal/ledger"
 	"github.com/inboxkit/inbox/store"
 	"github.com/inboxkit/inbox/store/pgxstore"
 	"github.com/inboxkit/inbox/store/sqlstore"
@@ -24,9 +25,9 @@ import (
 // server.
 type storeKind interface {
 	name() string
-	// prepare creates the ledger, the accounts (w.numAccounts rows, at
+	// prepare creates the ledger, the accounts (w.NumAccounts rows, at
 	// 0) and the inbox's tables, in a schema (database) of their own.
-	prepare(ctx context.Context, w *workload) (env, error)
+	prepare(ctx context.Context, w *ledger.Workload) (env, error)
 	// deadlocks reads the server's deadlock counter.
 	deadlocks(ctx context.Context) (int64, error)
 	close()
@@ -38,59 +39,12 @@ type env interface {
 	// outcomes are the last inbox mode's outcomes, nil after another mode.
 	outcomes() *inbox.Counts
 	// state reads the ledger and the accounts.
-	state(ctx context.Context) (*ledgerState, error)
+	state(ctx context.Context) (*ledger.State, error)
 	// drop closes the pool and drops the tables.
 	drop(ctx context.Context)
 	// traffic is what was sent to the database so far; false where it is
 	// not counted (MariaDB).
 	traffic() (traffic, bool)
-}
-
-// ledgerState is what the checks read of the tables.
-type ledgerState struct {
-	rows, distinct int64
-	sums           map[int64]int64 // the ledger's amounts by account
-	balances       map[int64]int64 // the accounts' non-zero balances
-}
-
-// problems compares the tables with what was processed: a ledger row per
-// processed message, no ID twice, each balance the sum of its ledger
-// rows, and, when the measurement completed, every message once.
-func (s *ledgerState) problems(w *workload, processed int64, complete bool) []string {
-	var ps []string
-	if s.rows != processed {
-		ps = append(ps, fmt.Sprintf("the ledger has %d rows, the consumer processed %d messages", s.rows, processed))
-	}
-	if complete && s.rows != int64(len(w.ids)) {
-		ps = append(ps, fmt.Sprintf("the ledger has %d rows, want %d", s.rows, len(w.ids)))
-	}
-	if s.distinct != s.rows {
-		ps = append(ps, fmt.Sprintf("the ledger has %d rows but %d distinct IDs: messages processed twice", s.rows, s.distinct))
-	}
-	var ledger, balances int64
-	wrong := 0
-	for a, sum := range s.sums {
-		ledger += sum
-		if s.balances[a] != sum {
-			wrong++
-		}
-	}
-	for a, b := range s.balances {
-		balances += b
-		if _, ok := s.sums[a]; !ok {
-			wrong++
-		}
-	}
-	if wrong > 0 {
-		ps = append(ps, fmt.Sprintf("%d accounts' balances differ from their ledger rows' sums", wrong))
-	}
-	if balances != ledger {
-		ps = append(ps, fmt.Sprintf("the balances sum to %d, the ledger's amounts to %d", balances, ledger))
-	}
-	if complete && balances != w.total {
-		ps = append(ps, fmt.Sprintf("the balances sum to %d, the messages' amounts to %d", balances, w.total))
-	}
-	return ps
 }
 
 // pgKind runs on a PostgreSQL database of its own, created for the run
@@ -112,7 +66,7 @@ func openPostgres(ctx context.Context, o *options) (*pgKind, error) {
 		return nil, fmt.Errorf("%w: PostgreSQL at %s: %w", errUnavailable, o.pgURL, err)
 	}
 	defer base.Close(ctx)
-	k := &pgKind{o: o, dbName: randomName("consumebench"), baseURL: o.pgURL}
+	k := &pgKind{o: o, dbName: ledger.RandomName("consumebench"), baseURL: o.pgURL}
 	if _, err := base.Exec(ctx, "CREATE DATABASE "+k.dbName); err != nil {
 		return nil, fmt.Errorf("postgres: create database: %w", err)
 	}
@@ -170,7 +124,7 @@ func (k *pgKind) deadlocks(ctx context.Context) (int64, error) {
 	return n, err
 }
 
-func (k *pgKind) prepare(ctx context.Context, w *workload) (env, error) {
+func (k *pgKind) prepare(ctx context.Context, w *ledger.Workload) (env, error) {
 	cfg, err := pgxpool.ParseConfig(k.dbURL)
 	if err != nil {
 		return nil, err
@@ -182,14 +136,10 @@ func (k *pgKind) prepare(ctx context.Context, w *workload) (env, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &pgEnv{pool: pool, schema: randomName("m"), trips: trips}
-	s := e.schema
-	ddl := "CREATE SCHEMA " + s + ";" +
-		"CREATE TABLE " + s + ".ledger (msg_id text NOT NULL, account bigint NOT NULL, amount bigint NOT NULL);" +
-		"CREATE TABLE " + s + ".accounts (id bigint PRIMARY KEY, balance bigint NOT NULL);" +
-		"CREATE TABLE " + s + ".wm_dedup (key text PRIMARY KEY, expires_at timestamptz NOT NULL);" +
-		"INSERT INTO " + s + ".accounts SELECT g, 0 FROM generate_series(0, " + strconv.Itoa(w.numAccounts-1) + ") g;" +
-		"ANALYZE " + s + ".accounts"
+	pg := ledger.NewPG(ledger.RandomName("m"))
+	e := &pgEnv{pool: pool, pg: pg, trips: trips}
+	s := pg.Schema
+	ddl := pg.DDL(w.NumAccounts) + ";CREATE TABLE " + s + ".wm_dedup (key text PRIMARY KEY, expires_at timestamptz NOT NULL)"
 	if _, err := pool.Exec(ctx, ddl); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: create tables: %w", err)
@@ -203,79 +153,30 @@ func (k *pgKind) prepare(ctx context.Context, w *workload) (env, error) {
 		e.drop(ctx)
 		return nil, fmt.Errorf("postgres: migrate: %w", err)
 	}
-	insert := "INSERT INTO " + s + ".ledger (msg_id, account, amount) VALUES ($1, $2, $3)"
-	add := "UPDATE " + s + ".accounts SET balance = balance + $2 WHERE id = $1"
-	insertMany := "INSERT INTO " + s + ".ledger (msg_id, account, amount) SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[])"
-	record := func(ctx context.Context, tx pgx.Tx, en entry) error {
-		if _, err := tx.Exec(ctx, insert, en.id, en.account, en.amount); err != nil {
-			return err
-		}
-		_, err := tx.Exec(ctx, add, en.account, en.amount)
-		return err
-	}
 	e.modes = &modes[pgx.Tx]{o: k.o, driver: d,
-		inTx:   func(ctx context.Context, fn func(pgx.Tx) error) error { return pgx.BeginFunc(ctx, pool, fn) },
-		record: record,
-		recordBatch: func(ctx context.Context, tx pgx.Tx, es []entry) error {
-			ids, accounts, amounts := make([]string, len(es)), make([]int64, len(es)), make([]int64, len(es))
-			for i, en := range es {
-				ids[i], accounts[i], amounts[i] = en.id, en.account, en.amount
-			}
-			if _, err := tx.Exec(ctx, insertMany, ids, accounts, amounts); err != nil {
-				return err
-			}
-			// One round trip; pgx runs the batch's statements in order.
-			var b pgx.Batch
-			for _, c := range credits(es) {
-				b.Queue(add, c.account, c.amount)
-			}
-			return tx.SendBatch(ctx, &b).Close()
-		},
-		queue: func(q *inbox.Queue, en entry) {
-			q.Add(insert, en.id, en.account, en.amount)
-			q.Add(add, en.account, en.amount)
-		},
-		watermill: watermillMode(k.o, pool, s, record),
+		inTx:        func(ctx context.Context, fn func(pgx.Tx) error) error { return pgx.BeginFunc(ctx, pool, fn) },
+		record:      pg.Record,
+		recordBatch: pg.RecordBatch,
+		queue:       pg.Queue,
+		watermill:   watermillMode(k.o, pool, s, pg.Record),
 	}
 	return e, nil
 }
 
 type pgEnv struct {
 	*modes[pgx.Tx]
-	pool   *pgxpool.Pool
-	schema string
-	trips  *tripCounter
+	pool  *pgxpool.Pool
+	pg    *ledger.PG
+	trips *tripCounter
 }
 
 func (e *pgEnv) traffic() (traffic, bool) { return e.trips.traffic(), true }
 
-func (e *pgEnv) state(ctx context.Context) (*ledgerState, error) {
-	s := &ledgerState{sums: map[int64]int64{}, balances: map[int64]int64{}}
-	if err := e.pool.QueryRow(ctx, "SELECT count(*), count(DISTINCT msg_id) FROM "+e.schema+".ledger").Scan(&s.rows, &s.distinct); err != nil {
-		return nil, err
-	}
-	if err := pgPairs(ctx, e.pool, "SELECT account, sum(amount)::bigint FROM "+e.schema+".ledger GROUP BY account", s.sums); err != nil {
-		return nil, err
-	}
-	if err := pgPairs(ctx, e.pool, "SELECT id, balance FROM "+e.schema+".accounts WHERE balance <> 0", s.balances); err != nil {
-		return nil, err
-	}
-	return s, nil
-}
-
-func pgPairs(ctx context.Context, pool *pgxpool.Pool, q string, into map[int64]int64) error {
-	rows, err := pool.Query(ctx, q)
-	if err != nil {
-		return err
-	}
-	var k, v int64
-	_, err = pgx.ForEachRow(rows, []any{&k, &v}, func() error { into[k] = v; return nil })
-	return err
-}
+func (e *pgEnv) state(ctx context.Context) (*ledger.State, error) { return e.pg.ReadState(ctx, e.pool) }
 
 func (e *pgEnv) drop(ctx context.Context) {
-	if _, err := e.pool.Exec(ctx, "DROP SCHEMA "+e.schema+" CASCADE"); err != nil {
-		e.modes.o.logger.Warn("postgres: drop schema", "schema", e.schema, "error", err)
+	if _, err := e.pool.Exec(ctx, "DROP SCHEMA "+e.pg.Schema+" CASCADE"); err != nil {
+		e.modes.o.logger.Warn("postgres: drop schema", "schema", e.pg.Schema, "error", err)
 	}
 	e.pool.Close()
 }
@@ -317,8 +218,8 @@ func (k *mariaKind) deadlocks(ctx context.Context) (int64, error) {
 	return n, err
 }
 
-func (k *mariaKind) prepare(ctx context.Context, w *workload) (env, error) {
-	name := randomName("consumebench")
+func (k *mariaKind) prepare(ctx context.Context, w *ledger.Workload) (env, error) {
+	name := ledger.RandomName("consumebench")
 	if _, err := k.admin.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
 		return nil, fmt.Errorf("mariadb: create database: %w", err)
 	}
@@ -343,10 +244,10 @@ func (k *mariaKind) prepare(ctx context.Context, w *workload) (env, error) {
 			return nil, fmt.Errorf("mariadb: create tables: %w", err)
 		}
 	}
-	for from := 0; from < w.numAccounts; from += 1000 {
+	for from := 0; from < w.NumAccounts; from += 1000 {
 		var sb strings.Builder
 		sb.WriteString("INSERT INTO accounts (id, balance) VALUES ")
-		for i := from; i < min(from+1000, w.numAccounts); i++ {
+		for i := from; i < min(from+1000, w.NumAccounts); i++ {
 			if i > from {
 				sb.WriteByte(',')
 			}
@@ -382,14 +283,14 @@ func (k *mariaKind) prepare(ctx context.Context, w *workload) (env, error) {
 			}
 			return tx.Commit()
 		},
-		record: func(ctx context.Context, tx *sql.Tx, en entry) error {
-			if _, err := tx.ExecContext(ctx, insert, en.id, en.account, en.amount); err != nil {
+		record: func(ctx context.Context, tx *sql.Tx, en ledger.Entry) error {
+			if _, err := tx.ExecContext(ctx, insert, en.ID, en.Account, en.Amount); err != nil {
 				return err
 			}
-			_, err := tx.ExecContext(ctx, add, en.amount, en.account)
+			_, err := tx.ExecContext(ctx, add, en.Amount, en.Account)
 			return err
 		},
-		recordBatch: func(ctx context.Context, tx *sql.Tx, es []entry) error {
+		recordBatch: func(ctx context.Context, tx *sql.Tx, es []ledger.Entry) error {
 			var sb strings.Builder
 			sb.WriteString("INSERT INTO ledger (msg_id, account, amount) VALUES ")
 			args := make([]any, 0, 3*len(es))
@@ -398,13 +299,13 @@ func (k *mariaKind) prepare(ctx context.Context, w *workload) (env, error) {
 					sb.WriteByte(',')
 				}
 				sb.WriteString("(?, ?, ?)")
-				args = append(args, en.id, en.account, en.amount)
+				args = append(args, en.ID, en.Account, en.Amount)
 			}
 			if _, err := tx.ExecContext(ctx, sb.String(), args...); err != nil {
 				return err
 			}
-			for _, c := range credits(es) {
-				if _, err := tx.ExecContext(ctx, add, c.amount, c.account); err != nil {
+			for _, c := range ledger.Credits(es) {
+				if _, err := tx.ExecContext(ctx, add, c.Amount, c.Account); err != nil {
 					return err
 				}
 			}
@@ -423,15 +324,15 @@ type mariaEnv struct {
 
 func (e *mariaEnv) traffic() (traffic, bool) { return traffic{}, false }
 
-func (e *mariaEnv) state(ctx context.Context) (*ledgerState, error) {
-	s := &ledgerState{sums: map[int64]int64{}, balances: map[int64]int64{}}
-	if err := e.db.QueryRowContext(ctx, "SELECT COUNT(*), COUNT(DISTINCT msg_id) FROM ledger").Scan(&s.rows, &s.distinct); err != nil {
+func (e *mariaEnv) state(ctx context.Context) (*ledger.State, error) {
+	s := ledger.NewState()
+	if err := e.db.QueryRowContext(ctx, "SELECT COUNT(*), COUNT(DISTINCT msg_id) FROM ledger").Scan(&s.Rows, &s.Distinct); err != nil {
 		return nil, err
 	}
-	if err := sqlPairs(ctx, e.db, "SELECT account, CAST(SUM(amount) AS SIGNED) FROM ledger GROUP BY account", s.sums); err != nil {
+	if err := sqlPairs(ctx, e.db, "SELECT account, CAST(SUM(amount) AS SIGNED) FROM ledger GROUP BY account", s.Sums); err != nil {
 		return nil, err
 	}
-	if err := sqlPairs(ctx, e.db, "SELECT id, balance FROM accounts WHERE balance <> 0", s.balances); err != nil {
+	if err := sqlPairs(ctx, e.db, "SELECT id, balance FROM accounts WHERE balance <> 0", s.Balances); err != nil {
 		return nil, err
 	}
 	return s, nil

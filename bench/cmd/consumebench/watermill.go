@@ -13,6 +13,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/inboxkit/inbox/bench/internal/ledger"
 )
 
 // The Watermill mode: Watermill's router, its AMQP subscriber on the
@@ -41,7 +43,7 @@ import (
 // (a channel, consuming one message at a time, Watermill's AMQP model),
 // with a prefetch of -prefetch / -workers, so that as many deliveries
 // wait ahead as for the other modes.
-func watermillMode(o *options, pool *pgxpool.Pool, schema string, record func(context.Context, pgx.Tx, entry) error) runFunc {
+func watermillMode(o *options, pool *pgxpool.Pool, schema string, record func(context.Context, pgx.Tx, ledger.Entry) error) runFunc {
 	return func(ctx context.Context, q queue, p *progress) error {
 		rq, ok := q.(*rabbitQueue)
 		if !ok {
@@ -66,7 +68,7 @@ func watermillMode(o *options, pool *pgxpool.Pool, schema string, record func(co
 			Timeout:    10 * time.Second,
 		}
 		handler := wmInTx(pool, p, dedup.Middleware(func(m *message.Message) ([]*message.Message, error) {
-			e, err := parseEntry(m.UUID, m.Payload)
+			e, err := ledger.ParseEntry(m.UUID, m.Payload)
 			if err != nil {
 				return nil, err
 			}
