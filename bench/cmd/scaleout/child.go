@@ -229,6 +229,19 @@ func consume(ctx context.Context, s *spec, ib *inbox.Inbox[pgx.Tx], src broker.S
 	case "batch":
 		cc.BatchSize = s.Batch
 		return inbox.Consume(ctx, ib, src, handler, cc)
+	case "consumebatch":
+		cc.BatchSize = s.Batch
+		return inbox.ConsumeBatch(ctx, ib, src, func(ctx context.Context, tx pgx.Tx, msgs []*inbox.Message) error {
+			es := make([]ledger.Entry, len(msgs))
+			for i, msg := range msgs {
+				e, err := ledger.ParseEntry(msg.ID, msg.Payload)
+				if err != nil {
+					return inbox.Permanent(err)
+				}
+				es[i] = e
+			}
+			return pg.RecordBatch(ctx, tx, es)
+		}, cc)
 	case "consume":
 		return inbox.Consume(ctx, ib, src, handler, cc)
 	case "queued":

@@ -15,11 +15,14 @@
 //	plaineach   baseline for batch: -batch messages per transaction, each
 //	            message's two statements one at a time, as batch's
 //	            per-message handler runs them; no inbox, no broker
-//	plainbatch  the multi-row form of the same: one INSERT for the
-//	            ledger rows, the accounts' updates in one round trip
+//	plainbatch  baseline for consumebatch, the multi-row form of the
+//	            same: one INSERT for the ledger rows, the accounts'
+//	            updates in one round trip
 //	plain       baseline for consume and queued: a transaction per
 //	            message; no inbox, no broker
 //	batch       inbox.Consume with ConsumerConfig.BatchSize -batch
+//	consumebatch inbox.ConsumeBatch with BatchSize -batch: the batch's
+//	            writes as plainbatch makes them
 //	consume     inbox.Consume, a transaction per message
 //	queued      inbox.ConsumeQueued: claim, statements and COMMIT in one
 //	            round trip

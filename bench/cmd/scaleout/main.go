@@ -19,7 +19,7 @@ import (
 // The modes. An inbox mode runs on every broker; a baseline runs once
 // per N, with no broker.
 var (
-	inboxModes    = []string{"batch", "consume", "queued"}
+	inboxModes    = []string{"batch", "consumebatch", "consume", "queued"}
 	baselineModes = []string{"plaineach", "plainbatch", "plain"}
 	allModes      = append(slices.Clone(baselineModes), inboxModes...)
 	allBrokers    = []string{"kafka", "nats"}
@@ -30,8 +30,11 @@ func isBaseline(mode string) bool { return slices.Contains(baselineModes, mode) 
 // baselineOf is the baseline an inbox mode is compared with: the same
 // writes in the same transactions, without inbox or broker.
 func baselineOf(mode string) string {
-	if mode == "batch" {
+	switch mode {
+	case "batch":
 		return "plaineach"
+	case "consumebatch":
+		return "plainbatch"
 	}
 	return "plain"
 }
@@ -72,7 +75,7 @@ func (o *options) prefetchFor(mode string) int {
 	switch {
 	case o.prefetch > 0:
 		return o.prefetch
-	case mode == "batch":
+	case mode == "batch", mode == "consumebatch":
 		return o.workers * o.batch
 	}
 	return 2 * o.workers
@@ -97,7 +100,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	procs := fs.String("procs", "1,2,4,8", "numbers of consumer processes")
 	fs.IntVar(&o.messages, "messages", 10000, "messages per measurement")
 	fs.IntVar(&o.workers, "workers", 4, "workers of each process")
-	fs.IntVar(&o.batch, "batch", 50, "BatchSize of batch; messages per transaction of plaineach and plainbatch")
+	fs.IntVar(&o.batch, "batch", 50, "BatchSize of batch and consumebatch; messages per transaction of plaineach and plainbatch")
 	fs.IntVar(&o.prefetch, "prefetch", 0, "NATS PullBatch of each process; 0: -workers × -batch for batch, 2 × -workers otherwise")
 	fs.IntVar(&o.partitions, "partitions", 32, "partitions of the Kafka topic")
 	fs.IntVar(&o.rows, "rows", 0, "hot account rows; 0: one row per message")

@@ -88,7 +88,11 @@ func checkSmoke(t *testing.T, r *result, messages int) {
 	if len(r.Problems) > 0 || r.TimedOut || r.Processed != int64(messages) || r.Rate <= 0 {
 		t.Errorf("%s", r.line(1))
 	}
-	if !isBaseline(r.Mode) && r.Procs >= 2 && (r.Kills != 1 || r.Started != r.Procs+1) {
+	// A batch mode may commit the smoke's few messages before its second
+	// process is ready, or within the sampling tick after: then nothing is
+	// killed. The per-message modes are slower, and must see the kill.
+	finishedEarly := r.Kills == 0 && r.Started == r.Procs && (r.Mode == "batch" || r.Mode == "consumebatch")
+	if !isBaseline(r.Mode) && r.Procs >= 2 && !finishedEarly && (r.Kills != 1 || r.Started != r.Procs+1) {
 		t.Errorf("%s N=%d: %d kills, %d processes started; want 1 kill and a replacement", r.name(), r.Procs, r.Kills, r.Started)
 	}
 	if r.Procs == 1 && r.Steady <= 0 {

@@ -181,7 +181,7 @@ func printTables(w io.Writer, cells []*cell, o *options) {
 // modes with their ratio to the baseline at the same N.
 func printCurve(w io.Writer, cells []*cell, o *options) {
 	fmt.Fprintln(w, "\nmsgs/s, mean (min-max) over the rounds; an inbox mode's × is to its baseline at the same N")
-	fmt.Fprintln(w, "(batch to db/plaineach, consume and queued to db/plain; the inbox modes under rebalances and a kill at N >= 2)")
+	fmt.Fprintln(w, "(batch to db/plaineach, consumebatch to db/plainbatch, consume and queued to db/plain; the inbox modes under rebalances and a kill at N >= 2)")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	head := "mode"
 	for _, n := range o.procs {
