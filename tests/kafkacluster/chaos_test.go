@@ -1,0 +1,164 @@
+package kafkacluster
+
+import (
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The changes, in the order chaos makes them, one per chaosEvery.
+var changes = []string{"move", "kill-mid-batch", "shuffle", "join", "rehash", "kill", "move", "leave"}
+
+const chaosEvery = time.Second
+
+// The names under which r.changes counts.
+const (
+	countLeaderMoves = "leader moves"
+	countShuffles    = "leader shuffles"
+	countRehashes    = "coordinator rehashes"
+	countCoordMoves  = "coordinator moves"
+	countJoins       = "joins"
+	countLeaves      = "leaves"
+	countRestarts    = "restarts"
+)
+
+// chaos makes a change every chaosEvery until the producer is done, and
+// fails t if the producer failed.
+func (r *run) chaos(t *testing.T, produced <-chan error) {
+	t.Helper()
+	tick := time.NewTicker(chaosEvery)
+	defer tick.Stop()
+	for i := 0; ; i++ {
+		select {
+		case err := <-produced:
+			if err != nil {
+				t.Fatal(err)
+			}
+			return
+		case <-tick.C:
+		}
+		kind := changes[i%len(changes)]
+		if r.change(t, kind) {
+			r.mu.Lock()
+			r.marks = append(r.marks, mark{kind: kind, at: time.Now()})
+			r.mu.Unlock()
+		}
+	}
+}
+
+// change makes one change of kind and reports whether it made one.
+func (r *run) change(t *testing.T, kind string) bool {
+	t.Helper()
+	switch kind {
+	case "move":
+		r.moveLeaders(t, 3)
+	case "shuffle":
+		r.c.ShufflePartitionLeaders()
+		r.changes.Add(countShuffles)
+	case "rehash":
+		r.moveCoordinator(t)
+	case "join":
+		if r.count() >= maxChildren {
+			return false
+		}
+		r.join(t)
+		r.changes.Add(countJoins)
+	case "leave":
+		return r.leave(t)
+	case "kill-mid-batch":
+		return r.kill(t, endMidBatch)
+	case "kill":
+		return r.kill(t, endAnytime)
+	}
+	return true
+}
+
+// moveLeaders moves the leaders of n random partitions to another
+// broker each.
+func (r *run) moveLeaders(t *testing.T, n int) {
+	t.Helper()
+	for _, p := range r.rng.Perm(partitions)[:n] {
+		from := r.c.LeaderFor(r.topic, int32(p))
+		to := (from + 1 + int32(r.rng.IntN(brokers-1))) % brokers
+		if err := r.c.MoveTopicPartition(r.topic, int32(p), to); err != nil {
+			t.Fatal(err)
+		}
+		if got := r.c.LeaderFor(r.topic, int32(p)); got != to {
+			t.Fatalf("partition %d: leader %d after the move from %d to %d", p, got, from, to)
+		}
+		r.changes.Add(countLeaderMoves)
+	}
+}
+
+// moveCoordinator rehashes the coordinators until the group's moves to
+// another broker (a rehash may keep it where it was).
+func (r *run) moveCoordinator(t *testing.T) {
+	t.Helper()
+	from := r.c.CoordinatorFor(r.group)
+	for range 50 {
+		r.c.RehashCoordinators()
+		r.changes.Add(countRehashes)
+		if r.c.CoordinatorFor(r.group) != from {
+			r.changes.Add(countCoordMoves)
+			return
+		}
+	}
+	t.Fatalf("the group's coordinator stayed on broker %d after 50 rehashes", from)
+}
+
+// leave asks a child to leave the group and waits for its exit.
+func (r *run) leave(t *testing.T) bool {
+	t.Helper()
+	c := r.pick(minChildren)
+	if c == nil {
+		return false
+	}
+	start := time.Now()
+	c.signal(syscall.SIGTERM, endLeave)
+	if !c.wait(30 * time.Second) {
+		t.Fatalf("child %s did not leave within 30 s:\n%s", c.name, c.out.String())
+	}
+	if _, err := c.end(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("child %s left in %v", c.name, time.Since(start).Round(time.Millisecond))
+	r.changes.Add(countLeaves)
+	return true
+}
+
+// kill kills a child, in a handler (how is endMidBatch) or wherever it is
+// (endAnytime), and starts another in its place. A child asked to die in a
+// handler that runs none within 5 s is killed anyway.
+func (r *run) kill(t *testing.T, how string) bool {
+	t.Helper()
+	c := r.pick(0)
+	if c == nil {
+		return false
+	}
+	if how == endMidBatch {
+		c.signal(syscall.SIGUSR1, endMidBatch)
+		if !c.wait(5 * time.Second) {
+			c.signal(syscall.SIGKILL, endAnytime)
+		}
+	} else {
+		c.signal(syscall.SIGKILL, endAnytime)
+	}
+	if !c.wait(10 * time.Second) {
+		t.Fatalf("child %s still runs 10 s after its SIGKILL", c.name)
+	}
+	why, err := c.end()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.kills.Add(why)
+	r.join(t)
+	r.changes.Add(countRestarts)
+	return true
+}
+
+// count is the number of living children.
+func (r *run) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.alive)
+}
