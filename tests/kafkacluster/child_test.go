@@ -62,6 +62,15 @@ ON CONFLICT (child) DO UPDATE SET processed = $2, duplicates = $3, retries = $4,
 func childMain(name string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
+	err := consume(ctx, name)
+	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		return nil // asked to leave while it was starting
+	}
+	return err
+}
+
+// consume consumes until ctx is done.
+func consume(ctx context.Context, name string) error {
 	var die atomic.Bool
 	usr1 := make(chan os.Signal, 1)
 	signal.Notify(usr1, syscall.SIGUSR1)
@@ -119,10 +128,7 @@ func childMain(name string) error {
 	// process exits.
 	_ = src.Close()
 	saveCounts(context.Background(), pool, name, counts)
-	if err != nil && !errors.Is(err, context.Canceled) {
-		return err
-	}
-	return nil
+	return err
 }
 
 // sourceConfig is the Source of the parent's cluster, topic and group,
