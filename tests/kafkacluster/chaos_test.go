@@ -61,7 +61,7 @@ func (r *run) change(t *testing.T, kind string) bool {
 		if r.count() >= maxChildren {
 			return false
 		}
-		r.join(t)
+		r.join(t, "")
 		r.changes.Add(countJoins)
 	case "leave":
 		return r.leave(t)
@@ -127,7 +127,8 @@ func (r *run) leave(t *testing.T) bool {
 }
 
 // kill kills a child, in a handler (how is endMidBatch) or wherever it is
-// (endAnytime), and starts another in its place. A child asked to die in a
+// (endAnytime), and starts another in its place, with its instance ID
+// under static membership. A child asked to die in a
 // handler that runs none within 5 s is killed anyway.
 func (r *run) kill(t *testing.T, how string) bool {
 	t.Helper()
@@ -151,7 +152,7 @@ func (r *run) kill(t *testing.T, how string) bool {
 		t.Fatal(err)
 	}
 	r.kills.Add(why)
-	r.join(t)
+	r.join(t, c.instance)
 	r.changes.Add(countRestarts)
 	return true
 }

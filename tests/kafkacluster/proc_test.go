@@ -21,13 +21,14 @@ const (
 
 // child is a consumer process.
 type child struct {
-	name string
-	cmd  *exec.Cmd
-	out  lockedBuffer
-	done chan struct{} // closed when the process has exited
-	err  error         // cmd.Wait's, once done is closed
-	mu   sync.Mutex
-	why  string // what the parent asked for: endMidBatch, endAnytime or endLeave
+	name     string
+	instance string // the static member's instance ID, or empty
+	cmd      *exec.Cmd
+	out      lockedBuffer
+	done     chan struct{} // closed when the process has exited
+	err      error         // cmd.Wait's, once done is closed
+	mu       sync.Mutex
+	why      string // what the parent asked for: endMidBatch, endAnytime or endLeave
 }
 
 // lockedBuffer is a child's output, written by exec's copying goroutine.
