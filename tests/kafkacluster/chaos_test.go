@@ -1,6 +1,7 @@
 package kafkacluster
 
 import (
+	"os"
 	"syscall"
 	"testing"
 	"time"
@@ -9,7 +10,14 @@ import (
 // The changes, in the order chaos makes them, one per chaosEvery.
 var changes = []string{"move", "kill-mid-batch", "shuffle", "join", "rehash", "kill", "move", "leave"}
 
-const chaosEvery = time.Second
+// chaosEvery is the time between two changes: INBOX_KAFKA_CLUSTER_EVERY, a
+// duration such as "3s", or 1 s.
+func chaosEvery() time.Duration {
+	if d, err := time.ParseDuration(os.Getenv("INBOX_KAFKA_CLUSTER_EVERY")); err == nil && d > 0 {
+		return d
+	}
+	return time.Second
+}
 
 // The names under which r.changes counts.
 const (
@@ -22,19 +30,22 @@ const (
 	countRestarts    = "restarts"
 )
 
-// chaos makes a change every chaosEvery until the producer is done, and
-// fails t if the producer failed.
+// chaos makes a change every chaosEvery until the producer is done and
+// every kind of change was made once, and fails t if the producer failed.
 func (r *run) chaos(t *testing.T, produced <-chan error) {
 	t.Helper()
-	tick := time.NewTicker(chaosEvery)
+	tick := time.NewTicker(chaosEvery())
 	defer tick.Stop()
-	for i := 0; ; i++ {
+	done := false
+	for i := 0; !done || i < len(changes); i++ {
 		select {
 		case err := <-produced:
 			if err != nil {
 				t.Fatal(err)
 			}
-			return
+			done = true
+			i-- // no change made
+			continue
 		case <-tick.C:
 		}
 		kind := changes[i%len(changes)]

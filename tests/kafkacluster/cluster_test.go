@@ -55,7 +55,7 @@ func envInt(name string, def int) int {
 }
 
 // messages is how many messages a run produces, at rate per second.
-func messages() int { return envInt("INBOX_KAFKA_CLUSTER_MESSAGES", 2400) }
+func messages() int { return envInt("INBOX_KAFKA_CLUSTER_MESSAGES", 1800) }
 func rate() int     { return envInt("INBOX_KAFKA_CLUSTER_RATE", 150) }
 
 // TestRebalanceUnderLoad consumes a topic of a three-broker kfake cluster

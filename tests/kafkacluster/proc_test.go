@@ -106,12 +106,16 @@ func (c *child) end() (string, error) {
 	c.mu.Lock()
 	why := c.why
 	c.mu.Unlock()
-	var exit *exec.ExitError
-	killed := errors.As(c.err, &exit) && exit.Sys().(syscall.WaitStatus).Signal() == syscall.SIGKILL
+	var sig syscall.Signal = -1
+	if exit := (*exec.ExitError)(nil); errors.As(c.err, &exit) {
+		sig = exit.Sys().(syscall.WaitStatus).Signal()
+	}
 	switch {
-	case killed && (why == endMidBatch || why == endAnytime):
+	case sig == syscall.SIGKILL && (why == endMidBatch || why == endAnytime):
 		return why, nil
-	case c.err == nil && why == endLeave:
+	// A child dies of SIGTERM that comes before its handler is set, as
+	// it starts: it had not joined.
+	case (c.err == nil || sig == syscall.SIGTERM) && why == endLeave:
 		return why, nil
 	}
 	return "", fmt.Errorf("child %s ended (%v) after the parent's %q:\n%s", c.name, c.err, why, c.out.String())
