@@ -200,3 +200,40 @@ func TestHeldPartitionRevoked(t *testing.T) {
 	_ = a.Close()
 	f.resumesAt(t, "g", "0")
 }
+
+// A record of a batch that is nacked holds its partition until it comes
+// back: the next batch starts with it, so that the records after it do not
+// commit before it (in-partition order through a retry).
+func TestNackedRecordHoldsItsPartition(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, "nack-order")
+	f.publish(t, 0, 10)
+	src := f.source(t, "g", nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var ds []broker.Delivery
+	waitFor(10*time.Second, func() bool { // the first batch may be short: a poll's records
+		if len(ds) > 0 {
+			return true
+		}
+		got, err := src.NextBatch(ctx, 3)
+		ds = got
+		return err == nil && len(got) > 0
+	})
+	if len(ds) < 2 {
+		t.Fatalf("the first batch holds %d records, want at least 2", len(ds))
+	}
+	_ = ds[0].Ack(ctx)
+	_ = ds[1].Nack(ctx, 200*time.Millisecond)
+	for _, d := range ds[2:] {
+		_ = d.Ack(ctx)
+	}
+	next, err := src.NextBatch(ctx, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := next[0].Message(); m.ID != ds[1].Message().ID || m.Deliveries != 2 {
+		t.Fatalf("after record %s was nacked, the next batch starts with record %s (delivery %d), want record %s again: the records after it went first",
+			ds[1].Message().ID, m.ID, m.Deliveries, ds[1].Message().ID)
+	}
+}
