@@ -1,14 +1,17 @@
 package kafkacluster
 
 import (
+	"bytes"
+	"fmt"
 	"os"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
 )
 
 // The changes, in the order chaos makes them, one per chaosEvery.
-var changes = []string{"move", "kill-mid-batch", "shuffle", "join", "rehash", "kill", "move", "leave"}
+var changes = []string{"move", "kill-mid-batch", "shuffle", "join", "rehash", "kill", "stall", "leave"}
 
 // chaosEvery is the time between two changes: INBOX_KAFKA_CLUSTER_EVERY, a
 // duration such as "3s", or 1 s.
@@ -28,6 +31,7 @@ const (
 	countJoins       = "joins"
 	countLeaves      = "leaves"
 	countRestarts    = "restarts"
+	countStalls      = "stalls"
 )
 
 // chaos makes a change every chaosEvery until the producer is done and
@@ -80,6 +84,8 @@ func (r *run) change(t *testing.T, kind string) bool {
 		return r.kill(t, endMidBatch)
 	case "kill":
 		return r.kill(t, endAnytime)
+	case "stall":
+		return r.stall(t)
 	}
 	return true
 }
@@ -150,9 +156,18 @@ func (r *run) kill(t *testing.T, how string) bool {
 	if how == endMidBatch {
 		c.signal(syscall.SIGUSR1, endMidBatch)
 		if !c.wait(5 * time.Second) {
-			c.signal(syscall.SIGKILL, endAnytime)
+			how = endAnytime
 		}
-	} else {
+	}
+	r.replace(t, c, how)
+	return true
+}
+
+// replace kills c, unless it died already as how tells, and starts
+// another in its place, with its instance ID under static membership.
+func (r *run) replace(t *testing.T, c *child, how string) {
+	t.Helper()
+	if how == endAnytime {
 		c.signal(syscall.SIGKILL, endAnytime)
 	}
 	if !c.wait(10 * time.Second) {
@@ -165,7 +180,6 @@ func (r *run) kill(t *testing.T, how string) bool {
 	r.kills.Add(why)
 	r.join(t, c.instance)
 	r.changes.Add(countRestarts)
-	return true
 }
 
 // count is the number of living children.
@@ -173,4 +187,50 @@ func (r *run) count() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.alive)
+}
+
+// stall stops a child in the middle of a batch's transaction, its claims
+// held, for stallFor: longer than its session, so that the group gives
+// its partitions to others, and longer than their lock timeout, so that
+// their claims of its records fail and are retried. Then it lets it go on.
+// A child that runs no handler within 5 s is killed and replaced instead.
+func (r *run) stall(t *testing.T) bool {
+	t.Helper()
+	c := r.pick(0)
+	if c == nil {
+		return false
+	}
+	_ = c.cmd.Process.Signal(syscall.SIGUSR2)
+	if !stopped(c.cmd.Process.Pid, 5*time.Second) {
+		r.replace(t, c, endAnytime)
+		return false
+	}
+	time.Sleep(stallFor)
+	_ = c.cmd.Process.Signal(syscall.SIGCONT)
+	r.mu.Lock()
+	r.ended = slices.DeleteFunc(r.ended, func(e *child) bool { return e == c })
+	r.alive = append(r.alive, c)
+	r.mu.Unlock()
+	r.changes.Add(countStalls)
+	return true
+}
+
+// stallFor is how long stall stops a child: its session, a rebalance, and
+// the others' lock timeout.
+const stallFor = sessionTimeout + 2*time.Second + lockTimeout
+
+// stopped waits at most d for process pid to be stopped (state T in
+// /proc), and reports whether it is.
+func stopped(pid int, d time.Duration) bool {
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return false
+		}
+		// The state follows the command's closing parenthesis.
+		if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) && b[i+2] == 'T' {
+			return true
+		}
+	}
+	return false
 }

@@ -132,6 +132,7 @@ func (r *run) checkChanges(t *testing.T) {
 		{"joins", r.changes.At(countJoins)},
 		{"leaves", r.changes.At(countLeaves)},
 		{"kills mid-batch", r.kills.At(endMidBatch)},
+		{"stalls mid-batch", r.changes.At(countStalls)},
 		{"kills", r.kills.Total()},
 	} {
 		if want.got < 1 {

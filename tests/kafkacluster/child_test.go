@@ -43,6 +43,9 @@ const (
 	batchSize      = 16
 	sessionTimeout = 1500 * time.Millisecond
 	commitInterval = 200 * time.Millisecond
+	// lockTimeout is short, so that a stalled child's claims make the
+	// others' claims fail soon (see stall).
+	lockTimeout = time.Second
 )
 
 // record is what the handler writes for each message, in its transaction.
@@ -59,6 +62,7 @@ ON CONFLICT (child) DO UPDATE SET processed = $2, duplicates = $3, retries = $4,
 // childMain runs a consumer until SIGTERM, which makes it leave the group
 // cleanly. SIGUSR1 makes it kill itself with SIGKILL in its next handler
 // call: in the middle of a batch, after the claim, before the COMMIT.
+// SIGUSR2 makes it stop itself there with SIGSTOP.
 func childMain(name string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
@@ -71,12 +75,18 @@ func childMain(name string) error {
 
 // consume consumes until ctx is done.
 func consume(ctx context.Context, name string) error {
-	var die atomic.Bool
-	usr1 := make(chan os.Signal, 1)
-	signal.Notify(usr1, syscall.SIGUSR1)
+	// SIGUSR1: die in the next handler; SIGUSR2: stop there, until SIGCONT.
+	var die, stall atomic.Bool
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGUSR1, syscall.SIGUSR2)
 	go func() {
-		<-usr1
-		die.Store(true)
+		for sig := range sigs {
+			if sig == syscall.SIGUSR1 {
+				die.Store(true)
+			} else {
+				stall.Store(true)
+			}
+		}
 	}()
 	// A bound, so that an orphan cannot outlive the test for long.
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
@@ -99,7 +109,7 @@ func consume(ctx context.Context, name string) error {
 	}
 	counts := &inbox.Counts{}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("child", name)
-	ib, err := inbox.New(ctx, d, &inbox.Config{Consumer: "kafkac", Hooks: []inbox.Hook{counts}, Logger: log})
+	ib, err := inbox.New(ctx, d, &inbox.Config{Consumer: "kafkac", Hooks: []inbox.Hook{counts}, Logger: log, LockTimeout: lockTimeout})
 	if err != nil {
 		return err
 	}
@@ -114,6 +124,9 @@ func consume(ctx context.Context, name string) error {
 		if die.Load() {
 			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 			select {} // the signal is on its way
+		}
+		if stall.CompareAndSwap(true, false) {
+			_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP) // the transaction open, its claims held
 		}
 		var key string
 		var part, seq int
