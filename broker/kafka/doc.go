@@ -36,8 +36,11 @@
 // ConsumerConfig.BatchSize above 1. A batch holds consecutive records of
 // one partition in offset order. The partition is held until each of the
 // batch's records is acked or nacked. No two workers thus have records of
-// one partition at once. A nacked record goes back in offset order. It is
-// handed out after its delay, not before the records that follow it. Next
+// one partition at once. A nacked record goes back in offset order. Its
+// partition waits for it: it is handed out after its delay, before the
+// records that follow it, which thus never commit before it. A failing
+// record therefore stops its partition until it succeeds or is
+// dead-lettered, as Kafka consumers that keep order do. Next
 // takes one record at a time, as Consume does. It takes records of the
 // partitions no batch holds. Up to 512 records are fetched ahead of the
 // workers.
