@@ -12,8 +12,9 @@
 // says that everything before it is done. The Source therefore commits,
 // per partition, the offset of the oldest record delivered and not yet
 // acked. When every record is acked, it commits one past the last. A
-// record waiting for a retry holds its partition's offset back. It never
-// holds back the records after it, which are processed meanwhile.
+// record waiting for a retry holds its partition's offset back. Taken one
+// at a time by Next, it does not hold back the records after it, which are
+// processed meanwhile. Taken in a batch, it does (see Batches).
 //
 // Commits go out in the background every [Config.CommitInterval], when
 // partitions are revoked, and on Close. After a crash or a rebalance, the

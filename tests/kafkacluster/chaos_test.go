@@ -52,10 +52,10 @@ func (r *run) chaos(t *testing.T, produced <-chan error) {
 			continue
 		case <-tick.C:
 		}
-		kind := changes[i%len(changes)]
+		kind, at := changes[i%len(changes)], time.Now()
 		if r.change(t, kind) {
 			r.mu.Lock()
-			r.marks = append(r.marks, mark{kind: kind, at: time.Now()})
+			r.marks = append(r.marks, mark{kind: kind, at: at})
 			r.mu.Unlock()
 		}
 	}
