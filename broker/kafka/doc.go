@@ -59,4 +59,10 @@
 // partition thus counts in a later one. A commit computed just before a
 // partition was revoked may land after the new owner's, moving the offset
 // back. That redelivers, and never skips.
+//
+// franz-go may move a partition's fetch back within an assignment. It
+// resets to Kafka's oldest record when it takes a broker's answer for
+// lost data. The Source then starts the partition afresh from there, as
+// if it were assigned again, and logs a warning. The inbox skips what was
+// processed before.
 package kafka

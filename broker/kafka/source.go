@@ -251,6 +251,9 @@ func (s *Source) poll(n int) {
 		if r.Topic != s.cfg.Topic || p == nil {
 			return // another topic, or not assigned (cannot happen while rebalancing is blocked)
 		}
+		if r.Offset < p.next {
+			p = s.rewound(r)
+		}
 		p.pending[r.Offset] = r.LeaderEpoch
 		if r.Offset+1 > p.next {
 			p.next, p.epoch = r.Offset+1, r.LeaderEpoch
@@ -261,6 +264,20 @@ func (s *Source) poll(n int) {
 	if s.queued != queued {
 		s.signal()
 	}
+}
+
+// rewound starts r's partition afresh, under s.mu, when franz-go moved its
+// fetch back to r within the assignment, as it does after what it takes
+// for lost data. The records queued and the retries waiting are dropped,
+// as on a revocation: they come again from r on, in offset order. The
+// deliveries in flight commit nothing when acked.
+func (s *Source) rewound(r *kgo.Record) *partition {
+	s.cfg.Logger.Warn("kafka: the fetch moved back; the partition is read again from there",
+		"topic", r.Topic, "partition", r.Partition, "offset", r.Offset)
+	s.forget(r.Partition)
+	p := &partition{pending: map[int64]int32{}, next: -1, committed: -1}
+	s.parts[r.Partition] = p
+	return p
 }
 
 func (s *Source) message(r *kgo.Record) *broker.Message {

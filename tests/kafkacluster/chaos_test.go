@@ -10,8 +10,9 @@ import (
 	"time"
 )
 
-// The changes, in the order chaos makes them, one per chaosEvery.
-var changes = []string{"move", "kill-mid-batch", "shuffle", "join", "rehash", "kill", "stall", "leave"}
+// The changes, in the order chaos makes them, one per chaosEvery. Those
+// that need a handler to run come first, while messages flow.
+var changes = []string{"kill-mid-batch", "stall", "move", "shuffle", "join", "rehash", "kill", "leave"}
 
 // chaosEvery is the time between two changes: INBOX_KAFKA_CLUSTER_EVERY, a
 // duration such as "3s", or 1 s.
@@ -35,25 +36,41 @@ const (
 )
 
 // chaos makes a change every chaosEvery until the producer is done and
-// every kind of change was made once, and fails t if the producer failed.
+// every kind of change was made once (for at most 4 rounds), and fails t
+// if the producer failed.
 func (r *run) chaos(t *testing.T, produced <-chan error) {
 	t.Helper()
 	tick := time.NewTicker(chaosEvery())
 	defer tick.Stop()
-	done := false
-	for i := 0; !done || i < len(changes); i++ {
+	done, made := false, map[string]bool{}
+	producerDone := func(err error) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		done = true
+	}
+	for i := 0; ; i++ {
 		select {
 		case err := <-produced:
-			if err != nil {
-				t.Fatal(err)
-			}
-			done = true
-			i-- // no change made
+			producerDone(err)
+		default:
+		}
+		kind := changes[i%len(changes)]
+		switch {
+		case done && (len(made) == len(changes) || i > 4*len(changes)):
+			return // checkChanges tells what is missing
+		case done && made[kind]:
+			continue
+		}
+		select {
+		case err := <-produced:
+			producerDone(err)
+			i-- // this change is still to make
 			continue
 		case <-tick.C:
 		}
-		kind, at := changes[i%len(changes)], time.Now()
-		if r.change(t, kind) {
+		if at := time.Now(); r.change(t, kind) {
+			made[kind] = true
 			r.mu.Lock()
 			r.marks = append(r.marks, mark{kind: kind, at: at})
 			r.mu.Unlock()
@@ -149,7 +166,11 @@ func (r *run) leave(t *testing.T) bool {
 // handler that runs none within 5 s is killed anyway.
 func (r *run) kill(t *testing.T, how string) bool {
 	t.Helper()
-	c := r.pick(0)
+	mark := markReady // SIGUSR1 would end it otherwise, as it starts
+	if how == endMidBatch {
+		mark = markHandling
+	}
+	c := r.pickMarked(0, mark)
 	if c == nil {
 		return false
 	}
@@ -196,7 +217,7 @@ func (r *run) count() int {
 // A child that runs no handler within 5 s is killed and replaced instead.
 func (r *run) stall(t *testing.T) bool {
 	t.Helper()
-	c := r.pick(0)
+	c := r.pickMarked(0, markHandling)
 	if c == nil {
 		return false
 	}

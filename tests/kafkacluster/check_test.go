@@ -43,6 +43,7 @@ func (r *run) check(t *testing.T) {
 	if disorder > 0 || serialDisorder > 0 {
 		t.Errorf("%d effects committed before their key's previous seq (%d in serial order); want 0:\n%s",
 			disorder, serialDisorder, r.disorders(t))
+		r.logOutputs(t)
 	}
 	r.checkChanges(t)
 }
@@ -172,5 +173,16 @@ func (r *run) logPauses(t *testing.T) {
 		delete(pauses, kind)
 		slices.Sort(ps)
 		t.Logf("pause after %s: median %v, max %v (%d)", kind, ps[len(ps)/2].Round(time.Millisecond), ps[len(ps)-1].Round(time.Millisecond), len(ps))
+	}
+}
+
+// logOutputs logs the last lines of each child's output.
+func (r *run) logOutputs(t *testing.T) {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, c := range append(slices.Clone(r.ended), r.alive...) {
+		lines := strings.Split(strings.TrimSpace(c.out.String()), "\n")
+		t.Logf("child %s, last lines:\n%s", c.name, strings.Join(lines[max(0, len(lines)-30):], "\n"))
 	}
 }

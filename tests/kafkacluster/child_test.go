@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -59,6 +60,13 @@ VALUES ($1, $2, $3, $4, $5, $4 = 0 OR EXISTS (SELECT 1 FROM ledger WHERE key = $
 const upsertCounts = `INSERT INTO counts (child, processed, duplicates, retries, splits) VALUES ($1, $2, $3, $4, $5)
 ON CONFLICT (child) DO UPDATE SET processed = $2, duplicates = $3, retries = $4, splits = $5`
 
+// The lines a child prints: once it catches SIGUSR1 and SIGUSR2, and once
+// its handler has run.
+const (
+	markReady    = "kafkac: ready"
+	markHandling = "kafkac: handling"
+)
+
 // childMain runs a consumer until SIGTERM, which makes it leave the group
 // cleanly. SIGUSR1 makes it kill itself with SIGKILL in its next handler
 // call: in the middle of a batch, after the claim, before the COMMIT.
@@ -88,6 +96,8 @@ func consume(ctx context.Context, name string) error {
 			}
 		}
 	}()
+	fmt.Println(markReady)
+	var handling sync.Once
 	// A bound, so that an orphan cannot outlive the test for long.
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
 	defer cancel()
@@ -109,7 +119,7 @@ func consume(ctx context.Context, name string) error {
 	}
 	counts := &inbox.Counts{}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("child", name)
-	ib, err := inbox.New(ctx, d, &inbox.Config{Consumer: "kafkac", Hooks: []inbox.Hook{counts}, Logger: log, LockTimeout: lockTimeout})
+	ib, err := inbox.New(ctx, d, &inbox.Config{Consumer: "kafkac", Hooks: []inbox.Hook{counts, retryLog{log}}, Logger: log, LockTimeout: lockTimeout})
 	if err != nil {
 		return err
 	}
@@ -121,6 +131,7 @@ func consume(ctx context.Context, name string) error {
 	go reportCounts(ctx, pool, name, counts)
 
 	h := func(ctx context.Context, tx pgx.Tx, m *inbox.Message) error {
+		handling.Do(func() { fmt.Println(markHandling) })
 		if die.Load() {
 			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 			select {} // the signal is on its way
@@ -194,3 +205,10 @@ func childEnv(r *run, name, instance string) []string {
 
 // childName numbers the children of a run.
 func childName(n int) string { return "c" + strconv.Itoa(n) }
+
+// retryLog logs each Retry outcome, which may reorder a partition.
+type retryLog struct{ log *slog.Logger }
+
+func (l retryLog) OnRetry(_ context.Context, e *inbox.Event) {
+	l.log.Warn("retry", "id", e.Message.ID, "at", time.Now().Format("15:04:05.000"), "error", e.Outcome.Err)
+}

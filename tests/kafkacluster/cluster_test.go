@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -268,12 +269,26 @@ func (r *run) join(t *testing.T, instance string) {
 // pick removes a random child from the living and returns it (nil: none
 // beyond least).
 func (r *run) pick(least int) *child {
+	return r.pickMarked(least, "")
+}
+
+// pickMarked is pick among the children that printed mark.
+func (r *run) pickMarked(least int, mark string) *child {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(r.alive) <= least {
 		return nil
 	}
-	i := r.rng.IntN(len(r.alive))
+	var marked []int
+	for i, c := range r.alive {
+		if strings.Contains(c.out.String(), mark) {
+			marked = append(marked, i)
+		}
+	}
+	if len(marked) == 0 {
+		return nil
+	}
+	i := marked[r.rng.IntN(len(marked))]
 	c := r.alive[i]
 	r.alive = slices.Delete(r.alive, i, i+1)
 	r.ended = append(r.ended, c)
