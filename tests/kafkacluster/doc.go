@@ -65,19 +65,20 @@
 //
 // Measured on 2026-12-02 with that command (2 cores shared with other
 // jobs, no -race), per run of 18,000 messages in 60 s: 0 lost, 0 doubled,
-// 0 out of order; 5 SIGKILLs (3 mid-batch), 2 stalls, 3 joins, 2 leaves,
-// 9 leader moves, 3 shuffles, 2 coordinator moves; 20,500 to 25,300
-// Duplicates (mostly kfake's replays, above) and 48 to 64 retries. The
+// 0 out of order; 5 SIGKILLs (3 mid-batch), 3 stalls, 2 joins, 2 leaves,
+// 9 leader moves, 3 shuffles, 2 coordinator moves; 9,900 to 13,900
+// Duplicates (mostly kfake's replays, above) and 32 to 128 retries. The
 // longest wait of a partition for its next effect after a change, median
 // per kind:
 //
-//	change          cooperative-sticky  range (eager)  static members
-//	leader move     285 ms              290 ms         151 ms
-//	SIGKILL         1.8-2.2 s           1.5-2.0 s      0.73-0.75 s
-//	join            84 ms               109 ms         101 ms
-//	leave           439 ms              423 ms         1.70 s
-//	coordinator     48 ms               72 ms          35 ms
-//	stall (4.5 s)   4.6 s               4.6 s          4.5 s
+//	change           cooperative-sticky  range (eager)  static members
+//	SIGKILL          1.56 s              1.56 s         0.28-0.48 s
+//	stall (4.5 s)    1.7-4.5 s           4.5 s          4.5 s
+//	leader move      176 ms              221 ms         202 ms
+//	leader shuffle   335 ms              131 ms         351 ms
+//	join             28 ms               34 ms          27 ms
+//	leave            247 ms              209 ms         1.67 s
+//	coordinator      29 ms               29 ms          26 ms
 //
 // A killed dynamic member's partitions wait for its session timeout (1.5
 // s here). A static member's replacement takes them back at once. A
