@@ -200,3 +200,96 @@ func TestHeldPartitionRevoked(t *testing.T) {
 	_ = a.Close()
 	f.resumesAt(t, "g", "0")
 }
+
+// A record of a batch that is nacked holds its partition until it comes
+// back: the next batch starts with it, so that the records after it do not
+// commit before it (in-partition order through a retry).
+func TestNackedRecordHoldsItsPartition(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, "nack-order")
+	f.publish(t, 0, 10)
+	src := f.source(t, "g", nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var ds []broker.Delivery
+	waitFor(10*time.Second, func() bool { // the first batch may be short: a poll's records
+		if len(ds) > 0 {
+			return true
+		}
+		got, err := src.NextBatch(ctx, 3)
+		ds = got
+		return err == nil && len(got) > 0
+	})
+	if len(ds) < 2 {
+		t.Fatalf("the first batch holds %d records, want at least 2", len(ds))
+	}
+	_ = ds[0].Ack(ctx)
+	_ = ds[1].Nack(ctx, 200*time.Millisecond)
+	for _, d := range ds[2:] {
+		_ = d.Ack(ctx)
+	}
+	next, err := src.NextBatch(ctx, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := next[0].Message(); m.ID != ds[1].Message().ID || m.Deliveries != 2 {
+		t.Fatalf("after record %s was nacked, the next batch starts with record %s (delivery %d), want record %s again: the records after it went first",
+			ds[1].Message().ID, m.ID, m.Deliveries, ds[1].Message().ID)
+	}
+}
+
+// franz-go may move a partition's fetch back within an assignment: it
+// resets to the start when it takes an answer for lost data, as it does
+// after kfake bumps the leader epoch with no record in the new epoch. The
+// records fetched again then come in offset order, not after those still
+// queued, and not mixed with a waiting retry.
+func TestRewoundFetchKeepsOffsetOrder(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, "rewind")
+	f.publish(t, 0, 10)
+	src := f.source(t, "g", nil)
+	queued := func() int {
+		src.mu.Lock()
+		defer src.mu.Unlock()
+		if p := src.parts[0]; p != nil {
+			return len(p.queue)
+		}
+		return 0
+	}
+	waitFor(10*time.Second, func() bool { return queued() == 10 })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	first, err := src.NextBatch(ctx, 3)
+	if err != nil || len(first) != 3 {
+		t.Fatalf("first batch %d records, %v: want 3", len(first), err)
+	}
+	_ = first[0].Ack(ctx)
+	_ = first[1].Nack(ctx, time.Second) // a retry waits while the fetch moves back
+	_ = first[2].Ack(ctx)
+	if err := f.c.MoveTopicPartition(f.topic, 0, f.c.LeaderFor(f.topic, 0)); err != nil { // the epoch bumped
+		t.Fatal(err)
+	}
+	waitFor(10*time.Second, func() bool { return queued() >= 10 }) // fetched again from the start
+	var got []string
+	for {
+		bctx, bcancel := context.WithTimeout(ctx, 2*time.Second)
+		ds, err := src.NextBatch(bctx, 3)
+		bcancel()
+		if err != nil {
+			break
+		}
+		for _, d := range ds {
+			got = append(got, d.Message().ID)
+			_ = d.Ack(ctx)
+		}
+	}
+	for i := 1; i < len(got); i++ {
+		var a, b int
+		fmt.Sscan(got[i-1], &a)
+		fmt.Sscan(got[i], &b)
+		if b <= a {
+			t.Fatalf("after the fetch moved back, records were handed out as %v: want offset order", got)
+		}
+	}
+	t.Logf("after the fetch moved back: %v", got)
+}

@@ -12,8 +12,9 @@
 // says that everything before it is done. The Source therefore commits,
 // per partition, the offset of the oldest record delivered and not yet
 // acked. When every record is acked, it commits one past the last. A
-// record waiting for a retry holds its partition's offset back. It never
-// holds back the records after it, which are processed meanwhile.
+// record waiting for a retry holds its partition's offset back. Taken one
+// at a time by Next, it does not hold back the records after it, which are
+// processed meanwhile. Taken in a batch, it does (see Batches).
 //
 // Commits go out in the background every [Config.CommitInterval], when
 // partitions are revoked, and on Close. After a crash or a rebalance, the
@@ -36,8 +37,11 @@
 // ConsumerConfig.BatchSize above 1. A batch holds consecutive records of
 // one partition in offset order. The partition is held until each of the
 // batch's records is acked or nacked. No two workers thus have records of
-// one partition at once. A nacked record goes back in offset order. It is
-// handed out after its delay, not before the records that follow it. Next
+// one partition at once. A nacked record goes back in offset order. Its
+// partition waits for it: it is handed out after its delay, before the
+// records that follow it, which thus never commit before it. A failing
+// record therefore stops its partition until it succeeds or is
+// dead-lettered, as Kafka consumers that keep order do. Next
 // takes one record at a time, as Consume does. It takes records of the
 // partitions no batch holds. Up to 512 records are fetched ahead of the
 // workers.
@@ -55,4 +59,10 @@
 // partition thus counts in a later one. A commit computed just before a
 // partition was revoked may land after the new owner's, moving the offset
 // back. That redelivers, and never skips.
+//
+// franz-go may move a partition's fetch back within an assignment. It
+// resets to Kafka's oldest record when it takes a broker's answer for
+// lost data. The Source then starts the partition afresh from there, as
+// if it were assigned again, and logs a warning. The inbox skips what was
+// processed before.
 package kafka

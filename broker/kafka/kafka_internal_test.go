@@ -19,6 +19,7 @@ import (
 
 // fake is an in-process cluster with a one-partition topic.
 type fake struct {
+	c     *kfake.Cluster
 	addrs []string
 	topic string
 	pub   *Publisher
@@ -47,7 +48,7 @@ func newFakeParts(t *testing.T, topic string, n int32) *fake {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &fake{addrs: c.ListenAddrs(), topic: topic, pub: pub}
+	return &fake{c: c, addrs: c.ListenAddrs(), topic: topic, pub: pub}
 }
 
 // publish publishes records with the IDs from..to-1.

@@ -37,6 +37,10 @@ type partition struct {
 	// or nacked: while it is above 0 the queue waits, so that the
 	// partition's records are worked on by one batch at a time.
 	held int
+	// waiting counts the records of batches nacked and not yet back in
+	// the queue: while it is above 0 the queue waits too, so that no
+	// record after them commits before them.
+	waiting int
 }
 
 // commitOffset is what may be committed: the oldest pending offset, or
@@ -247,6 +251,9 @@ func (s *Source) poll(n int) {
 		if r.Topic != s.cfg.Topic || p == nil {
 			return // another topic, or not assigned (cannot happen while rebalancing is blocked)
 		}
+		if r.Offset < p.next {
+			p = s.rewound(r)
+		}
 		p.pending[r.Offset] = r.LeaderEpoch
 		if r.Offset+1 > p.next {
 			p.next, p.epoch = r.Offset+1, r.LeaderEpoch
@@ -257,6 +264,20 @@ func (s *Source) poll(n int) {
 	if s.queued != queued {
 		s.signal()
 	}
+}
+
+// rewound starts r's partition afresh, under s.mu, when franz-go moved its
+// fetch back to r within the assignment, as it does after what it takes
+// for lost data. The records queued and the retries waiting are dropped,
+// as on a revocation: they come again from r on, in offset order. The
+// deliveries in flight commit nothing when acked.
+func (s *Source) rewound(r *kgo.Record) *partition {
+	s.cfg.Logger.Warn("kafka: the fetch moved back; the partition is read again from there",
+		"topic", r.Topic, "partition", r.Partition, "offset", r.Offset)
+	s.forget(r.Partition)
+	p := &partition{pending: map[int64]int32{}, next: -1, committed: -1}
+	s.parts[r.Partition] = p
+	return p
 }
 
 func (s *Source) message(r *kgo.Record) *broker.Message {
@@ -297,6 +318,7 @@ func (s *Source) done(d *delivery) {
 // retry hands d out again after delay, unless the Source closes first.
 func (s *Source) retry(d *delivery, delay time.Duration) {
 	s.mu.Lock()
+	inBatch := d.held // its partition waits for it
 	s.release(d)
 	if s.closing {
 		s.mu.Unlock()
@@ -304,6 +326,9 @@ func (s *Source) retry(d *delivery, delay time.Duration) {
 	}
 	s.wg.Add(1)
 	d.msg.Deliveries++ // as this Source counts them: it does not survive a restart
+	if inBatch {
+		d.part.waiting++
+	}
 	s.mu.Unlock()
 	go func() {
 		defer s.wg.Done()
@@ -316,6 +341,9 @@ func (s *Source) retry(d *delivery, delay time.Duration) {
 		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
+		if inBatch {
+			d.part.waiting--
+		}
 		if s.parts[d.r.Partition] != d.part {
 			return // revoked meanwhile: the new owner reads it again
 		}
@@ -355,8 +383,9 @@ func (s *Source) Next(ctx context.Context) (broker.Delivery, error) {
 // The partition is held until each of them is acked, nacked or termed.
 // Meanwhile neither NextBatch nor Next hands out its other records. One
 // batch at a time thus works on a partition's records, in order. A nacked
-// record is handed out again after its delay, not before the records that
-// follow it.
+// record holds the partition until it is handed out again after its
+// delay, before the records that follow it. So they never commit before
+// it.
 func (s *Source) NextBatch(ctx context.Context, n int) ([]broker.Delivery, error) {
 	return s.take(ctx, max(n, 1), true)
 }
@@ -376,7 +405,7 @@ func (s *Source) take(ctx context.Context, n int, hold bool) ([]broker.Delivery,
 		s.mu.Lock()
 		// Map order is random: no partition is favored for long.
 		for _, p := range s.parts {
-			if p.held > 0 || len(p.queue) == 0 {
+			if p.held > 0 || p.waiting > 0 || len(p.queue) == 0 {
 				continue
 			}
 			k := min(n, len(p.queue))
