@@ -79,24 +79,20 @@
 //	go run ./cmd/scaleout -json scaleout.json
 //
 // which is -brokers kafka,nats -procs 1,2,4,8 -workers 4 -batch 50
-// -messages 10000 -rounds 2: 72 measurements. One round (-rounds 1) took
-// 7 to 8 minutes on 2026-12-02 while other tests loaded the 2-core
-// machine (load average 10 to 20), so the full run takes about 15
-// minutes there and should take 10 to 12 on a quiet machine. Add -rows
-// 16 for hot rows, where the curve bends on row locks, and
-// -child-cpuprofile DIR to profile the consumer processes.
+// -messages 10000 -rounds 2: 88 measurements, 7 minutes on the quiet
+// 2-core machine on 2026-12-02. Add -rows 16 for hot rows, where the
+// curve bends on row locks, and -child-cpuprofile DIR to profile the
+// consumer processes. docs/performance.md gives that run's table and
+// what it shows; docs/scaling.md what it means for a user.
 //
-// Figures of that loaded trial (1 round; not a measurement to quote):
-// the baselines reached 4000-5300 msgs/s (plaineach), 10000-19000
-// (plainbatch) and 1200-1600 (plain), flat or falling beyond N = 2; the
-// per-message modes waited on the WAL (LWLock:WALWrite, IO:WALSync),
-// the batch modes on their clients (in tx (client)) with the machine's
-// CPU at 100%. Every check passed: 0 doubles, 0 lost, nothing left,
-// 1 kill per measurement at N >= 2 and 4 to 1228 redeliveries per mode.
+// At 10,000 messages the fastest modes (consumebatch at N = 8) commit
+// everything before their last process starts: raise -messages to see
+// every process at work.
 //
 // The smoke test (main_test.go) runs every mode on both brokers at N = 1
 // and 2 with 400 messages, 2 workers, batches of 20 and 8 partitions,
-// and requires every check to pass, a kill and a replacement at N = 2,
+// and requires every check to pass, a kill and a replacement at N = 2
+// (the batch modes may finish before it),
 // and CPU, wait events and commits sampled: about 35 s alone, 60 to 90 s
 // under -race on a loaded machine. INBOX_SCALEOUT_MESSAGES=N sizes it.
 package main
