@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -283,13 +284,56 @@ func TestRewoundFetchKeepsOffsetOrder(t *testing.T) {
 			_ = d.Ack(ctx)
 		}
 	}
-	for i := 1; i < len(got); i++ {
-		var a, b int
-		fmt.Sscan(got[i-1], &a)
-		fmt.Sscan(got[i], &b)
-		if b <= a {
-			t.Fatalf("after the fetch moved back, records were handed out as %v: want offset order", got)
+	// Read again from the start: every record, in offset order.
+	if want := []string{"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"}; !slices.Equal(got, want) {
+		t.Fatalf("after the fetch moved back, records were handed out as %v: want %v", got, want)
+	}
+}
+
+// A record of a batch waiting for its retry holds its own partition only.
+// Its partition's fetched records must not fill the Source's room and so
+// starve the other partitions for the whole delay.
+func TestWaitingRetryHoldsItsPartitionOnly(t *testing.T) {
+	t.Parallel()
+	const perPart = 2 * queueLimit
+	f := newFakeParts(t, "nack-room", 2)
+	f.publish(t, 0, 2*perPart) // round-robin: perPart on each partition
+	src := f.source(t, "g", nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var held int32 = -1
+	taken := map[int32]int{}
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		bctx, bcancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		ds, err := src.NextBatch(bctx, 16)
+		bcancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			continue
+		}
+		part := ds[0].(*delivery).r.Partition
+		for i, d := range ds {
+			if held < 0 && i == 0 {
+				held = part
+				_ = d.Nack(ctx, time.Minute) // waits far longer than the test
+				continue
+			}
+			taken[part]++
+			_ = d.Ack(ctx)
+		}
+		if other := 1 - held; held >= 0 && taken[other] == perPart {
+			src.mu.Lock()
+			n := len(src.parts[held].queue)
+			src.mu.Unlock()
+			if n > queueLimit { // its fetching paused: the queue did not grow on
+				t.Fatalf("partition %d, waiting for a retry, queued %d records, want at most %d", held, n, queueLimit)
+			}
+			return
 		}
 	}
-	t.Logf("after the fetch moved back: %v", got)
+	t.Fatalf("a retry waiting on partition %d: %d of the other partition's %d records handed out in 15 s, want all",
+		held, taken[1-held], perPart)
 }

@@ -174,10 +174,37 @@ func (s *Source) lost(_ context.Context, _ *kgo.Client, lost map[string][]int32)
 	}
 }
 
+// waitingQueued counts the records queued on partitions that wait for a
+// retry, under s.mu. Their fetching is paused, so their queues cannot
+// grow, and they do not take the other partitions' room.
+func (s *Source) waitingQueued() int {
+	n := 0
+	for _, p := range s.parts {
+		if p.waiting > 0 {
+			n += len(p.queue)
+		}
+	}
+	return n
+}
+
+// pause stops fetching partition k while a record of its batch waits for
+// a retry, under s.mu; resume starts it again. franz-go keeps a pause
+// across rebalances, so forget resumes too.
+func (s *Source) pause(k partKey) {
+	s.cl.PauseFetchPartitions(map[string][]int32{s.cfg.Topic: {k}})
+}
+
+func (s *Source) resume(k partKey) {
+	s.cl.ResumeFetchPartitions(map[string][]int32{s.cfg.Topic: {k}})
+}
+
 // forget drops partition k's state and its queue, under s.mu: the records
 // not yet handed out are read again by the partition's next owner.
 func (s *Source) forget(k partKey) {
 	if p := s.parts[k]; p != nil {
+		if p.waiting > 0 {
+			s.resume(k)
+		}
 		s.queued -= len(p.queue)
 		p.queue = nil
 		delete(s.parts, k)
@@ -197,7 +224,7 @@ func (s *Source) fetch() {
 	defer s.wg.Done()
 	for {
 		s.mu.Lock()
-		room, changed := queueLimit-s.queued, s.changed
+		room, changed := queueLimit-s.queued+s.waitingQueued(), s.changed
 		s.mu.Unlock()
 		if room <= 0 {
 			select {
@@ -252,7 +279,10 @@ func (s *Source) poll(n int) {
 			return // another topic, or not assigned (cannot happen while rebalancing is blocked)
 		}
 		if r.Offset < p.next {
-			p = s.rewound(r)
+			s.rewound(p, r)
+		}
+		if _, ok := p.pending[r.Offset]; ok {
+			return // in flight or waiting for a retry since before the rewind
 		}
 		p.pending[r.Offset] = r.LeaderEpoch
 		if r.Offset+1 > p.next {
@@ -266,18 +296,27 @@ func (s *Source) poll(n int) {
 	}
 }
 
-// rewound starts r's partition afresh, under s.mu, when franz-go moved its
-// fetch back to r within the assignment, as it does after what it takes
-// for lost data. The records queued and the retries waiting are dropped,
-// as on a revocation: they come again from r on, in offset order. The
-// deliveries in flight commit nothing when acked.
-func (s *Source) rewound(r *kgo.Record) *partition {
+// rewound takes back, under s.mu, the records queued at or after r, when
+// franz-go moved the partition's fetch back to r within the assignment,
+// as it does after what it takes for lost data. They come again from r
+// on, in offset order. What lies before r stays: queued, in flight or
+// waiting for a retry, and pending, so that the commit waits for it. A
+// record fetched again while it is still pending is not queued twice.
+func (s *Source) rewound(p *partition, r *kgo.Record) {
 	s.cfg.Logger.Warn("kafka: the fetch moved back; the partition is read again from there",
 		"topic", r.Topic, "partition", r.Partition, "offset", r.Offset)
-	s.forget(r.Partition)
-	p := &partition{pending: map[int64]int32{}, next: -1, committed: -1}
-	s.parts[r.Partition] = p
-	return p
+	keep := p.queue[:0]
+	for _, d := range p.queue {
+		if d.r.Offset < r.Offset {
+			keep = append(keep, d)
+			continue
+		}
+		delete(p.pending, d.r.Offset)
+		s.queued--
+	}
+	clear(p.queue[len(keep):])
+	p.queue = keep
+	p.next = r.Offset
 }
 
 func (s *Source) message(r *kgo.Record) *broker.Message {
@@ -327,7 +366,9 @@ func (s *Source) retry(d *delivery, delay time.Duration) {
 	s.wg.Add(1)
 	d.msg.Deliveries++ // as this Source counts them: it does not survive a restart
 	if inBatch {
-		d.part.waiting++
+		if d.part.waiting++; d.part.waiting == 1 {
+			s.pause(d.r.Partition)
+		}
 	}
 	s.mu.Unlock()
 	go func() {
@@ -341,10 +382,13 @@ func (s *Source) retry(d *delivery, delay time.Duration) {
 		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
+		current := s.parts[d.r.Partition] == d.part
 		if inBatch {
-			d.part.waiting--
+			if d.part.waiting--; d.part.waiting == 0 && current {
+				s.resume(d.r.Partition)
+			}
 		}
-		if s.parts[d.r.Partition] != d.part {
+		if !current {
 			return // revoked meanwhile: the new owner reads it again
 		}
 		// Back in offset order, so that a batch stays in it.
