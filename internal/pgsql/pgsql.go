@@ -420,8 +420,9 @@ SELECT (SELECT count(*) FROM ins)`
 // lookup through the primary key. A ctid names a row within its
 // partition only: the batch is matched by (tableoid, ctid), so that a
 // partitioned table loses no row of another partition at the same ctid.
-// The condition is checked again on the row the delete finds: a row
-// updated meanwhile is rechecked.
+// The age is checked again on the row the delete finds. A row updated
+// meanwhile has a new ctid: this batch skips it, and a later one takes it
+// if it is still old enough.
 func pruneOldest(table, column, from string) string {
 	older := column + ` < now() - $1::bigint * interval '1 millisecond'`
 	return `WITH batch AS MATERIALIZED (

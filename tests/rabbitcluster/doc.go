@@ -15,7 +15,7 @@
 //
 // Three nodes do not fit CI's time on the 2-core machine. Measured on
 // 2026-12-02, with the machine shared (load average 10 to 27):
-//   - Three nodes start in 21 to 53 s. One node boots in 6 to 30 s, and
+//   - Three nodes start in 21 to 55 s. One node boots in 6 to 30 s, and
 //     nodes 2 and 3 boot together once node 1 runs.
 //   - TestLeaderKilled takes 26 to 46 s alone, and 26 to 93 s under -race.
 //     With 10000 messages it takes 89 to 100 s.
@@ -58,7 +58,7 @@
 //
 // The consumer on the killed node loses its deliveries. Those it had
 // processed but not acked come back, to another consumer, and the inbox
-// reports them as Duplicate: 6 to 20 a run. All Duplicates were explained
+// reports them as Duplicate: 6 to 22 a run. All Duplicates were explained
 // by acks that failed at the kill (5 a run) and by publications the relay
 // repeated after an unconfirmed publish. No acked message came back.
 //

@@ -147,7 +147,17 @@ func (r *rig) start(t *testing.T) {
 	relayCtx, stopRelays := context.WithCancel(ctx)
 	consumeCtx, stopConsumers := context.WithCancel(ctx)
 	r.stopRelays, r.stopConsumers = stopRelays, stopConsumers
-	t.Cleanup(func() { stopRelays(); stopConsumers(); r.done.Wait() })
+	t.Cleanup(func() {
+		stopRelays()
+		stopConsumers()
+		done := make(chan struct{})
+		go func() { r.done.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(time.Minute):
+			t.Error("the relays and consumers did not end within a minute of the cleanup")
+		}
+	})
 
 	for i := range 2 {
 		relay := r.newRelay(t, relayCtx, i) // relay1 on node 1, relay2 on node 2
