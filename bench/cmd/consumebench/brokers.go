@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -39,32 +37,6 @@ type queue interface {
 	// or waiting in a delay queue. Call it after the source closed.
 	left(ctx context.Context) (int64, error)
 	drop(ctx context.Context)
-}
-
-// publishers publish a workload's messages at once, so that publishing
-// takes seconds rather than a confirm round trip per message.
-const publishers = 16
-
-func publishAll(ctx context.Context, w *ledger.Workload, pub func(ctx context.Context, i int) error) error {
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	errs := make([]error, publishers)
-	for g := range publishers {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(w.IDs) || ctx.Err() != nil {
-					return
-				}
-				if err := pub(ctx, i); err != nil {
-					errs[g] = err
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return errors.Join(errs...)
 }
 
 // watermillUUIDHeader is the header in which Watermill's AMQP marshaler
@@ -116,7 +88,7 @@ type rabbitQueue struct {
 }
 
 func (q *rabbitQueue) publish(ctx context.Context, w *ledger.Workload) error {
-	return publishAll(ctx, w, func(ctx context.Context, i int) error {
+	return w.Publish(ctx, func(ctx context.Context, i int) error {
 		return q.k.pub.Publish(ctx, &broker.Message{ID: w.IDs[i], Subject: q.cfg.Queue, Payload: w.Payload(i),
 			Headers: map[string]string{watermillUUIDHeader: w.IDs[i]}})
 	})
@@ -239,7 +211,7 @@ type natsQueue struct {
 }
 
 func (q *natsQueue) publish(ctx context.Context, w *ledger.Workload) error {
-	return publishAll(ctx, w, func(ctx context.Context, i int) error {
+	return w.Publish(ctx, func(ctx context.Context, i int) error {
 		return q.k.pub.Publish(ctx, &broker.Message{ID: w.IDs[i], Subject: q.subject, Payload: w.Payload(i)})
 	})
 }

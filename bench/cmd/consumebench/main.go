@@ -110,12 +110,13 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/inboxkit/inbox/bench/internal/ledger"
+
+	"github.com/inboxkit/inbox/bench/internal/cli"
 )
 
 // options are the command's flags.
@@ -173,13 +174,13 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	o.logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	o.maxTime = time.Duration(*maxSeconds * float64(time.Second))
 	var err error
-	if o.brokers, err = list(*brokers, []string{"rabbitmq", "nats"}); err != nil {
+	if o.brokers, err = cli.List(*brokers, []string{"rabbitmq", "nats"}); err != nil {
 		return nil, fmt.Errorf("-brokers: %w", err)
 	}
-	if o.stores, err = list(*stores, []string{"postgres", "mariadb"}); err != nil {
+	if o.stores, err = cli.List(*stores, []string{"postgres", "mariadb"}); err != nil {
 		return nil, fmt.Errorf("-stores: %w", err)
 	}
-	if o.modes, err = list(*modes, allModes); err != nil {
+	if o.modes, err = cli.List(*modes, allModes); err != nil {
 		return nil, fmt.Errorf("-modes: %w", err)
 	}
 	for _, s := range strings.Split(*rows, ",") {
@@ -193,18 +194,6 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, errors.New("-messages, -workers, -batch, -prefetch, -rounds and -max-seconds must be positive")
 	}
 	return o, nil
-}
-
-func list(s string, known []string) ([]string, error) {
-	var out []string
-	for _, v := range strings.Split(s, ",") {
-		v = strings.TrimSpace(v)
-		if !slices.Contains(known, v) {
-			return nil, fmt.Errorf("unknown %q (known: %s)", v, strings.Join(known, ", "))
-		}
-		out = append(out, v)
-	}
-	return out, nil
 }
 
 func main() {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -34,32 +32,6 @@ type dest interface {
 	// every child has stopped.
 	left(ctx context.Context) (int64, error)
 	close()
-}
-
-// publishers publish a workload at once, so that publishing takes
-// seconds rather than a confirm round trip per message.
-const publishers = 16
-
-func publishAll(ctx context.Context, w *ledger.Workload, pub func(ctx context.Context, i int) error) error {
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	errs := make([]error, publishers)
-	for g := range publishers {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(w.IDs) || ctx.Err() != nil {
-					return
-				}
-				if err := pub(ctx, i); err != nil {
-					errs[g] = err
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return errors.Join(errs...)
 }
 
 // kafkaDest is a kfake cluster of its own, in this process, with one
@@ -95,7 +67,7 @@ func newKafka(o *options) (*kafkaDest, error) {
 // publish keys each record by its ID: the default partitioner spreads
 // them over the partitions.
 func (k *kafkaDest) publish(ctx context.Context, w *ledger.Workload) error {
-	return publishAll(ctx, w, func(ctx context.Context, i int) error {
+	return w.Publish(ctx, func(ctx context.Context, i int) error {
 		return k.pub.Publish(ctx, &broker.Message{ID: w.IDs[i], Key: w.IDs[i], Subject: k.topic, Payload: w.Payload(i)})
 	})
 }
@@ -171,7 +143,7 @@ func (c *natsConn) newStream(ctx context.Context) (*natsDest, error) {
 }
 
 func (d *natsDest) publish(ctx context.Context, w *ledger.Workload) error {
-	return publishAll(ctx, w, func(ctx context.Context, i int) error {
+	return w.Publish(ctx, func(ctx context.Context, i int) error {
 		return d.c.pub.Publish(ctx, &broker.Message{ID: w.IDs[i], Subject: d.subject, Payload: w.Payload(i)})
 	})
 }

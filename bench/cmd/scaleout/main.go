@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/inboxkit/inbox/bench/internal/cli"
 )
 
 // The modes. An inbox mode runs on every broker; a baseline runs once
@@ -124,10 +126,10 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	o.logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	o.maxTime = time.Duration(*maxSeconds * float64(time.Second))
 	var err error
-	if o.brokers, err = list(*brokers, allBrokers); err != nil {
+	if o.brokers, err = cli.List(*brokers, allBrokers); err != nil {
 		return nil, fmt.Errorf("-brokers: %w", err)
 	}
-	if o.modes, err = list(*modes, allModes); err != nil {
+	if o.modes, err = cli.List(*modes, allModes); err != nil {
 		return nil, fmt.Errorf("-modes: %w", err)
 	}
 	for _, s := range strings.Split(*procs, ",") {
@@ -142,18 +144,6 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, errors.New("-messages, -workers, -batch, -prefetch, -partitions, -rounds and -max-seconds must be positive")
 	}
 	return o, nil
-}
-
-func list(s string, known []string) ([]string, error) {
-	var out []string
-	for _, v := range strings.Split(s, ",") {
-		v = strings.TrimSpace(v)
-		if !slices.Contains(known, v) {
-			return nil, fmt.Errorf("unknown %q (known: %s)", v, strings.Join(known, ", "))
-		}
-		out = append(out, v)
-	}
-	return out, nil
 }
 
 func main() {
