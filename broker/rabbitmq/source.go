@@ -71,21 +71,30 @@ func (s *session) confirmer() (*confirmer, error) {
 // consumerTag is the Source's consumer on its channel, the only one there.
 const consumerTag = "inbox"
 
-// cancelTimeout bounds the basic.cancel that Close waits for.
+// cancelTimeout bounds the round trips that Close waits for.
 const cancelTimeout = 5 * time.Second
 
-// stop cancels the consumer and waits for the broker's cancel-ok, at most
-// cancelTimeout, so that the acks sent before reach the queue. A quorum
-// queue's channel holds back its settlements while 32 commands to the
-// queue are in flight, and drops them if the channel closes meanwhile:
-// the acked messages come back (rabbitmq-server issue 10327). The
-// synchronous cancel waits for the queue to apply what was sent before
-// it; the channel then sends what it held back, before the close.
-func (s *session) stop() {
+// stop cancels the consumer and waits for the broker's cancel-ok, then
+// closes the channel, each at most cancelTimeout, so that the acks sent
+// before reach the queue. A quorum queue's channel holds back its
+// settlements while 32 commands to the queue are in flight, and drops
+// them if the channel closes meanwhile: the acked messages come back
+// (rabbitmq-server issue 10327). The synchronous cancel waits for the
+// queue to apply what was sent before it. The queue then tells the
+// channel, which sends what it held back. Two more round trips (a
+// basic.qos and the channel's close) give that notice time to arrive
+// before the channel ends.
+func (s *session) stop(prefetch int) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = s.ch.Cancel(consumerTag, false)
+		if s.ch.Cancel(consumerTag, false) != nil {
+			return
+		}
+		if s.ch.Qos(prefetch, 0, false) != nil {
+			return
+		}
+		_ = s.ch.Close()
 	}()
 	select {
 	case <-done:
@@ -455,7 +464,7 @@ func (s *Source) Close() error {
 		s.cancel()
 		s.mu.Lock()
 		if s.sess != nil {
-			s.sess.stop()
+			s.sess.stop(s.cfg.Prefetch)
 			s.sess.close() // ends pump, and its deliveries
 		}
 		s.mu.Unlock()
