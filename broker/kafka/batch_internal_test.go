@@ -3,6 +3,7 @@ package kafka
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -325,15 +326,48 @@ func TestWaitingRetryHoldsItsPartitionOnly(t *testing.T) {
 			_ = d.Ack(ctx)
 		}
 		if other := 1 - held; held >= 0 && taken[other] == perPart {
-			src.mu.Lock()
-			n := len(src.parts[held].queue)
-			src.mu.Unlock()
-			if n > queueLimit { // its fetching paused: the queue did not grow on
-				t.Fatalf("partition %d, waiting for a retry, queued %d records, want at most %d", held, n, queueLimit)
+			// Its fetching is paused meanwhile: its queue cannot grow.
+			if paused := src.cl.PauseFetchPartitions(nil)[f.topic]; !slices.Contains(paused, held) {
+				t.Fatalf("partition %d waits for a retry, but the paused partitions are %v", held, paused)
 			}
 			return
 		}
 	}
 	t.Fatalf("a retry waiting on partition %d: %d of the other partition's %d records handed out in 15 s, want all",
 		held, taken[1-held], perPart)
+}
+
+// Batches run side by side on as many partitions as there are workers,
+// even when each partition holds more records than the Source queues
+// ahead. franz-go hands a fetch out partition after partition: a Source
+// that polled a few records at a time queued one partition only, and
+// NextBatch, which holds a partition per batch, had one batch to give.
+func TestBatchesHoldManyPartitionsAtOnce(t *testing.T) {
+	t.Parallel()
+	const parts, perPart, batches = 8, queueLimit + 88, 4
+	f := newFakeParts(t, "side-by-side", parts)
+	f.publish(t, 0, parts*perPart) // round-robin: perPart on each partition
+	src := f.source(t, "g", nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var held []broker.Delivery
+	seen := map[int32]bool{}
+	for len(seen) < batches {
+		bctx, bcancel := context.WithTimeout(ctx, 5*time.Second)
+		ds, err := src.NextBatch(bctx, 16)
+		bcancel()
+		if err != nil {
+			t.Fatalf("with %d batches held, on partitions %v, the next batch: %v; want %d batches at once",
+				len(seen), slices.Sorted(maps.Keys(seen)), err, batches)
+		}
+		part := ds[0].(*delivery).r.Partition
+		if seen[part] {
+			t.Fatalf("partition %d handed out a second batch while its first is held", part)
+		}
+		seen[part] = true
+		held = append(held, ds...)
+	}
+	for _, d := range held {
+		_ = d.Ack(ctx)
+	}
 }

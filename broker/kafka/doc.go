@@ -43,8 +43,13 @@
 // record therefore stops its partition until it succeeds or is
 // dead-lettered, as Kafka consumers that keep order do. Next
 // takes one record at a time, as Consume does. It takes records of the
-// partitions no batch holds. Up to 512 records are fetched ahead of the
-// workers.
+// partitions no batch holds.
+//
+// The Source fetches ahead of the workers. Whenever fewer than 512 records
+// wait, it takes all that franz-go has fetched, from every partition at
+// once, so that batches run on many partitions side by side. franz-go's
+// fetch options bound that memory: kgo.FetchMaxBytes (50 MiB by default)
+// and kgo.FetchMaxPartitionBytes (1 MiB), set through Config.Options.
 //
 // # Errors and rebalances
 //

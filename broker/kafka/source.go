@@ -81,8 +81,10 @@ type Source struct {
 
 var _ broker.BatchSource = (*Source)(nil)
 
-// queueLimit bounds the records fetched and not yet handed out: fetching
-// waits while the queues hold that many.
+// queueLimit is the low-water mark of the records fetched and not yet
+// handed out: fetching waits while the queues hold that many. A poll then
+// takes all that franz-go has buffered, whose size its fetch options
+// bound (kgo.FetchMaxBytes, kgo.FetchMaxPartitionBytes).
 const queueLimit = 512
 
 // NewSource joins the group and starts fetching. A group without a
@@ -219,7 +221,11 @@ func (s *Source) signal() {
 }
 
 // fetch polls records while the queues have room and queues them by
-// partition, for Next and NextBatch.
+// partition, for Next and NextBatch. Each poll takes all the buffered
+// fetches. franz-go hands them out partition after partition, so a poll
+// of a few records at a time would queue one or two partitions at once,
+// and NextBatch, which holds a partition per batch, would let no more
+// batches than that run side by side.
 func (s *Source) fetch() {
 	defer s.wg.Done()
 	for {
@@ -237,14 +243,14 @@ func (s *Source) fetch() {
 		if s.ctx.Err() != nil {
 			return
 		}
-		s.poll(min(room, 64))
+		s.poll()
 	}
 }
 
-// poll polls up to n records, and registers them as pending and queues
-// them while rebalancing is blocked.
-func (s *Source) poll(n int) {
-	fetches := s.cl.PollRecords(s.ctx, n)
+// poll polls the buffered records, and registers them as pending and
+// queues them while rebalancing is blocked.
+func (s *Source) poll() {
+	fetches := s.cl.PollRecords(s.ctx, -1)
 	defer s.cl.AllowRebalance()
 	if fetches.IsClientClosed() || s.ctx.Err() != nil {
 		return
@@ -270,27 +276,33 @@ func (s *Source) poll(n int) {
 			s.cfg.Logger.Warn("kafka: fetch error", "topic", topic, "partition", p, "error", err)
 		}
 	})
+	// Converted outside the lock: a poll may bring a whole fetch.
+	recs := fetches.Records()
+	msgs := make([]*broker.Message, len(recs))
+	for i, r := range recs {
+		msgs[i] = s.message(r)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	queued := s.queued
-	fetches.EachRecord(func(r *kgo.Record) {
+	for i, r := range recs {
 		p := s.parts[r.Partition]
 		if r.Topic != s.cfg.Topic || p == nil {
-			return // another topic, or not assigned (cannot happen while rebalancing is blocked)
+			continue // another topic, or not assigned (cannot happen while rebalancing is blocked)
 		}
 		if r.Offset < p.next {
 			s.rewound(p, r)
 		}
 		if _, ok := p.pending[r.Offset]; ok {
-			return // in flight or waiting for a retry since before the rewind
+			continue // in flight or waiting for a retry since before the rewind
 		}
 		p.pending[r.Offset] = r.LeaderEpoch
 		if r.Offset+1 > p.next {
 			p.next, p.epoch = r.Offset+1, r.LeaderEpoch
 		}
-		p.queue = append(p.queue, &delivery{s: s, r: r, part: p, msg: s.message(r)})
+		p.queue = append(p.queue, &delivery{s: s, r: r, part: p, msg: msgs[i]})
 		s.queued++
-	})
+	}
 	if s.queued != queued {
 		s.signal()
 	}
