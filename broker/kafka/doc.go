@@ -49,7 +49,10 @@
 // wait, it takes all that franz-go has fetched, from every partition at
 // once, so that batches run on many partitions side by side. franz-go's
 // fetch options bound that memory: kgo.FetchMaxBytes (50 MiB by default)
-// and kgo.FetchMaxPartitionBytes (1 MiB), set through Config.Options.
+// and kgo.FetchMaxPartitionBytes (1 MiB), set through Config.Options. A
+// fetch waits at most 500 ms for new records (kgo.FetchMaxWait, 5 s in
+// franz-go): a partition that a rebalance assigns is not fetched before
+// the fetch in flight returns.
 //
 // # Errors and rebalances
 //

@@ -242,3 +242,47 @@ func TestRedeliveryWindow(t *testing.T) {
 		}
 	}
 }
+
+// The Source's fetches wait at most fetchMaxWait on partitions with no new
+// record, unless Config.Options says otherwise. franz-go's default is 5 s,
+// and a partition assigned to a member whose fetch already waits is not
+// fetched before that fetch ends: after a rebalance, the scale-out
+// benchmark stood still for 3 to 4 s with its last records on the moved
+// partitions.
+func TestFetchMaxWait(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		opts []kgo.Opt
+		want int32
+	}{
+		{"default", nil, int32(fetchMaxWait / time.Millisecond)},
+		{"Options", []kgo.Opt{kgo.FetchMaxWait(2 * time.Second)}, 2000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFake(t, "maxwait-"+tc.name)
+			waits := make(chan int32, 64)
+			f.c.ControlKey(int16(kmsg.Fetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
+				select {
+				case waits <- req.(*kmsg.FetchRequest).MaxWaitMillis:
+				default:
+				}
+				return nil, nil, false // handled as usual
+			})
+			src, err := NewSource(context.Background(), &Config{Brokers: f.addrs, Topic: f.topic, Group: "g", Options: tc.opts})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { src.Close() })
+			select {
+			case got := <-waits:
+				if got != tc.want {
+					t.Fatalf("a fetch waits up to %d ms, want %d", got, tc.want)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("no fetch in 10 s")
+			}
+		})
+	}
+}

@@ -87,6 +87,12 @@ var _ broker.BatchSource = (*Source)(nil)
 // bound (kgo.FetchMaxBytes, kgo.FetchMaxPartitionBytes).
 const queueLimit = 512
 
+// fetchMaxWait is how long a fetch waits for new records, unless
+// Config.Options sets kgo.FetchMaxWait: franz-go's default of 5 s would
+// keep a partition assigned by a rebalance unfetched that long, while the
+// fetch in flight waits on the partitions already caught up.
+const fetchMaxWait = 500 * time.Millisecond
+
 // NewSource joins the group and starts fetching. A group without a
 // committed offset starts at the topic's oldest record.
 func NewSource(ctx context.Context, cfg *Config) (*Source, error) {
@@ -117,9 +123,10 @@ func newSource(ctx context.Context, cfg *Config, afterPoll func(n int)) (*Source
 		ctx: sctx, cancel: cancel, kick: make(chan struct{}, 1), failed: latch.New(),
 		afterPoll: afterPoll,
 	}
-	// The user's options first: the Source's own, which its correctness
-	// rests on (no auto-commit, its rebalance callbacks, one topic), win.
-	opts := append(append([]kgo.Opt{}, c.Options...),
+	// The Source's defaults, then the user's options, then the Source's
+	// own, which its correctness rests on (no auto-commit, its rebalance
+	// callbacks, one topic): each wins over those before it.
+	opts := append(append([]kgo.Opt{kgo.FetchMaxWait(fetchMaxWait)}, c.Options...),
 		kgo.SeedBrokers(c.Brokers...),
 		kgo.ConsumerGroup(c.Group),
 		kgo.ConsumeTopics(c.Topic),
