@@ -58,7 +58,9 @@
 // Evidence of where the curve bends, sampled during each measurement:
 // the CPU time (from /proc) of the consumer processes, of every postgres
 // process, of this process (kfake) and of nats-server, as a share of all
-// cores, and the machine's busy and iowait shares; the consumer
+// cores, and the machine's busy and iowait shares, also as CPU time per
+// message (µs/msg: a mode that costs twice its baseline's cannot pass
+// half of it on a machine it fills); the consumer
 // processes' backends in pg_stat_activity every 100 ms, by state (on
 // CPU, waiting for the client inside a transaction, Lock, LWLock, WAL
 // write and fsync, other IO); the run database's commits

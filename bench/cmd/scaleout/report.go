@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -295,9 +296,10 @@ func printEvidence(w io.Writer, cells []*cell) {
 	fmt.Fprintln(w, "  nats = nats-server, busy and iowait = the whole machine's); backends: the children's PostgreSQL backends, mean number")
 	fmt.Fprintln(w, "  per 100 ms sample, by state: cpu = active, no wait event; client = in a transaction, waiting for the client's next")
 	fmt.Fprintln(w, "  statement; lock = Lock:*; lwlock = LWLock:* but WALWrite; wal = IO:WALSync, IO:WALWrite, LWLock:WALWrite;")
-	fmt.Fprintln(w, "  commits/sync = the run database's commits per WAL fsync of the cluster (pg_stat_wal counts other databases too)")
+	fmt.Fprintln(w, "  commits/sync = the run database's commits per WAL fsync of the cluster (pg_stat_wal counts other databases too);")
+	fmt.Fprintln(w, "  µs/msg: CPU time per message of the children, of PostgreSQL, of the broker (parent and nats) and of all three")
 	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "mode\tN\tmsgs/s\tchildren\tpg\tparent\tnats\tbusy\tiowait\t| cpu\tclient\tlock\tlwlock\twal\tio\tother\tidle\t| commits/s\tsyncs/s\tcommits/sync\tWAL B/msg\t| kills\tredeliv\tretries\ttop waits\t")
+	fmt.Fprintln(tw, "mode\tN\tmsgs/s\tchildren\tpg\tparent\tnats\tbusy\tiowait\t| µs/msg: children\tpg\tbroker\tall\t| cpu\tclient\tlock\tlwlock\twal\tio\tother\tidle\t| commits/s\tsyncs/s\tcommits/sync\tWAL B/msg\t| kills\tredeliv\tretries\ttop waits\t")
 	sorted := slices.Clone(cells)
 	sort.SliceStable(sorted, func(i, j int) bool {
 		if sorted[i].name() != sorted[j].name() {
@@ -308,9 +310,11 @@ func printEvidence(w io.Writer, cells []*cell) {
 	for _, c := range sorted {
 		g := groupWaits(c.Waits)
 		secs := c.Seconds
-		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t| %.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t| %.0f\t%.0f\t%s\t%s\t| %d\t%d\t%d\t%s\t\n",
+		us := func(share float64) float64 { return cpuPerMessage(share, secs, c.Processed) }
+		children, pg, brk := us(c.CPU["children"]), us(c.CPU["postgres"]), us(c.CPU["parent"]+c.CPU["nats"])
+		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t| %.0f\t%.0f\t%.0f\t%.0f\t| %.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t| %.0f\t%.0f\t%s\t%s\t| %d\t%d\t%d\t%s\t\n",
 			c.name(), c.Procs, c.Mean, pct(c.CPU["children"]), pct(c.CPU["postgres"]), pct(c.CPU["parent"]), pct(c.CPU["nats"]),
-			pct(c.CPU["machine"]), pct(c.CPU["iowait"]),
+			pct(c.CPU["machine"]), pct(c.CPU["iowait"]), children, pg, brk, children+pg+brk,
 			g["cpu"], g["client"], g["lock"], g["lwlock"], g["wal"], g["io"], g["other"], g["idle"],
 			perSec(c.PG.Commits, secs), perSec(c.PG.WALSyncs, secs), ratioText(c.PG.Commits, c.PG.WALSyncs),
 			ratioText(c.PG.WALBytes, c.Processed), c.Kills, c.Redeliv, c.Retries, topWaits(c.Waits, 3))
@@ -324,6 +328,15 @@ func order(c *cell) string {
 		return "0" + strings.Repeat(" ", 10) + fmt.Sprint(slices.Index(allModes, c.Mode))
 	}
 	return "1" + c.Broker + fmt.Sprint(slices.Index(allModes, c.Mode))
+}
+
+// cpuPerMessage is the CPU time, in µs, that a share of all cores for
+// secs costs each of n messages.
+func cpuPerMessage(share, secs float64, n int64) float64 {
+	if n <= 0 {
+		return 0
+	}
+	return share * float64(runtime.NumCPU()) * secs * 1e6 / float64(n)
 }
 
 func pct(x float64) string { return fmt.Sprintf("%.0f%%", 100*x) }
