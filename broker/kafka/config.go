@@ -37,7 +37,8 @@ type Config struct {
 	// Options are more franz-go options, such as TLS, SASL and timeouts. The
 	// options the Source sets override them. They are the seed brokers, the
 	// group, the topic, the reset offset, no auto-commit, blocking rebalances
-	// on poll and the partition callbacks.
+	// on poll and the partition callbacks. Options override one default of
+	// the Source: a fetch waits at most 500 ms (kgo.FetchMaxWait).
 	Options []kgo.Opt
 	// Logger receives commit failures, which are retried at the next interval.
 	// Default [slog.Default].

@@ -45,12 +45,18 @@
 // takes one record at a time, as Consume does. It takes records of the
 // partitions no batch holds.
 //
-// The Source fetches ahead of the workers. Whenever fewer than 512 records
-// wait, it takes all that franz-go has fetched, from every partition at
-// once, so that batches run on many partitions side by side. franz-go's
-// fetch options bound that memory: kgo.FetchMaxBytes (50 MiB by default)
-// and kgo.FetchMaxPartitionBytes (1 MiB), set through Config.Options. A
-// fetch waits at most 500 ms for new records (kgo.FetchMaxWait, 5 s in
+// The Source fetches ahead of the workers. Whenever fewer than 512
+// records wait on partitions that no batch holds, it takes all that
+// franz-go has fetched, from every partition at once, so that batches run
+// on many partitions side by side. It queues 8,192 records at most, plus
+// a fetch. franz-go bounds the bytes, through Config.Options:
+// kgo.FetchMaxBytes per fetch (50 MiB by default, compressed; a larger
+// record batch still comes whole), kgo.FetchMaxPartitionBytes per
+// partition (1 MiB), and kgo.MaxConcurrentFetches, the fetches in flight
+// at once (by default one per broker). The Source may hold one fetch
+// while franz-go buffers the next.
+//
+// A fetch waits at most 500 ms for new records (kgo.FetchMaxWait, 5 s in
 // franz-go): a partition that a rebalance assigns is not fetched before
 // the fetch in flight returns.
 //

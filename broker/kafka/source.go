@@ -82,10 +82,15 @@ type Source struct {
 var _ broker.BatchSource = (*Source)(nil)
 
 // queueLimit is the low-water mark of the records fetched and not yet
-// handed out: fetching waits while the queues hold that many. A poll then
-// takes all that franz-go has buffered, whose size its fetch options
-// bound (kgo.FetchMaxBytes, kgo.FetchMaxPartitionBytes).
-const queueLimit = 512
+// handed out: fetching waits while that many wait on partitions a worker
+// may take (see takeable). A poll then takes all that franz-go has
+// buffered. queueCap bounds the records queued in all, then fetching
+// waits too; the bytes of a poll are franz-go's to bound (see the package
+// doc).
+const (
+	queueLimit = 512
+	queueCap   = 16 * queueLimit
+)
 
 // fetchMaxWait is how long a fetch waits for new records, unless
 // Config.Options sets kgo.FetchMaxWait: franz-go's default of 5 s would
@@ -183,13 +188,16 @@ func (s *Source) lost(_ context.Context, _ *kgo.Client, lost map[string][]int32)
 	}
 }
 
-// waitingQueued counts the records queued on partitions that wait for a
-// retry, under s.mu. Their fetching is paused, so their queues cannot
-// grow, and they do not take the other partitions' room.
-func (s *Source) waitingQueued() int {
+// takeable counts the records queued on partitions that a worker may take
+// now, under s.mu: held by no batch and waiting for no retry. The others'
+// records do not take the room of those: a partition queued behind a
+// batch in flight, or behind a retry, must not keep the rest unfetched.
+// A waiting partition's fetching is paused, so its queue grows by at most
+// the fetch that was in flight when the pause came.
+func (s *Source) takeable() int {
 	n := 0
 	for _, p := range s.parts {
-		if p.waiting > 0 {
+		if p.held == 0 && p.waiting == 0 {
 			n += len(p.queue)
 		}
 	}
@@ -237,7 +245,7 @@ func (s *Source) fetch() {
 	defer s.wg.Done()
 	for {
 		s.mu.Lock()
-		room, changed := queueLimit-s.queued+s.waitingQueued(), s.changed
+		room, changed := min(queueLimit-s.takeable(), queueCap-s.queued), s.changed
 		s.mu.Unlock()
 		if room <= 0 {
 			select {

@@ -75,7 +75,7 @@ const consumerTag = "inbox"
 const cancelTimeout = 5 * time.Second
 
 // stop cancels the consumer and waits for the broker's cancel-ok, then
-// closes the channel, each at most cancelTimeout, so that the acks sent
+// closes the channel, all within cancelTimeout, so that the acks sent
 // before reach the queue. A quorum queue's channel holds back its
 // settlements while 32 commands to the queue are in flight, and drops
 // them if the channel closes meanwhile: the acked messages come back
