@@ -291,65 +291,85 @@ func TestRewoundFetchKeepsOffsetOrder(t *testing.T) {
 	}
 }
 
-// A record of a batch waiting for its retry holds its own partition only.
-// Its partition's queued records must not take the Source's room and so
-// starve the other partitions for the whole delay: once the first records
-// are handed out, more are published, and the other partition's must be
-// fetched while the waiting partition's queue still holds more than
-// queueLimit.
-func TestWaitingRetryHoldsItsPartitionOnly(t *testing.T) {
+// A partition held by a batch in flight, or waiting for the retry of one
+// of its records, keeps its queued records out of the Source's room: the
+// other partitions are still fetched. After the first records, more are
+// published; the other partition's must come while the held partition's
+// queue still holds more than queueLimit.
+func TestHeldPartitionLeavesRoom(t *testing.T) {
 	t.Parallel()
-	const perPart = 2 * queueLimit
-	f := newFakeParts(t, "nack-room", 2)
-	f.publish(t, 0, 2*perPart) // round-robin: perPart on each partition
-	src := f.source(t, "g", nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var held int32 = -1
-	taken := map[int32]int{}
-	more := false
-	deadline := time.Now().Add(15 * time.Second)
-	for time.Now().Before(deadline) {
-		bctx, bcancel := context.WithTimeout(ctx, 500*time.Millisecond)
-		ds, err := src.NextBatch(bctx, 16)
-		bcancel()
-		if err != nil {
-			if ctx.Err() != nil {
-				break
+	for _, tc := range []struct {
+		name string
+		// hold keeps the partition of the first batch held, and returns
+		// the deliveries it did not settle.
+		hold func(ctx context.Context, ds []broker.Delivery) []broker.Delivery
+		// paused: the held partition's fetching is paused meanwhile.
+		paused bool
+	}{
+		{"batch in flight", func(_ context.Context, ds []broker.Delivery) []broker.Delivery { return ds }, false},
+		{"retry waiting", func(ctx context.Context, ds []broker.Delivery) []broker.Delivery {
+			_ = ds[0].Nack(ctx, time.Minute) // waits far longer than the test
+			for _, d := range ds[1:] {
+				_ = d.Ack(ctx)
 			}
-			continue
-		}
-		part := ds[0].(*delivery).r.Partition
-		for i, d := range ds {
-			if held < 0 && i == 0 {
-				held = part
-				_ = d.Nack(ctx, time.Minute) // waits far longer than the test
-				continue
+			return nil
+		}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			const perPart = 2 * queueLimit
+			f := newFakeParts(t, "held-room", 2)
+			f.publish(t, 0, 2*perPart) // round-robin: perPart on each partition
+			src := f.source(t, "g", nil)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			first, err := src.NextBatch(ctx, 16)
+			if err != nil {
+				t.Fatal(err)
 			}
-			taken[part]++
-			_ = d.Ack(ctx)
-		}
-		other := 1 - held
-		if held >= 0 && taken[other] >= perPart && !more {
-			src.mu.Lock()
-			n := len(src.parts[held].queue)
-			src.mu.Unlock()
-			if n <= queueLimit {
-				t.Fatalf("partition %d, waiting, queued %d records: want more than %d for the test to mean anything", held, n, queueLimit)
+			held := first[0].(*delivery).r.Partition
+			unsettled := tc.hold(ctx, first)
+			defer func() {
+				for _, d := range unsettled {
+					_ = d.Ack(ctx)
+				}
+			}()
+			taken, more := 0, false
+			deadline := time.Now().Add(15 * time.Second)
+			for taken < 2*perPart && time.Now().Before(deadline) {
+				if taken >= perPart && !more {
+					src.mu.Lock()
+					n := len(src.parts[held].queue)
+					src.mu.Unlock()
+					if n <= queueLimit {
+						t.Fatalf("partition %d, held, queued %d records: want more than %d for the test to mean anything", held, n, queueLimit)
+					}
+					f.publish(t, 2*perPart, 4*perPart) // perPart more on each
+					more = true
+				}
+				bctx, bcancel := context.WithTimeout(ctx, 500*time.Millisecond)
+				ds, err := src.NextBatch(bctx, 16)
+				bcancel()
+				if err != nil {
+					continue
+				}
+				if p := ds[0].(*delivery).r.Partition; p == held {
+					t.Fatalf("partition %d handed out a batch while held", p)
+				}
+				for _, d := range ds {
+					_ = d.Ack(ctx)
+				}
+				taken += len(ds)
 			}
-			f.publish(t, 2*perPart, 4*perPart) // perPart more on each
-			more = true
-		}
-		if held >= 0 && taken[other] >= 2*perPart {
-			// Its fetching is paused meanwhile: its queue cannot grow.
-			if paused := src.cl.PauseFetchPartitions(nil)[f.topic]; !slices.Contains(paused, held) {
-				t.Fatalf("partition %d waits for a retry, but the paused partitions are %v", held, paused)
+			if taken < 2*perPart {
+				t.Fatalf("partition %d held: the other partition handed out %d of its %d records in 15 s", held, taken, 2*perPart)
 			}
-			return
-		}
+			paused := slices.Contains(src.cl.PauseFetchPartitions(nil)[f.topic], held)
+			if paused != tc.paused {
+				t.Fatalf("partition %d held: its fetching paused %v, want %v", held, paused, tc.paused)
+			}
+		})
 	}
-	t.Fatalf("a retry waiting on partition %d: %d of the other partition's %d records handed out in 15 s, want all",
-		held, taken[1-held], 2*perPart)
 }
 
 // Batches run side by side on as many partitions as there are workers,
@@ -384,59 +404,5 @@ func TestBatchesHoldManyPartitionsAtOnce(t *testing.T) {
 	}
 	for _, d := range held {
 		_ = d.Ack(ctx)
-	}
-}
-
-// A batch in flight leaves its partition's queue out of the Source's room:
-// while one partition's batch is held with more than queueLimit records
-// queued behind it, the other partitions are still fetched.
-func TestHeldBatchLeavesRoom(t *testing.T) {
-	t.Parallel()
-	const perPart = 2 * queueLimit
-	f := newFakeParts(t, "held-room", 2)
-	f.publish(t, 0, 2*perPart) // round-robin: perPart on each partition
-	src := f.source(t, "g", nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	first, err := src.NextBatch(ctx, 16) // held until the end
-	if err != nil {
-		t.Fatal(err)
-	}
-	held := first[0].(*delivery).r.Partition
-	defer func() {
-		for _, d := range first {
-			_ = d.Ack(ctx)
-		}
-	}()
-	taken := 0
-	more := false
-	deadline := time.Now().Add(15 * time.Second)
-	for taken < 2*perPart && time.Now().Before(deadline) {
-		if taken >= perPart && !more {
-			src.mu.Lock()
-			n := len(src.parts[held].queue)
-			src.mu.Unlock()
-			if n <= queueLimit {
-				t.Fatalf("partition %d, held, queued %d records: want more than %d for the test to mean anything", held, n, queueLimit)
-			}
-			f.publish(t, 2*perPart, 4*perPart) // perPart more on each
-			more = true
-		}
-		bctx, bcancel := context.WithTimeout(ctx, 500*time.Millisecond)
-		ds, err := src.NextBatch(bctx, 16)
-		bcancel()
-		if err != nil {
-			continue
-		}
-		if p := ds[0].(*delivery).r.Partition; p == held {
-			t.Fatalf("partition %d handed out a second batch while its first is held", p)
-		}
-		for _, d := range ds {
-			_ = d.Ack(ctx)
-		}
-		taken += len(ds)
-	}
-	if taken < 2*perPart {
-		t.Fatalf("with a batch of partition %d held, the other partition handed out %d of its %d records in 15 s", held, taken, 2*perPart)
 	}
 }
